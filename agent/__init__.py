@@ -1,0 +1,1 @@
+"""iljeong's domain-free agent runtime."""

@@ -1,0 +1,48 @@
+"""The Backend protocol: one model step from a message history, whatever runs the model."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+@dataclass
+class Completion:
+    """One model step. ``text`` is exactly what the model produced; the history keeps it verbatim."""
+
+    text: str
+    finish_reason: str = "stop"  # "stop" | "length" | "error" | "interrupted"
+    # Calls the server returned natively (OpenAI backends); None when the text must be parsed.
+    native_tool_calls: list[dict[str, Any]] | None = None
+    prompt_tokens: int = 0  # length of the rendered prompt
+    evaluated_tokens: int = 0  # prompt tokens the engine actually evaluated this step
+    reused_tokens: int = 0  # prompt tokens served from the KV cache / saved state
+    generated_tokens: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class Backend(Protocol):
+    """Anything that turns (messages, tools) into one Completion.
+
+    ``messages`` are OpenAI-style dicts. Assistant messages carry the model's exact raw text in
+    ``content``; a backend that renders a prompt must render that text unchanged so the token
+    prefix of earlier steps stays byte-identical. ``session_id`` lets a backend keep per-session
+    state (saved KV caches) across interleaved conversations.
+    """
+
+    name: str
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        session_id: str | None = None,
+        max_tokens: int = 512,
+    ) -> Completion: ...
+
+    def identity(self) -> dict[str, Any]:
+        """Model and adapter identity for the trajectory log (paths, sha256, scale, backend)."""
+        ...

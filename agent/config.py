@@ -1,0 +1,121 @@
+"""Configuration: one frozen object built from flags, then environment, then a config file.
+
+Precedence (highest first): command-line flags, environment variables, the TOML file at
+``$AGENT_DATA_DIR/config.toml`` (or ``AGENT_CONFIG``), then defaults. Nothing else in the
+code base reads the environment for these settings.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Mapping
+
+import platformdirs
+
+DEFAULT_TZ = "Asia/Seoul"
+
+# setting name -> environment variable
+ENV_NAMES: dict[str, str] = {
+    "model_path": "AGENT_MODEL_PATH",
+    "lora_path": "AGENT_LORA_PATH",
+    "no_adapter": "AGENT_NO_ADAPTER",
+    "data_dir": "AGENT_DATA_DIR",
+    "tz": "AGENT_TZ",
+    "telegram_token": "TELEGRAM_BOT_TOKEN",
+    "telegram_token_file": "TELEGRAM_BOT_TOKEN_FILE",
+    "telegram_allowed_users": "TELEGRAM_ALLOWED_USERS",
+    "telegram_allowed_chats": "TELEGRAM_ALLOWED_CHATS",
+    "telegram_api_base_url": "TELEGRAM_API_BASE_URL",
+}
+
+
+def default_data_dir() -> Path:
+    return Path(platformdirs.user_data_dir("iljeong", appauthor=False))
+
+
+@dataclass(frozen=True)
+class Settings:
+    model_path: str | None = None
+    lora_path: str | None = None
+    lora_scale: float = 1.0
+    no_adapter: bool = False
+    data_dir: Path = field(default_factory=default_data_dir)
+    tz: str = DEFAULT_TZ
+    n_ctx: int = 8192
+    n_threads: int | None = None
+    max_steps: int = 8
+    max_tool_calls: int = 16
+    enable_thinking: bool = False
+    telegram_token: str | None = None
+    telegram_token_file: str | None = None
+    telegram_allowed_users: tuple[int, ...] = ()
+    telegram_allowed_chats: tuple[int, ...] = ()
+    telegram_api_base_url: str | None = None
+    approval_timeout_s: float = 300.0
+    domain: str = "tools.calendar"  # module with load_domain(settings)
+    history_turns: int = 12  # earlier user turns kept in the prompt
+
+    @property
+    def store_path(self) -> Path:
+        return self.data_dir / "calendar.sqlite3"
+
+    @property
+    def sessions_path(self) -> Path:
+        return self.data_dir / "sessions.sqlite3"
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Turn a string (environment) or TOML value into the field's type."""
+    if name == "data_dir":
+        return Path(value).expanduser()
+    if name in ("telegram_allowed_users", "telegram_allowed_chats"):
+        if isinstance(value, str):
+            parts = [p for p in value.replace(";", ",").replace(" ", ",").split(",") if p]
+        else:
+            parts = list(value)
+        try:
+            return tuple(int(p) for p in parts)
+        except ValueError as exc:
+            raise ValueError(f"{name}: expected numeric Telegram ids, got {value!r}") from exc
+    if name in ("lora_scale", "approval_timeout_s"):
+        return float(value)
+    if name in ("n_ctx", "n_threads", "max_steps", "max_tool_calls", "history_turns"):
+        return int(value)
+    if name in ("no_adapter", "enable_thinking"):
+        if isinstance(value, str):
+            return value.strip().lower() in ("1", "true", "yes", "on")
+        return bool(value)
+    return value
+
+
+def load_settings(
+    overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings:
+    """Build Settings; ``overrides`` are flags (None values mean "not given")."""
+    env = os.environ if environ is None else environ
+    known = {f.name for f in fields(Settings)}
+    values: dict[str, Any] = {}
+
+    data_dir_hint = (overrides or {}).get("data_dir") or env.get("AGENT_DATA_DIR")
+    config_file = env.get("AGENT_CONFIG") or str(
+        Path(data_dir_hint).expanduser() / "config.toml" if data_dir_hint else default_data_dir() / "config.toml"
+    )
+    path = Path(config_file)
+    if path.is_file():
+        with path.open("rb") as fh:
+            for key, value in tomllib.load(fh).items():
+                if key in known:
+                    values[key] = _coerce(key, value)
+
+    for name, var in ENV_NAMES.items():
+        if env.get(var):
+            values[name] = _coerce(name, env[var])
+
+    for key, value in (overrides or {}).items():
+        if value is not None and key in known:
+            values[key] = _coerce(key, value)
+
+    return replace(Settings(), **values)

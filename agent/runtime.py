@@ -1,0 +1,68 @@
+"""What a frontend (REPL, bot) holds: the agent plus the session store and trajectory log.
+
+``Runtime.handle`` is the single entry point for a user's message: it loads the session,
+persists the message before the model sees it (so a crash loses nothing), runs the loop,
+persists every produced message as it appears, and logs the turn.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from agent.approval import Approver
+from agent.domain import Domain
+from agent.loop import Agent
+from agent.records import Turn
+from agent.sessions import SessionStore
+from agent.trajectory import TrajectoryLog
+
+
+def recent_turns(history: list[dict[str, Any]], keep: int) -> list[dict[str, Any]]:
+    """The last ``keep`` user turns, cut on a user message so the kept prefix stays stable."""
+    user_positions = [i for i, m in enumerate(history) if m.get("role") == "user"]
+    if len(user_positions) <= keep:
+        return list(history)
+    return history[user_positions[-keep]:]
+
+
+@dataclass
+class Runtime:
+    agent: Agent
+    domain: Domain
+    sessions: SessionStore
+    log: TrajectoryLog
+    system_prompt: Callable[[], str]
+    history_turns: int = 12
+
+    def handle(
+        self,
+        conversation: str,
+        text: str,
+        approver: Approver,
+        cancel: threading.Event | None = None,
+    ) -> Turn:
+        session_id = self.sessions.current(conversation)
+        history = self.sessions.history(session_id)
+        user = {"role": "user", "content": text}
+        self.sessions.append(session_id, user)
+        messages = [{"role": "system", "content": self.system_prompt()}]
+        messages += recent_turns(history, self.history_turns) + [user]
+        turn = self.agent.run_turn(
+            messages,
+            approver,
+            session_id=session_id,
+            cancel=cancel,
+            on_message=lambda message: self.sessions.append(session_id, message),
+        )
+        self.log.record(turn, self.agent.backend.identity())
+        return turn
+
+    def new_session(self, conversation: str) -> str:
+        return self.sessions.start_new(conversation)
+
+    def close(self) -> None:
+        self.sessions.close()
+        self.log.close()
+        self.domain.close()

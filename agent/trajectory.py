@@ -1,0 +1,74 @@
+"""The trajectory log: every turn, with every model step, call, approval and timing, in SQLite.
+
+This is the input of eval and export, so it stores the turn whole (JSON) next to the few
+columns that queries filter on.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from agent.records import Turn
+from agent.sessions import connect
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS turns (
+    id INTEGER PRIMARY KEY,
+    session_id TEXT,
+    created_at REAL NOT NULL,
+    stop_reason TEXT NOT NULL,
+    steps INTEGER NOT NULL,
+    tool_calls INTEGER NOT NULL,
+    seconds REAL NOT NULL,
+    model TEXT NOT NULL,          -- JSON: backend, model path, adapter path, sha256, scale
+    turn TEXT NOT NULL            -- JSON: Turn.to_dict()
+);
+CREATE INDEX IF NOT EXISTS turns_session ON turns(session_id);
+"""
+
+
+class TrajectoryLog:
+    def __init__(self, path: Path | str) -> None:
+        self.path = Path(path)
+        self._conn = connect(self.path)
+        self._lock = threading.Lock()
+        with self._lock:
+            self._conn.executescript(SCHEMA)
+
+    def record(self, turn: Turn, model: dict[str, Any]) -> int:
+        """One INSERT per turn: the log must not cost a SQLite round-trip per step."""
+        with self._lock:
+            cur = self._conn.execute(
+                "INSERT INTO turns (session_id, created_at, stop_reason, steps, tool_calls, seconds, model, turn) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    turn.session_id,
+                    time.time(),
+                    turn.stop_reason.value,
+                    len(turn.steps),
+                    len(turn.calls),
+                    turn.seconds,
+                    json.dumps(model, ensure_ascii=False, default=str),
+                    json.dumps(turn.to_dict(), ensure_ascii=False, default=str),
+                ),
+            )
+            return int(cur.lastrowid or 0)
+
+    def turns(self, session_id: str | None = None) -> Iterator[dict[str, Any]]:
+        query = "SELECT id, model, turn FROM turns"
+        params: tuple[Any, ...] = ()
+        if session_id is not None:
+            query += " WHERE session_id = ?"
+            params = (session_id,)
+        with self._lock:
+            rows = self._conn.execute(query + " ORDER BY id", params).fetchall()
+        for row_id, model, turn in rows:
+            yield {"id": row_id, "model": json.loads(model), **json.loads(turn)}
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()

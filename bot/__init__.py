@@ -1,0 +1,1 @@
+"""The Telegram frontend (python-telegram-bot v22, long polling)."""

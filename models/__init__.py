@@ -1,0 +1,1 @@
+"""Finding, downloading, checking and converting GGUF models and LoRA adapters."""

@@ -1,0 +1,1 @@
+"""Tool registry and the domains that plug into it."""

@@ -1,0 +1,151 @@
+"""The tool registry: turns a domain's plain functions into model-visible schemas and safe calls.
+
+A domain (e.g. ``tools.calendar``) builds a ``Registry`` of ``Tool``s bound to its store. The
+agent runtime only ever talks to this class: it never imports a domain by name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable
+
+from pydantic import BaseModel, ValidationError
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool returns. A failure is a result with a stable code, never an exception."""
+
+    ok: bool
+    data: Any = None
+    error: str | None = None  # stable code: "not_found", "conflict", "invalid_arguments", ...
+    message: str = ""
+
+    @classmethod
+    def success(cls, data: Any = None, message: str = "") -> ToolResult:
+        return cls(ok=True, data=data, message=message)
+
+    @classmethod
+    def failure(cls, error: str, message: str, data: Any = None) -> ToolResult:
+        return cls(ok=False, data=data, error=error, message=message)
+
+    def to_text(self) -> str:
+        """The exact text the model sees as the tool's result (compact, UTF-8, stable order)."""
+        body: dict[str, Any] = {"ok": self.ok}
+        if self.error:
+            body["error"] = self.error
+        if self.message:
+            body["message"] = self.message
+        if self.data is not None:
+            body["data"] = self.data
+        return json.dumps(body, ensure_ascii=False, separators=(", ", ": "), default=str)
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    arguments: type[BaseModel]
+    run: Callable[[Any], ToolResult]  # receives a validated ``arguments`` instance
+    destructive: bool = False
+    # For destructive tools: the exact action in words a human can approve ("Delete 'Dentist',
+    # Tue 3 Dec 15:00-16:00"). Receives the validated arguments.
+    describe: Callable[[Any], str] | None = None
+
+    def schema(self) -> dict[str, Any]:
+        """OpenAI ``tools`` entry; pydantic's schema without the noise small models don't need."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": _strip_titles(self.arguments.model_json_schema()),
+            },
+        }
+
+
+def _strip_titles(node: Any) -> Any:
+    if isinstance(node, dict):
+        return {k: _strip_titles(v) for k, v in node.items() if k != "title" or not isinstance(v, str)}
+    if isinstance(node, list):
+        return [_strip_titles(v) for v in node]
+    return node
+
+
+def trim_validation_error(exc: ValidationError, limit: int = 400) -> str:
+    """pydantic's message, one line per problem, without the documentation URLs."""
+    lines = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err.get("loc", ())) or "arguments"
+        lines.append(f"{where}: {err.get('msg', 'invalid')}")
+    text = "; ".join(lines)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass
+class Registry:
+    tools: list[Tool] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        names = [t.name for t in self.tools]
+        if len(names) != len(set(names)):
+            raise ValueError(f"duplicate tool names in registry: {names}")
+        self._by_name = {t.name: t for t in self.tools}
+
+    @classmethod
+    def of(cls, tools: Iterable[Tool]) -> Registry:
+        return cls(list(tools))
+
+    @property
+    def names(self) -> list[str]:
+        return [t.name for t in self.tools]
+
+    def get(self, name: str) -> Tool | None:
+        return self._by_name.get(name)
+
+    def is_destructive(self, name: str) -> bool:
+        tool = self.get(name)
+        return bool(tool and tool.destructive)
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [t.schema() for t in self.tools]
+
+    def validate(self, name: str, arguments: Any) -> BaseModel | ToolResult:
+        """Validated arguments, or a failure result that names the problem for the model."""
+        tool = self.get(name)
+        if tool is None:
+            return ToolResult.failure(
+                "unknown_tool", f"There is no tool named {name!r}. Available tools: {', '.join(self.names)}."
+            )
+        if not isinstance(arguments, dict):
+            return ToolResult.failure(
+                "invalid_arguments", f"Arguments for {name} must be a JSON object, got {type(arguments).__name__}."
+            )
+        try:
+            return tool.arguments.model_validate(arguments)
+        except ValidationError as exc:
+            return ToolResult.failure("invalid_arguments", f"{name}: {trim_validation_error(exc)}")
+
+    def describe(self, name: str, args: BaseModel) -> str:
+        """Human-readable action for the approval prompt; falls back to name + arguments."""
+        tool = self.get(name)
+        if tool is not None and tool.describe is not None:
+            try:
+                return tool.describe(args)
+            except Exception:  # a describe bug must not hide the call from the human
+                pass
+        return f"{name}({json.dumps(args.model_dump(mode='json', exclude_none=True), ensure_ascii=False)})"
+
+    def execute(self, name: str, args: BaseModel) -> ToolResult:
+        """Run a validated call. A crashing tool becomes a failure result; the loop keeps going."""
+        tool = self.get(name)
+        if tool is None:
+            return ToolResult.failure("unknown_tool", f"There is no tool named {name!r}.")
+        try:
+            result = tool.run(args)
+        except Exception as exc:  # tools are expected to return failures; this is the safety net
+            return ToolResult.failure("tool_crashed", f"{name} failed: {type(exc).__name__}: {exc}")
+        if not isinstance(result, ToolResult):
+            return ToolResult.success(result)
+        return result
