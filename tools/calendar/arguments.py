@@ -1,0 +1,235 @@
+"""Argument models of the calendar tools: strict ISO dates/times, small JSON schemas.
+
+Validation lives here so a bad call is refused by ``Registry.validate`` (error code
+``invalid_arguments``) before anything touches the store. Ambiguous forms ("3pm", "tomorrow",
+"12/01") are rejected with the expected form spelled out; nothing is guessed.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import date, time
+from typing import Annotated, Any, ClassVar
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+MAX_RANGE_DAYS = 62  # a search or slot query longer than this is almost surely a mistake
+MAX_DURATION_MINUTES = 24 * 60
+
+_DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
+_TIME_RE = re.compile(r"(\d{2}):(\d{2})(?::(\d{2}))?")
+
+
+def check_date(value: str) -> str:
+    text = value.strip()
+    try:
+        if not _DATE_RE.fullmatch(text):
+            raise ValueError
+        date.fromisoformat(text)
+    except ValueError:
+        raise ValueError(
+            f"{value!r} is not a date in the form YYYY-MM-DD (e.g. 2026-12-01); "
+            "turn words like 'tomorrow'/'내일' into the actual date first"
+        ) from None
+    return text
+
+
+def check_time(value: str) -> str:
+    text = value.strip()
+    match = _TIME_RE.fullmatch(text)
+    if match is None or int(match[1]) > 23 or int(match[2]) > 59 or int(match[3] or 0) > 59:
+        raise ValueError(
+            f"{value!r} is not a 24-hour time HH:MM (e.g. 15:00 for 3 pm / 오후 3시, 09:30 for 9:30 am)"
+        )
+    return text if match[3] and match[3] != "00" else f"{match[1]}:{match[2]}"
+
+
+def check_name(value: str) -> str:
+    cleaned = " ".join(value.split())
+    if not cleaned:
+        raise ValueError("names cannot be empty")
+    return cleaned
+
+
+def check_title(value: str) -> str:
+    cleaned = " ".join(value.split())
+    if not cleaned:
+        raise ValueError("title cannot be empty")
+    return cleaned
+
+
+def parse_date(text: str) -> date:
+    return date.fromisoformat(text)
+
+
+def parse_time(text: str) -> time:
+    return time.fromisoformat(text)
+
+
+IsoDate = Annotated[str, AfterValidator(check_date)]
+IsoTime = Annotated[str, AfterValidator(check_time)]
+Name = Annotated[str, AfterValidator(check_name)]
+Title = Annotated[str, AfterValidator(check_title), Field(max_length=200)]
+Minutes = Annotated[int, Field(ge=1, le=MAX_DURATION_MINUTES)]
+
+
+def _dedupe(names: list[str] | None) -> list[str] | None:
+    if names is None:
+        return None
+    seen: dict[str, str] = {}
+    for name in names:
+        seen.setdefault(name.casefold(), name)
+    return list(seen.values())
+
+
+class ToolArgs(BaseModel):
+    """Base: unknown fields are errors (a hallucinated field should be reported, not ignored)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    @classmethod
+    def model_json_schema(cls, *args: Any, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
+        return compact_schema(super().model_json_schema(*args, **kwargs))
+
+
+def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """Collapse ``anyOf: [X, null]`` + ``default: null`` into X: shorter for small models."""
+    props = schema.get("properties", {})
+    for name, prop in list(props.items()):
+        options = prop.get("anyOf")
+        if options and len(options) == 2 and {"type": "null"} in options:
+            other = next(o for o in options if o != {"type": "null"})
+            merged = {k: v for k, v in prop.items() if k != "anyOf"}
+            merged.update(other)
+            if merged.get("default", 0) is None:
+                del merged["default"]
+            props[name] = merged
+    return schema
+
+
+class PeriodArgs(ToolArgs):
+    """One day (``date``) or an inclusive range (``start_date`` + ``end_date``), never both."""
+
+    date: IsoDate | None = Field(None, description="One day, YYYY-MM-DD (내일 → e.g. 2026-12-01).")
+    start_date: IsoDate | None = Field(None, description="First day of a range, YYYY-MM-DD.")
+    end_date: IsoDate | None = Field(None, description="Last day of a range (inclusive), YYYY-MM-DD.")
+
+    period_optional: ClassVar[bool] = False
+
+    @model_validator(mode="after")
+    def _one_period(self) -> PeriodArgs:
+        has_range = self.start_date is not None or self.end_date is not None
+        if self.date is not None and has_range:
+            raise ValueError("give either date or start_date+end_date, not both")
+        if self.date is None and not has_range:
+            if self.period_optional:
+                return self
+            raise ValueError("missing the day: give date (one day) or start_date and end_date (a range)")
+        if has_range:
+            if self.start_date is None or self.end_date is None:
+                raise ValueError("start_date and end_date must be given together (or use date for one day)")
+            days = (parse_date(self.end_date) - parse_date(self.start_date)).days
+            if days < 0:
+                raise ValueError("end_date is before start_date")
+            if days >= MAX_RANGE_DAYS:
+                raise ValueError(f"the range is too long; at most {MAX_RANGE_DAYS} days")
+        return self
+
+    def days(self) -> tuple[date, date] | None:
+        """First and last day (inclusive), or None when no period was given."""
+        if self.date is not None:
+            day = parse_date(self.date)
+            return day, day
+        if self.start_date is not None and self.end_date is not None:
+            return parse_date(self.start_date), parse_date(self.end_date)
+        return None
+
+
+class SearchEventsArgs(PeriodArgs):
+    query: str | None = Field(
+        None, description="Text to match in title, location, notes or attendee names, e.g. '치과'."
+    )
+
+    period_optional: ClassVar[bool] = True
+
+    @model_validator(mode="after")
+    def _something_to_search(self) -> SearchEventsArgs:
+        if self.days() is None and not (self.query and self.query.strip()):
+            raise ValueError("give date, start_date+end_date, or a query")
+        return self
+
+
+class WorkingHoursArgs(PeriodArgs):
+    duration_minutes: Minutes = Field(description="Length of the wanted slot in minutes, e.g. 60.")
+    working_hours_start: IsoTime = Field("09:00", description="Earliest start, HH:MM.")
+    working_hours_end: IsoTime = Field("18:00", description="Latest end, HH:MM.")
+
+    @model_validator(mode="after")
+    def _hours_in_order(self) -> WorkingHoursArgs:
+        if parse_time(self.working_hours_end) <= parse_time(self.working_hours_start):
+            raise ValueError("working_hours_end must be after working_hours_start")
+        return self
+
+
+class FindFreeSlotsArgs(WorkingHoursArgs):
+    pass
+
+
+class FindCommonFreeTimeArgs(WorkingHoursArgs):
+    attendees: Annotated[list[Name], AfterValidator(_dedupe)] = Field(
+        min_length=1, description="People who must all be free, e.g. ['민수', 'Jane']."
+    )
+
+
+class CreateEventArgs(ToolArgs):
+    title: Title = Field(description="Short title, e.g. '치과 예약' or 'Team sync'.")
+    date: IsoDate = Field(description="YYYY-MM-DD. 내일 오후 3시 → date=2026-12-01, start_time=15:00.")
+    start_time: IsoTime = Field(description="Local 24-hour HH:MM, e.g. 15:00.")
+    duration_minutes: Minutes | None = Field(None, description="Length in minutes (give this or end_time).")
+    end_time: IsoTime | None = Field(None, description="Local end HH:MM on the same day (or duration_minutes).")
+    attendees: Annotated[list[Name], AfterValidator(_dedupe)] | None = Field(
+        None, description="Names of people attending, e.g. ['민수']."
+    )
+    location: str | None = Field(None, description="Where, e.g. '강남역'.")
+    notes: str | None = Field(None, description="Free-text notes.")
+    allow_conflict: bool = Field(False, description="true only if the user accepts overlapping another event.")
+
+    @model_validator(mode="after")
+    def _one_length(self) -> CreateEventArgs:
+        if self.duration_minutes is not None and self.end_time is not None:
+            raise ValueError("give either duration_minutes or end_time, not both")
+        if self.duration_minutes is None and self.end_time is None:
+            raise ValueError("missing the length: give duration_minutes or end_time (ask the user if unknown)")
+        if self.end_time is not None and parse_time(self.end_time) <= parse_time(self.start_time):
+            raise ValueError(
+                "end_time must be after start_time on the same day; for events past midnight use duration_minutes"
+            )
+        return self
+
+
+class UpdateEventArgs(ToolArgs):
+    event_id: int = Field(description="id from search_events.")
+    title: Title | None = Field(None, description="New title.")
+    date: IsoDate | None = Field(None, description="New day YYYY-MM-DD (keeps the time unless given).")
+    start_time: IsoTime | None = Field(None, description="New start HH:MM (keeps the length unless given).")
+    duration_minutes: Minutes | None = Field(None, description="New length in minutes.")
+    end_time: IsoTime | None = Field(None, description="New end HH:MM, same day as the start.")
+    attendees: Annotated[list[Name], AfterValidator(_dedupe)] | None = Field(
+        None, description="Full new attendee list (replaces the old one; [] removes all)."
+    )
+    location: str | None = Field(None, description="New location ('' clears it).")
+    notes: str | None = Field(None, description="New notes ('' clears them).")
+    allow_conflict: bool = Field(False, description="true only if the user accepts overlapping another event.")
+
+    @model_validator(mode="after")
+    def _something_to_change(self) -> UpdateEventArgs:
+        if self.duration_minutes is not None and self.end_time is not None:
+            raise ValueError("give either duration_minutes or end_time, not both")
+        changes = self.model_dump(exclude={"event_id", "allow_conflict"}, exclude_none=True)
+        if not changes:
+            raise ValueError("nothing to change: give at least one field to update")
+        return self
+
+
+class DeleteEventArgs(ToolArgs):
+    event_id: int = Field(description="id from search_events.")

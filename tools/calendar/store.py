@@ -1,0 +1,436 @@
+"""The calendar store: one SQLite file holding events, people and people's busy times.
+
+Times are stored as UTC instants (fixed-width ISO text, so string order is time order) plus
+the IANA zone an event was made in. Every change runs inside ``transaction()`` so a tool
+call fully happens or not at all, even if the process is killed half-way.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+from zoneinfo import ZoneInfo
+
+_UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+# Forward migrations: MIGRATIONS[i] takes a file from version i to version i + 1.
+# Never edit a released step; append a new one.
+MIGRATIONS: list[str] = [
+    # 1: events, people, attendees
+    """
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        title TEXT NOT NULL,
+        start_utc TEXT NOT NULL,
+        end_utc TEXT NOT NULL,
+        tz TEXT NOT NULL,
+        location TEXT,
+        notes TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        CHECK (end_utc > start_utc)
+    );
+    CREATE INDEX events_start ON events(start_utc);
+    CREATE TABLE people (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE COLLATE NOCASE
+    );
+    CREATE TABLE event_attendees (
+        event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
+        person_id INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+        PRIMARY KEY (event_id, person_id)
+    );
+    """,
+    # 2: people's busy times, so common free time is real data
+    """
+    CREATE TABLE busy (
+        id INTEGER PRIMARY KEY,
+        person_id INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+        start_utc TEXT NOT NULL,
+        end_utc TEXT NOT NULL,
+        label TEXT,
+        CHECK (end_utc > start_utc)
+    );
+    CREATE INDEX busy_person_start ON busy(person_id, start_utc);
+    """,
+]
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+@dataclass(frozen=True)
+class Person:
+    id: int
+    name: str
+
+
+@dataclass(frozen=True)
+class Event:
+    """An event; ``start``/``end`` are aware datetimes in the event's own zone ``tz``."""
+
+    id: int
+    title: str
+    start: datetime
+    end: datetime
+    tz: str
+    location: str | None = None
+    notes: str | None = None
+    attendees: tuple[str, ...] = ()
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Busy:
+    id: int
+    person: str
+    start: datetime  # aware, UTC
+    end: datetime
+    label: str | None = None
+
+
+class _Unset:
+    """Marks "leave unchanged" in ``update_event`` (None means "clear")."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+def to_utc_text(moment: datetime) -> str:
+    """Fixed-width UTC text; refuses naive datetimes because their instant is unknown."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"naive datetime {moment!r}: the store needs timezone-aware times")
+    return moment.astimezone(timezone.utc).strftime(_UTC_FORMAT)
+
+
+def from_utc_text(text: str) -> datetime:
+    return datetime.strptime(text, _UTC_FORMAT).replace(tzinfo=timezone.utc)
+
+
+def _now_text() -> str:
+    return datetime.now(timezone.utc).strftime(_UTC_FORMAT)
+
+
+def _clean_name(name: str) -> str:
+    cleaned = " ".join(name.split())
+    if not cleaned:
+        raise ValueError("a person's name cannot be empty")
+    return cleaned
+
+
+class CalendarStore:
+    """One SQLite calendar file, safe to share between threads (one connection behind a lock)."""
+
+    def __init__(self, path: Path | str, tz: str = "Asia/Seoul") -> None:
+        self.path = Path(path)
+        self.tz = tz
+        self.zone = ZoneInfo(tz)  # fails early on an unknown zone name
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._depth = 0
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves, nothing implicit.
+        self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA foreign_keys = ON")
+        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute("PRAGMA synchronous = FULL")
+        self._migrate()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> CalendarStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def schema_version(self) -> int:
+        with self._lock:
+            row = self._conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+            return int(row[0] or 0)
+
+    def _migrate(self) -> None:
+        with self.transaction():
+            self._conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied_at TEXT NOT NULL)"
+            )
+            current = int(self._conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0)
+            if current > SCHEMA_VERSION:
+                raise RuntimeError(
+                    f"{self.path}: schema version {current} is newer than this program knows ({SCHEMA_VERSION})"
+                )
+            for version in range(current, SCHEMA_VERSION):
+                for statement in _split_sql(MIGRATIONS[version]):
+                    self._conn.execute(statement)
+                self._conn.execute(
+                    "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)", (version + 1, _now_text())
+                )
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """BEGIN IMMEDIATE … COMMIT, or ROLLBACK on any exception. Nested calls join the outer one."""
+        with self._lock:
+            if self._depth:
+                self._depth += 1
+                try:
+                    yield
+                finally:
+                    self._depth -= 1
+                return
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._depth = 1
+            try:
+                yield
+            except BaseException:
+                self._depth = 0
+                self._conn.execute("ROLLBACK")
+                raise
+            self._depth = 0
+            try:
+                self._conn.execute("COMMIT")
+            except BaseException:
+                if self._conn.in_transaction:
+                    self._conn.execute("ROLLBACK")
+                raise
+
+    # -- people ------------------------------------------------------------------------------
+
+    def ensure_person(self, name: str) -> Person:
+        """The person with this name (case-insensitive), created if new."""
+        cleaned = _clean_name(name)
+        with self.transaction():
+            self._conn.execute("INSERT OR IGNORE INTO people (name) VALUES (?)", (cleaned,))
+            row = self._conn.execute("SELECT id, name FROM people WHERE name = ?", (cleaned,)).fetchone()
+        return Person(int(row["id"]), str(row["name"]))
+
+    add_person = ensure_person
+
+    def find_person(self, name: str) -> Person | None:
+        with self._lock:
+            row = self._conn.execute("SELECT id, name FROM people WHERE name = ?", (" ".join(name.split()),)).fetchone()
+        return Person(int(row["id"]), str(row["name"])) if row else None
+
+    def people(self) -> list[Person]:
+        with self._lock:
+            rows = self._conn.execute("SELECT id, name FROM people ORDER BY name, id").fetchall()
+        return [Person(int(r["id"]), str(r["name"])) for r in rows]
+
+    # -- busy --------------------------------------------------------------------------------
+
+    def add_busy(self, person: str, start: datetime, end: datetime, label: str | None = None) -> Busy:
+        start_text, end_text = to_utc_text(start), to_utc_text(end)
+        if end_text <= start_text:
+            raise ValueError("busy interval must end after it starts")
+        with self.transaction():
+            who = self.ensure_person(person)
+            cur = self._conn.execute(
+                "INSERT INTO busy (person_id, start_utc, end_utc, label) VALUES (?, ?, ?, ?)",
+                (who.id, start_text, end_text, label),
+            )
+        return Busy(int(cur.lastrowid or 0), who.name, from_utc_text(start_text), from_utc_text(end_text), label)
+
+    def busy_between(self, person: str, start: datetime, end: datetime) -> list[Busy]:
+        """The person's busy intervals that overlap [start, end)."""
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT b.id, p.name, b.start_utc, b.end_utc, b.label FROM busy b JOIN people p ON p.id = b.person_id
+                   WHERE p.name = ? AND b.start_utc < ? AND b.end_utc > ? ORDER BY b.start_utc, b.id""",
+                (" ".join(person.split()), to_utc_text(end), to_utc_text(start)),
+            ).fetchall()
+        return [_busy_from_row(r) for r in rows]
+
+    def all_busy(self) -> list[Busy]:
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT b.id, p.name, b.start_utc, b.end_utc, b.label FROM busy b JOIN people p ON p.id = b.person_id
+                   ORDER BY b.start_utc, p.name, b.id"""
+            ).fetchall()
+        return [_busy_from_row(r) for r in rows]
+
+    # -- events ------------------------------------------------------------------------------
+
+    def add_event(
+        self,
+        title: str,
+        start: datetime,
+        end: datetime,
+        *,
+        tz: str | None = None,
+        location: str | None = None,
+        notes: str | None = None,
+        attendees: Iterable[str] = (),
+    ) -> Event:
+        start_text, end_text = to_utc_text(start), to_utc_text(end)
+        if end_text <= start_text:
+            raise ValueError("an event must end after it starts")
+        zone_name = tz or self.tz
+        ZoneInfo(zone_name)
+        now = _now_text()
+        with self.transaction():
+            cur = self._conn.execute(
+                """INSERT INTO events (title, start_utc, end_utc, tz, location, notes, created_at, updated_at)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                (title, start_text, end_text, zone_name, location, notes, now, now),
+            )
+            event_id = int(cur.lastrowid or 0)
+            self._set_attendees(event_id, attendees)
+            event = self.get_event(event_id)
+        assert event is not None
+        return event
+
+    def get_event(self, event_id: int) -> Event | None:
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM events WHERE id = ?", (event_id,)).fetchone()
+            return self._event_from_row(row) if row else None
+
+    def update_event(
+        self,
+        event_id: int,
+        *,
+        title: Any = UNSET,
+        start: Any = UNSET,
+        end: Any = UNSET,
+        location: Any = UNSET,
+        notes: Any = UNSET,
+        attendees: Any = UNSET,
+    ) -> Event | None:
+        """Change the given fields (``UNSET`` leaves one alone); None if there is no such event."""
+        with self.transaction():
+            current = self.get_event(event_id)
+            if current is None:
+                return None
+            new_start = current.start if start is UNSET else start
+            new_end = current.end if end is UNSET else end
+            start_text, end_text = to_utc_text(new_start), to_utc_text(new_end)
+            if end_text <= start_text:
+                raise ValueError("an event must end after it starts")
+            self._conn.execute(
+                """UPDATE events SET title = ?, start_utc = ?, end_utc = ?, location = ?, notes = ?, updated_at = ?
+                   WHERE id = ?""",
+                (
+                    current.title if title is UNSET else title,
+                    start_text,
+                    end_text,
+                    current.location if location is UNSET else location,
+                    current.notes if notes is UNSET else notes,
+                    _now_text(),
+                    event_id,
+                ),
+            )
+            if attendees is not UNSET:
+                self._conn.execute("DELETE FROM event_attendees WHERE event_id = ?", (event_id,))
+                self._set_attendees(event_id, attendees or ())
+            return self.get_event(event_id)
+
+    def delete_event(self, event_id: int) -> bool:
+        with self.transaction():
+            cur = self._conn.execute("DELETE FROM events WHERE id = ?", (event_id,))
+        return cur.rowcount > 0
+
+    def events_between(self, start: datetime, end: datetime, query: str | None = None) -> list[Event]:
+        """Events overlapping [start, end), optionally only those whose text mentions ``query``."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT * FROM events WHERE start_utc < ? AND end_utc > ? ORDER BY start_utc, id",
+                (to_utc_text(end), to_utc_text(start)),
+            ).fetchall()
+            events = [self._event_from_row(r) for r in rows]
+        return _matching(events, query)
+
+    def all_events(self, query: str | None = None) -> list[Event]:
+        with self._lock:
+            rows = self._conn.execute("SELECT * FROM events ORDER BY start_utc, id").fetchall()
+            events = [self._event_from_row(r) for r in rows]
+        return _matching(events, query)
+
+    def conflicts(self, start: datetime, end: datetime, exclude_id: int | None = None) -> list[Event]:
+        return [e for e in self.events_between(start, end) if e.id != exclude_id]
+
+    def snapshot(self) -> dict[str, Any]:
+        """Canonical JSON-able content (no ids, no timestamps), for comparing two stores."""
+        with self._lock:
+            events = [
+                {
+                    "title": e.title,
+                    "start": e.start.astimezone(self.zone).isoformat(),
+                    "end": e.end.astimezone(self.zone).isoformat(),
+                    "location": e.location,
+                    "notes": e.notes,
+                    "attendees": sorted(e.attendees),
+                }
+                for e in self.all_events()
+            ]
+            busy = [
+                {
+                    "person": b.person,
+                    "start": b.start.astimezone(self.zone).isoformat(),
+                    "end": b.end.astimezone(self.zone).isoformat(),
+                    "label": b.label,
+                }
+                for b in self.all_busy()
+            ]
+            people = sorted(p.name for p in self.people())
+        events.sort(key=lambda e: (e["start"], e["end"], e["title"], e["location"] or "", e["notes"] or ""))
+        busy.sort(key=lambda b: (b["person"], b["start"], b["end"], b["label"] or ""))
+        return {"events": events, "people": people, "busy": busy}
+
+    # -- internals ---------------------------------------------------------------------------
+
+    def _set_attendees(self, event_id: int, names: Iterable[str]) -> None:
+        for name in names:
+            person = self.ensure_person(name)
+            self._conn.execute(
+                "INSERT OR IGNORE INTO event_attendees (event_id, person_id) VALUES (?, ?)", (event_id, person.id)
+            )
+
+    def _event_from_row(self, row: sqlite3.Row) -> Event:
+        zone = ZoneInfo(row["tz"])
+        names = self._conn.execute(
+            """SELECT p.name FROM event_attendees a JOIN people p ON p.id = a.person_id
+               WHERE a.event_id = ? ORDER BY p.name""",
+            (row["id"],),
+        ).fetchall()
+        return Event(
+            id=int(row["id"]),
+            title=str(row["title"]),
+            start=from_utc_text(row["start_utc"]).astimezone(zone),
+            end=from_utc_text(row["end_utc"]).astimezone(zone),
+            tz=str(row["tz"]),
+            location=row["location"],
+            notes=row["notes"],
+            attendees=tuple(str(n[0]) for n in names),
+            created_at=from_utc_text(row["created_at"]),
+            updated_at=from_utc_text(row["updated_at"]),
+        )
+
+
+def _busy_from_row(row: sqlite3.Row) -> Busy:
+    return Busy(int(row[0]), str(row[1]), from_utc_text(row[2]), from_utc_text(row[3]), row[4])
+
+
+def _matching(events: list[Event], query: str | None) -> list[Event]:
+    """Case-insensitive (Unicode-aware) match on title, location, notes and attendee names."""
+    if not query or not query.strip():
+        return events
+    needle = query.strip().casefold()
+
+    def text(e: Event) -> str:
+        return " ".join([e.title, e.location or "", e.notes or "", *e.attendees]).casefold()
+
+    return [e for e in events if needle in text(e)]
+
+
+def _split_sql(script: str) -> list[str]:
+    """Statements of a migration step (ours contain no semicolons inside literals)."""
+    return [s.strip() for s in script.split(";") if s.strip()]
