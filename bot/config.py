@@ -1,0 +1,154 @@
+"""The bot's own configuration: token, allowlist and Bot API address, checked before start.
+
+A bot that starts with a bad token or without an allowlist either dies at once (and launchd
+restarts it forever) or answers strangers. Both are refused here, as a value that says what
+to do, so that `python -m bot run` and `python -m bot launchd install` give the same advice.
+"""
+
+from __future__ import annotations
+
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from agent.config import Settings, load_settings
+
+TOKEN_FILE_NAME = "telegram_token"
+
+# "<bot id>:<secret>"; real secrets are 35 characters of URL-safe base64.
+_TOKEN_RE = re.compile(r"^[0-9]{1,20}:[A-Za-z0-9_-]{20,}$")
+
+_FIND_YOUR_ID = (
+    "to learn your numeric id, message @userinfobot on Telegram "
+    "(the bot also logs the id of anyone it refuses)"
+)
+
+
+@dataclass(frozen=True)
+class BotConfig:
+    """Everything the bot needs to connect and to decide whom to answer."""
+
+    token: str
+    allowed_users: frozenset[int]
+    allowed_chats: frozenset[int]
+    api_base_url: str | None
+    token_file: Path | None  # where the token was read from; None: from the environment
+
+    def __repr__(self) -> str:  # keep the secret out of logs and tracebacks
+        return (
+            f"BotConfig(token='<hidden>', allowed_users={set(self.allowed_users)}, "
+            f"allowed_chats={set(self.allowed_chats)}, api_base_url={self.api_base_url!r}, "
+            f"token_file={self.token_file!r})"
+        )
+
+
+@dataclass(frozen=True)
+class ConfigProblem:
+    """Why the bot cannot start, as one line that says what to do."""
+
+    message: str
+
+
+def default_token_file(settings: Settings) -> Path:
+    """The token file's path: the configured one, else ``<data_dir>/telegram_token``."""
+    if settings.telegram_token_file:
+        return Path(settings.telegram_token_file).expanduser().absolute()
+    return (settings.data_dir / TOKEN_FILE_NAME).expanduser().absolute()
+
+
+def settings_or_problem(
+    overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> Settings | ConfigProblem:
+    """``load_settings`` with a malformed value (e.g. a non-numeric id) as a ConfigProblem."""
+    try:
+        return load_settings(overrides, environ)
+    except (ValueError, OSError) as exc:  # tomllib.TOMLDecodeError is a ValueError
+        return ConfigProblem(f"bad configuration: {exc}")
+
+
+def read_token_file(path: Path) -> str | ConfigProblem:
+    """Read a token file that only its owner may read (it is a password for the bot)."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return ConfigProblem(
+            f"no Telegram bot token: set TELEGRAM_BOT_TOKEN or write the token from @BotFather "
+            f"to {path} (then chmod 600 {path})"
+        )
+    except OSError as exc:
+        return ConfigProblem(f"cannot read the token file {path}: {exc.strerror or exc}")
+    if not stat.S_ISREG(info.st_mode):
+        return ConfigProblem(f"the token file {path} is not a regular file")
+    if info.st_mode & 0o077:
+        return ConfigProblem(
+            f"the token file {path} is readable by others (mode {stat.S_IMODE(info.st_mode):o}): "
+            f"run chmod 600 {path}"
+        )
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        return ConfigProblem(f"cannot read the token file {path}: {exc}")
+
+
+def check_token_shape(token: str, source: str) -> ConfigProblem | None:
+    """Catch pasting mistakes (quotes, spaces, a missing part) before Telegram does."""
+    if _TOKEN_RE.match(token):
+        return None
+    return ConfigProblem(
+        f"the Telegram bot token in {source} does not look like '<digits>:<secret>' "
+        "as @BotFather gives it: paste it again without quotes or spaces"
+    )
+
+
+def _check_ids(users: frozenset[int], chats: frozenset[int]) -> ConfigProblem | None:
+    """User ids are positive; chat ids are non-zero (groups are negative)."""
+    bad_users = sorted(u for u in users if u <= 0)
+    if bad_users:
+        return ConfigProblem(
+            f"TELEGRAM_ALLOWED_USERS has ids that no Telegram user has: {bad_users}; {_FIND_YOUR_ID}"
+        )
+    if 0 in chats:
+        return ConfigProblem(f"TELEGRAM_ALLOWED_CHATS contains 0, which is no chat; {_FIND_YOUR_ID}")
+    return None
+
+
+def _check_base_url(url: str | None) -> ConfigProblem | None:
+    if url is None or url.startswith(("http://", "https://")):
+        return None
+    return ConfigProblem(f"TELEGRAM_API_BASE_URL must start with http:// or https://, got {url!r}")
+
+
+def load_bot_config(settings: Settings) -> BotConfig | ConfigProblem:
+    """Build the bot's configuration from Settings, or say what is missing or unsafe."""
+    users = frozenset(settings.telegram_allowed_users)
+    chats = frozenset(settings.telegram_allowed_chats)
+    if not users and not chats:
+        return ConfigProblem(
+            "nobody is allowed to use the bot: set TELEGRAM_ALLOWED_USERS to your numeric "
+            f"Telegram id (comma-separated for several); {_FIND_YOUR_ID}"
+        )
+    problem = _check_ids(users, chats) or _check_base_url(settings.telegram_api_base_url)
+    if problem:
+        return problem
+
+    token_file: Path | None
+    if settings.telegram_token:
+        token, token_file, source = settings.telegram_token.strip(), None, "TELEGRAM_BOT_TOKEN"
+    else:
+        token_file = default_token_file(settings)
+        read = read_token_file(token_file)
+        if isinstance(read, ConfigProblem):
+            return read
+        token, source = read, str(token_file)
+    problem = check_token_shape(token, source)
+    if problem:
+        return problem
+    return BotConfig(
+        token=token,
+        allowed_users=users,
+        allowed_chats=chats,
+        api_base_url=settings.telegram_api_base_url,
+        token_file=token_file,
+    )
