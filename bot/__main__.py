@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from launchd import cli as launchd_cli
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -13,12 +15,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command")
     sub.add_parser("run", help="run the bot in the foreground (the default)")
-    sub.add_parser("launchd", help="print, install, uninstall or inspect the macOS LaunchAgent")
+    launchd_cli.add_subcommands(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.command == "launchd":
+        return launchd_cli.run(args)
     print(f"python -m bot {args.command or 'run'}: not yet available (issue 5).", file=sys.stderr)
     return 2
 

@@ -1,0 +1,64 @@
+"""Where the bot's logs live, and the rotating log file the bot writes at start-up.
+
+launchd appends a program's stdout/stderr to files it never rotates. The bot therefore logs
+to its own size-capped file, and only crashes end up in launchd's files.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
+
+BOT_LOG_NAME = "bot.log"
+MAX_BYTES = 1_000_000
+BACKUP_COUNT = 5
+
+# python-telegram-bot puts the token into every request URL (".../bot<id>:<secret>/getUpdates").
+_TOKEN_IN_TEXT = re.compile(r"\d{3,20}:[A-Za-z0-9_-]{20,}")
+
+
+def macos_log_dir(home: Path | None = None) -> Path:
+    """``~/Library/Logs/iljeong``: where Console.app looks, and where launchd's files go."""
+    return (home or Path.home()) / "Library" / "Logs" / "iljeong"
+
+
+def default_log_dir(data_dir: Path, *, platform: str | None = None, home: Path | None = None) -> Path:
+    """The bot's log directory: ``~/Library/Logs/iljeong`` on macOS, ``<data_dir>/logs`` elsewhere."""
+    if (platform or sys.platform) == "darwin":
+        return macos_log_dir(home)
+    return data_dir / "logs"
+
+
+class RedactTokens(logging.Filter):
+    """Replace anything shaped like a bot token in a record before it reaches the file."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if _TOKEN_IN_TEXT.search(message):
+            record.msg = _TOKEN_IN_TEXT.sub("<token>", message)
+            record.args = None
+        return True
+
+
+def configure_logging(log_dir: Path, *, level: int = logging.INFO) -> Path:
+    """Send the root logger to ``<log_dir>/bot.log`` (1 MB x 5, tokens redacted); return its path.
+
+    Calling it again with the same directory does not add a second handler.
+    """
+    log_dir.mkdir(parents=True, exist_ok=True)
+    path = (log_dir / BOT_LOG_NAME).absolute()
+    root = logging.getLogger()
+    root.setLevel(level)
+    for handler in root.handlers:
+        if isinstance(handler, RotatingFileHandler) and Path(handler.baseFilename) == path:
+            return path
+    handler = RotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT, encoding="utf-8")
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.addFilter(RedactTokens())
+    root.addHandler(handler)
+    # httpx logs every long-polling request at INFO: noise, and the URL carries the token.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+    return path

@@ -1,0 +1,129 @@
+"""The LaunchAgent property list for the bot, built as a dict and serialised with plistlib.
+
+launchd starts programs with a bare PATH, no shell profile and no virtual environment, so
+everything the bot needs is spelled out here as absolute paths and environment variables.
+The token itself never goes in: files in ~/Library/LaunchAgents are readable by other local
+users, so the plist names the owner-only token file instead.
+"""
+
+from __future__ import annotations
+
+import os
+import plistlib
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+from agent.config import ENV_NAMES, Settings
+from launchd.logs import macos_log_dir
+
+LABEL = "com.iljeong.bot"
+THROTTLE_INTERVAL_S = 30
+SYSTEM_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
+
+
+@dataclass(frozen=True)
+class ServiceFiles:
+    """Where the plist and launchd's captured output live for one home directory."""
+
+    plist: Path
+    log_dir: Path
+    stdout: Path
+    stderr: Path
+
+    @classmethod
+    def for_home(cls, home: Path) -> "ServiceFiles":
+        log_dir = macos_log_dir(home)
+        return cls(
+            plist=home / "Library" / "LaunchAgents" / f"{LABEL}.plist",
+            log_dir=log_dir,
+            stdout=log_dir / "launchd.out.log",
+            stderr=log_dir / "launchd.err.log",
+        )
+
+
+def venv_python() -> Path:
+    """The running interpreter as an absolute path, symlinks kept.
+
+    Resolving ``.venv/bin/python`` would lead to the base interpreter outside the virtual
+    environment, which does not see the project's packages.
+    """
+    return Path(os.path.abspath(sys.executable))
+
+
+def service_environment(
+    settings: Settings,
+    *,
+    model_path: Path | None,
+    lora_path: Path | None,
+    token_file: Path,
+    python: Path,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The variables the bot reads at start-up; never the token.
+
+    ``model_path`` None leaves the choice to the bot (the pulled default).
+    """
+    env: dict[str, str] = {
+        ENV_NAMES["data_dir"]: str(settings.data_dir.absolute()),
+        ENV_NAMES["tz"]: settings.tz,
+        ENV_NAMES["telegram_token_file"]: str(token_file),
+        "PATH": f"{python.parent}:{SYSTEM_PATH}",
+        "PYTHONUNBUFFERED": "1",
+    }
+    if model_path is not None:
+        env[ENV_NAMES["model_path"]] = str(model_path)
+    if lora_path is not None:
+        env[ENV_NAMES["lora_path"]] = str(lora_path)
+    if settings.no_adapter:
+        env[ENV_NAMES["no_adapter"]] = "1"
+    if settings.telegram_allowed_users:
+        env[ENV_NAMES["telegram_allowed_users"]] = ",".join(map(str, settings.telegram_allowed_users))
+    if settings.telegram_allowed_chats:
+        env[ENV_NAMES["telegram_allowed_chats"]] = ",".join(map(str, settings.telegram_allowed_chats))
+    if settings.telegram_api_base_url:
+        env[ENV_NAMES["telegram_api_base_url"]] = settings.telegram_api_base_url
+    config_file = (os.environ if environ is None else environ).get("AGENT_CONFIG")
+    if config_file:
+        env["AGENT_CONFIG"] = str(Path(config_file).expanduser().absolute())
+    return env
+
+
+def build_plist(
+    settings: Settings,
+    *,
+    model_path: Path | None,
+    lora_path: Path | None,
+    token_file: Path,
+    home: Path,
+    python: Path | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """The LaunchAgent as a dict: restart on crash only, at most every THROTTLE_INTERVAL_S."""
+    python = python or venv_python()
+    files = ServiceFiles.for_home(home)
+    return {
+        "Label": LABEL,
+        "ProgramArguments": [str(python), "-m", "bot", "run"],
+        "WorkingDirectory": str(settings.data_dir.absolute()),
+        "RunAtLoad": True,
+        "KeepAlive": {"SuccessfulExit": False},
+        "ThrottleInterval": THROTTLE_INTERVAL_S,
+        "ProcessType": "Interactive",
+        "StandardOutPath": str(files.stdout),
+        "StandardErrorPath": str(files.stderr),
+        "EnvironmentVariables": service_environment(
+            settings,
+            model_path=model_path,
+            lora_path=lora_path,
+            token_file=token_file,
+            python=python,
+            environ=environ,
+        ),
+    }
+
+
+def plist_bytes(plist: Mapping[str, Any]) -> bytes:
+    """XML plist bytes, keys sorted so that the output is stable."""
+    return plistlib.dumps(dict(plist), fmt=plistlib.FMT_XML, sort_keys=True)
