@@ -1,0 +1,330 @@
+"""llama.cpp in-process backend: own chat template, KV prefix reuse, per-session states, lazy grammar.
+
+Why tokens are driven by hand (``Llama.eval`` + our own samplers) rather than
+``create_chat_completion``: the grammar must be *lazy*. The model writes free text; only once
+it opens ``<tool_call>`` must what follows be a valid call, and after ``</tool_call>`` it is
+free again (more calls, or a closing sentence). llama.cpp's native lazy grammar cannot release
+the constraint after a call, and it would also fire on a ``<tool_call>`` inside ``<think>``.
+
+Prefix reuse: the prompt's tokens are compared with the tokens in the context (and with the
+saved state of the calling session); only the differing tail is evaluated.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import llama_cpp
+from llama_cpp import Llama
+from llama_cpp import _internals
+
+from agent.backends.base import Completion
+from agent.prompt import PromptError, PromptRenderer
+
+CALL_OPEN = "<tool_call>"
+CALL_CLOSE = "</tool_call>"
+END_MARKERS = ("<|im_end|>",)  # stop text for models whose EOS differs from the turn end
+
+
+def _check_paths(model_path: str, lora_path: str | None) -> None:
+    """Refuse files that would segfault llama-cpp-python, before it sees them."""
+    from models.check import require_loadable  # issue 2; imported here so a missing module is loud
+
+    require_loadable(model_path, lora_path)
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@dataclass
+class _SessionState:
+    """A session's KV cache (sequence 0 only: no logits, far smaller than ``Llama.save_state``)."""
+
+    tokens: list[int]
+    data: bytes
+
+
+class LlamaBackend:
+    """One llama.cpp model shared by all sessions; a lock serialises use across threads."""
+
+    name = "llama"
+
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str],
+        lora_path: str | os.PathLike[str] | None = None,
+        lora_scale: float = 1.0,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        seed: int = 0,
+        enable_thinking: bool = False,
+        grammar: bool = True,
+        temperature: float = 0.0,
+        max_saved_sessions: int = 4,
+        checked: bool = False,
+    ) -> None:
+        self.model_path = str(model_path)
+        self.lora_path = str(lora_path) if lora_path else None
+        self.lora_scale = lora_scale
+        self.use_grammar = grammar
+        self.temperature = temperature
+        self.seed = seed
+        self.max_saved_sessions = max_saved_sessions
+        if not checked:
+            _check_paths(self.model_path, self.lora_path)
+        self._llm = Llama(
+            self.model_path, lora_path=self.lora_path, lora_scale=lora_scale, n_ctx=n_ctx,
+            n_batch=min(512, n_ctx), n_threads=n_threads, n_threads_batch=n_threads, seed=seed,
+            verbose=False,
+        )
+        self.n_ctx = self._llm.n_ctx()
+        self._vocab = self._llm._model.vocab
+        self.renderer = PromptRenderer.from_metadata(
+            self._llm.metadata, self._llm._model.token_get_text, enable_thinking=enable_thinking
+        )
+        self._lock = threading.Lock()
+        self._states: OrderedDict[str, _SessionState] = OrderedDict()
+        self._identity: dict[str, Any] | None = None
+
+    # -- tokens ---------------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_bos: bool = True) -> list[int]:
+        """Special tokens in the text (``<|im_start|>``, ``<tool_call>``) become their ids."""
+        bos = self.renderer.bos_token
+        if bos and text.startswith(bos):
+            add_bos = False  # the template wrote it already
+        return self._llm.tokenize(text.encode("utf-8"), add_bos=add_bos, special=True)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self._llm.detokenize(list(tokens), special=True).decode("utf-8", errors="replace")
+
+    def is_special_token(self, text: str) -> bool:
+        """True if ``text`` is a single token of the vocabulary (``<tool_call>`` in Qwen3)."""
+        return len(self._llm.tokenize(text.encode(), add_bos=False, special=True)) == 1
+
+    # -- public ---------------------------------------------------------------------------
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        return self.renderer.render(messages, tools)
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        session_id: str | None = None,
+        max_tokens: int = 512,
+        assistant_prefix: str = "",
+    ) -> Completion:
+        """One model step. ``assistant_prefix`` starts the reply with given text (it is part of
+        ``text``, so the history stays faithful); tests use it to open a call deterministically."""
+        started = time.perf_counter()
+        try:
+            prompt = self.renderer.render(messages, tools) + assistant_prefix
+        except PromptError as exc:
+            return Completion(text="", finish_reason="error", error=f"prompt: {exc}")
+        with self._lock:
+            try:
+                result = self._complete_locked(prompt, tools, session_id, max_tokens, assistant_prefix)
+            except Exception as exc:  # a llama.cpp failure is a step error; start clean next time
+                self._llm.reset()
+                return Completion(text="", finish_reason="error", error=f"llama.cpp: {type(exc).__name__}: {exc}")
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def identity(self) -> dict[str, Any]:
+        """Computed once: hashing a 4 GB model fully would cost ~10 s per start.
+
+        The model gets a fingerprint (size, mtime, sha256 of the first MiB); the adapter (tens of
+        MB, the thing that changes between training runs) gets its full sha256.
+        """
+        if self._identity is None:
+            self._identity = {
+                "backend": self.name,
+                "model_path": self.model_path,
+                "model_fingerprint": _fingerprint(self.model_path),
+                "adapter_path": self.lora_path,
+                "adapter_sha256": _sha256(self.lora_path) if self.lora_path else None,
+                "lora_scale": self.lora_scale if self.lora_path else None,
+            }
+        return dict(self._identity)
+
+    def forget_session(self, session_id: str) -> None:
+        with self._lock:
+            self._states.pop(session_id, None)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _complete_locked(self, prompt: str, tools: list[dict[str, Any]], session_id: str | None,
+                         max_tokens: int, assistant_prefix: str) -> Completion:
+        llm = self._llm
+        timings: dict[str, float] = {}
+        tokens = self.tokenize(prompt)
+        if len(tokens) >= self.n_ctx:
+            return Completion(text="", finish_reason="error", prompt_tokens=len(tokens),
+                              error=f"context_limit: prompt is {len(tokens)} tokens, context is {self.n_ctx}")
+
+        reuse = _common_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens)
+        saved = self._states.get(session_id) if session_id else None
+        if saved is not None:
+            saved_reuse = _common_prefix(saved.tokens, tokens)
+            if saved_reuse > reuse:
+                t = time.perf_counter()
+                self._load_state(saved)
+                timings["load_state_s"] = time.perf_counter() - t
+                reuse = saved_reuse
+        reuse = min(reuse, len(tokens) - 1)  # at least one token is evaluated to get fresh logits
+        llm._ctx.kv_cache_seq_rm(-1, reuse, -1)
+        llm.n_tokens = reuse
+        t = time.perf_counter()
+        llm.eval(tokens[reuse:])
+        timings["prompt_eval_s"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        text, finish, n_generated, n_constrained = self._generate(
+            tools, min(max_tokens, self.n_ctx - llm.n_tokens), assistant_prefix
+        )
+        timings["generate_s"] = time.perf_counter() - t
+        timings["constrained_tokens"] = float(n_constrained)
+
+        if session_id:
+            t = time.perf_counter()
+            self._save_state(session_id)
+            timings["save_state_s"] = time.perf_counter() - t
+        return Completion(
+            text=assistant_prefix + text, finish_reason=finish, prompt_tokens=len(tokens),
+            evaluated_tokens=len(tokens) - reuse, reused_tokens=reuse, generated_tokens=n_generated,
+            timings=timings,
+        )
+
+    def _sampler(self, gbnf: str | None) -> _internals.LlamaSampler:
+        """Greedy (or seeded temperature) sampling, optionally under a GBNF grammar."""
+        sampler = _internals.LlamaSampler()
+        if gbnf is not None:
+            grammar = llama_cpp.llama_sampler_init_grammar(self._vocab, gbnf.encode("utf-8"), b"root")
+            if not grammar:
+                raise ValueError("tool-call grammar does not parse")
+            llama_cpp.llama_sampler_chain_add(sampler.sampler, grammar)
+        if self.temperature <= 0.0:
+            sampler.add_greedy()
+        else:
+            sampler.add_temp(self.temperature)
+            sampler.add_dist(self.seed)
+        return sampler
+
+    def _generate(self, tools: list[dict[str, Any]], budget: int,
+                  assistant_prefix: str) -> tuple[str, str, int, int]:
+        """Sample up to ``budget`` tokens; returns (text, finish_reason, generated, constrained).
+
+        Free text until ``<tool_call>`` appears outside ``<think>``; then the tool-call grammar
+        until ``</tool_call>``; then free again.
+        """
+        llm = self._llm
+        gbnf = _tool_call_gbnf(tools) if (self.use_grammar and tools) else None
+        free = self._sampler(None)
+        constrained: _internals.LlamaSampler | None = None
+        out: list[int] = []
+        call_start = -1  # index in the scanned text where the open call's JSON starts
+        scan = assistant_prefix  # text the trigger looks at (prefix + output)
+        n_constrained = 0
+        if gbnf is not None and _opens_call(scan, 0) is not None:
+            constrained, call_start = self._sampler(gbnf), _opens_call(scan, 0)
+        finish = "length"
+        evaluated = 0  # how many of ``out`` are in the KV cache
+        while len(out) < budget:
+            token = (constrained or free).sample(llm._ctx, -1)
+            if constrained is not None:
+                n_constrained += 1
+            if llama_cpp.llama_vocab_is_eog(self._vocab, token):
+                finish = "stop"
+                break
+            before = scan
+            out.append(token)
+            scan = assistant_prefix + self.detokenize(out)
+            if constrained is None and gbnf is not None:
+                end = _opens_call(scan, max(0, len(before) - len(CALL_OPEN)))
+                if end is not None:
+                    if end < len(scan):
+                        # The token ran past "<tool_call>": keep only the tag; the grammar writes the rest.
+                        out.pop()
+                        out.extend(self.tokenize(scan[len(before):end], add_bos=False))
+                        scan = assistant_prefix + self.detokenize(out)
+                    constrained, call_start = self._sampler(gbnf), end
+            elif constrained is not None and len(scan) > call_start and scan.endswith(CALL_CLOSE):
+                constrained = None
+            marker = next((m for m in END_MARKERS if scan.endswith(m)), None)
+            if marker is not None:
+                scan, finish = scan[: -len(marker)], "stop"
+                break
+            llm.eval(out[evaluated:])
+            evaluated = len(out)
+        return scan[len(assistant_prefix):], finish, len(out), n_constrained
+
+    def _save_state(self, session_id: str) -> None:
+        ctx = self._llm._ctx.ctx
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
+        self._states[session_id] = _SessionState(
+            tokens=self._llm.input_ids[: self._llm.n_tokens].tolist(), data=bytes(buf[:written])
+        )
+        self._states.move_to_end(session_id)
+        while len(self._states) > self.max_saved_sessions:
+            self._states.popitem(last=False)
+
+    def _load_state(self, state: _SessionState) -> None:
+        llm = self._llm
+        llm._ctx.kv_cache_seq_rm(-1, 0, -1)
+        buf = (ctypes.c_uint8 * len(state.data)).from_buffer_copy(state.data)
+        if llama_cpp.llama_state_seq_set_data(llm._ctx.ctx, buf, len(state.data), 0) == 0:
+            llm.n_tokens = 0
+            raise RuntimeError("could not restore the session's saved state")
+        llm.input_ids[: len(state.tokens)] = state.tokens
+        llm.n_tokens = len(state.tokens)
+
+
+def _opens_call(text: str, start: int) -> int | None:
+    """End index of the first ``<tool_call>`` at/after ``start`` that is not inside ``<think>``."""
+    pos = text.find(CALL_OPEN, start)
+    while pos != -1:
+        if text.rfind("<think>", 0, pos) <= text.rfind("</think>", 0, pos):
+            if text.find(CALL_CLOSE, pos) == -1:
+                return pos + len(CALL_OPEN)
+        pos = text.find(CALL_OPEN, pos + 1)
+    return None
+
+
+def _tool_call_gbnf(tools: list[dict[str, Any]]) -> str:
+    from agent.grammar import tool_call_gbnf  # issue 4, grammar piece (another engineer)
+
+    return tool_call_gbnf(tools)
+
+
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _fingerprint(path: str) -> str:
+    """size:mtime:sha256(first MiB) — cheap, and changes whenever the file is replaced."""
+    stat = Path(path).stat()
+    with open(path, "rb") as fh:
+        head = hashlib.sha256(fh.read(1 << 20)).hexdigest()
+    return f"{stat.st_size}:{int(stat.st_mtime)}:{head}"

@@ -1,0 +1,220 @@
+"""Prompt rendering with the model's own chat template, keeping earlier turns byte-identical.
+
+Why this is not just "render the template": templates re-format history. Qwen3's template
+drops or moves ``<think>`` blocks of earlier assistant turns and its generation prompt (with
+``enable_thinking=False``) adds an empty think block that the history form of the same turn
+does not have. Either breaks the KV prefix and costs a full re-evaluation every step.
+
+So the renderer *splices*: the text of a history is the prompt the model saw at its last
+assistant step, plus the exact raw text the model produced there, plus whatever the template
+renders after that turn (found by rendering the turn with a sentinel as its content). The
+prompt for step k is therefore a textual prefix of every later prompt, by construction, for
+any template. The price: when a template would rewrite an earlier turn (e.g. strip its
+reasoning), we keep what the model really saw and wrote instead. That is deliberate.
+
+Templates that ignore ``tools`` (SmolLM2's plain ChatML) get a short Hermes tool block written
+into the system message, and ``tool`` messages rendered as a user turn wrapped in
+``<tool_response>`` tags, as Qwen's template does.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any, Iterable
+from zoneinfo import ZoneInfo
+
+import jinja2
+import jinja2.ext
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+_SENTINEL = "\x00IJ_SPLICE_7f3a\x00"
+_SENTINEL_TOOL = "ij_sentinel_tool_7f3a"
+
+
+class PromptError(ValueError):
+    """The chat template cannot be used as it is (missing, raises, or drops content)."""
+
+
+class _IgnoreGenerationTags(jinja2.ext.Extension):
+    """HF's ``{% generation %}`` tag is a training marker; render its body unchanged."""
+
+    tags = {"generation"}
+
+    def parse(self, parser: Any) -> Any:
+        parser.stream.skip(1)
+        return parser.parse_statements(("name:endgeneration",), drop_needle=True)
+
+
+def _tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None,
+            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
+    """Same JSON rendering as transformers' chat templates (non-ASCII kept)."""
+    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
+
+
+def _raise_exception(message: str) -> None:
+    raise PromptError(message)
+
+
+def _strftime_now(fmt: str) -> str:
+    return datetime.now().strftime(fmt)
+
+
+def hermes_tool_block(tools: Iterable[dict[str, Any]]) -> str:
+    """The compact tool instructions for templates that do not render tools themselves.
+
+    Kept short on purpose: every token here is paid at every step and in every training example.
+    """
+    lines = "\n".join(json.dumps(t, ensure_ascii=False, separators=(",", ":")) for t in tools)
+    return (
+        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+        f"Function signatures:\n<tools>\n{lines}\n</tools>\n\n"
+        "For each function call, return a json object with function name and arguments within "
+        "<tool_call></tool_call> XML tags:\n"
+        '<tool_call>{"name": <function-name>, "arguments": <args-json-object>}</tool_call>'
+    )
+
+
+class PromptRenderer:
+    """Renders OpenAI-style messages + tools into prompt text with one chat template."""
+
+    def __init__(self, template: str, *, bos_token: str = "", eos_token: str = "",
+                 enable_thinking: bool = False) -> None:
+        if not template:
+            raise PromptError("the model has no chat template (tokenizer.chat_template is empty)")
+        env = ImmutableSandboxedEnvironment(
+            loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True,
+            extensions=[_IgnoreGenerationTags, jinja2.ext.loopcontrols],
+        )
+        env.filters["tojson"] = _tojson
+        try:
+            self._template = env.from_string(template)
+        except jinja2.TemplateError as exc:
+            raise PromptError(f"chat template does not compile: {exc}") from exc
+        self.template_source = template
+        self.bos_token = bos_token
+        self.eos_token = eos_token
+        self.enable_thinking = enable_thinking
+        self.native_tools = self._detect_native_tools()
+
+    @classmethod
+    def from_metadata(cls, metadata: dict[str, str], token_text: Any, *,
+                      enable_thinking: bool = False) -> PromptRenderer:
+        """Build from GGUF metadata (``Llama.metadata``); ``token_text(id) -> str`` names specials."""
+        template = metadata.get("tokenizer.chat_template", "")
+
+        def special(key: str) -> str:
+            value = metadata.get(key)
+            return token_text(int(value)) if value not in (None, "") else ""
+
+        return cls(template, bos_token=special("tokenizer.ggml.bos_token_id"),
+                   eos_token=special("tokenizer.ggml.eos_token_id"), enable_thinking=enable_thinking)
+
+    # -- template calls -------------------------------------------------------------------
+
+    def _call(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None,
+              add_generation_prompt: bool) -> str:
+        try:
+            return self._template.render(
+                messages=messages, tools=tools or None, add_generation_prompt=add_generation_prompt,
+                enable_thinking=self.enable_thinking, bos_token=self.bos_token, eos_token=self.eos_token,
+                raise_exception=_raise_exception, strftime_now=_strftime_now,
+            )
+        except PromptError:
+            raise
+        except Exception as exc:  # template bugs surface as one clear error
+            raise PromptError(f"chat template failed: {type(exc).__name__}: {exc}") from exc
+
+    def _detect_native_tools(self) -> bool:
+        """Does the template render ``tools``? Render once with a sentinel tool and look for it."""
+        probe = [{"type": "function", "function": {"name": _SENTINEL_TOOL, "description": "probe",
+                                                   "parameters": {"type": "object", "properties": {}}}}]
+        try:
+            text = self._call([{"role": "user", "content": "hi"}], probe, True)
+        except PromptError:
+            return False
+        return _SENTINEL_TOOL in text
+
+    # -- message preparation --------------------------------------------------------------
+
+    def _prepare(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Messages as the template should see them.
+
+        Assistant turns keep only their raw ``content`` (calls are already in it as text). For
+        templates without tool support, the tool block goes into the system message and tool
+        results become user turns in ``<tool_response>`` tags.
+        """
+        out: list[dict[str, Any]] = []
+        for m in messages:
+            role = m.get("role")
+            content = m.get("content") or ""
+            if role == "assistant":
+                out.append({"role": "assistant", "content": content})
+            elif role == "tool" and not self.native_tools:
+                out.append({"role": "user", "content": f"<tool_response>\n{content}\n</tool_response>"})
+            else:
+                out.append({k: v for k, v in m.items() if k in ("role", "content", "name", "tool_call_id")}
+                           | {"content": content})
+        if tools and not self.native_tools:
+            block = hermes_tool_block(tools)
+            if out and out[0]["role"] == "system":
+                out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{block}"}
+            else:
+                out.insert(0, {"role": "system", "content": block})
+        return out
+
+    def _after(self, msgs: list[dict[str, Any]], index: int, tools: list[dict[str, Any]] | None,
+               add_generation_prompt: bool) -> str:
+        """What the template renders after assistant turn ``index`` (sentinel as its content)."""
+        probe = list(msgs)
+        probe[index] = {"role": "assistant", "content": _SENTINEL}
+        text = self._call(probe, tools, add_generation_prompt)
+        if text.count(_SENTINEL) != 1:
+            raise PromptError("the chat template drops or repeats an assistant turn's content; "
+                              "history cannot be kept byte-identical with it")
+        return text.split(_SENTINEL, 1)[1]
+
+    # -- public ---------------------------------------------------------------------------
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+               *, add_generation_prompt: bool = True) -> str:
+        """Prompt text for ``messages``; earlier assistant turns appear exactly as produced."""
+        tools = list(tools or [])
+        msgs = self._prepare(messages, tools)
+        native = tools if self.native_tools else None
+        assistants = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
+        if not assistants:
+            return self._call(msgs, native, add_generation_prompt)
+        text = self._call(msgs[: assistants[0]], native, True)
+        for prev, cur in zip(assistants, assistants[1:] + [None]):
+            text += msgs[prev]["content"]
+            if cur is None:
+                text += self._after(msgs, prev, native, add_generation_prompt)
+            else:
+                text += self._after(msgs[:cur], prev, native, True)
+        return text
+
+
+_WEEKDAYS_KO = ["월요일", "화요일", "수요일", "목요일", "금요일", "토요일", "일요일"]
+
+
+def system_prompt(now: datetime, tz: str, domain_prompt: str = "") -> str:
+    """The runtime's system message: the user's local date and time, and how to behave.
+
+    The model has no clock; small models guess dates and fill in missing details unless told
+    not to. Korean lines sit next to English ones because the users write in both.
+    """
+    local = now.astimezone(ZoneInfo(tz)) if now.tzinfo else now.replace(tzinfo=ZoneInfo(tz))
+    stamp = local.strftime("%Y-%m-%d %H:%M")
+    lines = [
+        f"Now: {stamp} {local.strftime('%A')} ({tz}, UTC{local.strftime('%z')[:3]}:{local.strftime('%z')[3:]}).",
+        f"지금: {local.year}년 {local.month}월 {local.day}일 {_WEEKDAYS_KO[local.weekday()]} {local.strftime('%H:%M')} ({tz}).",
+        "If required information is missing, ask the user; never guess it.",
+        "필요한 정보가 없으면 추측하지 말고 사용자에게 물어보세요.",
+        "Before deleting or changing anything, ask the user to confirm.",
+        "삭제하거나 변경하기 전에 반드시 사용자에게 확인하세요.",
+        "Keep answers short. 답변은 짧게 하세요.",
+    ]
+    if domain_prompt:
+        lines.insert(0, domain_prompt.strip())
+    return "\n".join(lines)
