@@ -42,6 +42,8 @@ class Settings:
     lora_path: str | None = None
     lora_scale: float = 1.0
     no_adapter: bool = False
+    adapter_repo: str | None = None  # hub repo of the default LoRA (python -m models pull)
+    adapter_file: str | None = None
     data_dir: Path = field(default_factory=default_data_dir)
     tz: str = DEFAULT_TZ
     n_ctx: int = 8192
