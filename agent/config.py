@@ -57,7 +57,7 @@ class Settings:
     telegram_allowed_chats: tuple[int, ...] = ()
     telegram_api_base_url: str | None = None
     approval_timeout_s: float = 300.0
-    domain: str = "tools.calendar"  # module with load_domain(settings)
+    domain: str = "tools.calendar.domain"  # module with load_domain(settings)
     history_turns: int = 12  # earlier user turns kept in the prompt
 
     @property

@@ -1,6 +1,6 @@
 """What a domain hands the runtime: tools, a few lines of prompt, and model-free commands.
 
-The runtime finds a domain by module name from configuration (default ``tools.calendar``)
+The runtime finds a domain by module name from configuration (default ``tools.calendar.domain``)
 and calls its ``load_domain(settings)``; ``agent/`` never imports a domain by name.
 """
 
