@@ -34,11 +34,21 @@ CALL_CLOSE = "</tool_call>"
 END_MARKERS = ("<|im_end|>",)  # stop text for models whose EOS differs from the turn end
 
 
-def _check_paths(model_path: str, lora_path: str | None) -> None:
-    """Refuse files that would segfault llama-cpp-python, before it sees them."""
-    from models.check import require_loadable  # issue 2; imported here so a missing module is loud
+class ModelRefused(ValueError):
+    """The model or adapter file failed the models check; llama.cpp never saw it."""
 
-    require_loadable(model_path, lora_path)
+
+def _check_paths(model_path: str, lora_path: str | None) -> None:
+    """Refuse files that would segfault llama-cpp-python, before it sees them.
+
+    Uses ``check_pair`` rather than ``require_loadable`` because the latter exits the process,
+    which a library object must not do; entry points turn ``ModelRefused`` into exit status 2.
+    """
+    from models.check import check_pair
+
+    result = check_pair(model_path, lora_path)
+    if not result.ok:
+        raise ModelRefused(result.error_line())
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:

@@ -1,0 +1,147 @@
+"""Prompt rendering: the model's own template, tool blocks, and the prefix property across steps."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import llama_cpp
+import pytest
+
+from agent.parsing import format_tool_call
+from agent.prompt import PromptError, PromptRenderer, hermes_tool_block, system_prompt
+
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "create_event", "description": "Create a calendar event.",
+        "parameters": {"type": "object", "properties": {"title": {"type": "string"}, "start": {"type": "string"}},
+                       "required": ["title", "start"]}}},
+    {"type": "function", "function": {
+        "name": "list_events", "description": "List events on a day.",
+        "parameters": {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]}}},
+]
+
+
+def renderer_for(path: Path, *, enable_thinking: bool = False) -> PromptRenderer:
+    """The renderer exactly as the llama backend builds it, from the GGUF's own metadata."""
+    llm = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
+    return PromptRenderer.from_metadata(llm.metadata, llm._model.token_get_text, enable_thinking=enable_thinking)
+
+
+def history(thinking: bool = False) -> list[dict]:
+    """A multi-step conversation: call, tool result, final answer, new request, two calls, answer."""
+    think = "<think>\nThe user wants an event.\n</think>\n\n" if thinking else ""
+    return [
+        {"role": "system", "content": "You are a calendar assistant."},
+        {"role": "user", "content": "Dentist tomorrow at 3pm, please. 내일 오후 3시 치과."},
+        {"role": "assistant", "content": think + format_tool_call(
+            "create_event", {"title": "Dentist", "start": "2026-12-01T15:00"}),
+         # a structured copy that must NOT be re-serialised into the prompt
+         "tool_calls": [{"type": "function", "function": {"name": "create_event", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"ok": True, "data": {"id": 7}})},
+        {"role": "assistant", "content": think + "Done: Dentist, 1 Dec 15:00."},
+        {"role": "user", "content": "What else is on that day and the next?"},
+        {"role": "assistant", "content": format_tool_call("list_events", {"day": "2026-12-01"}) + "\n"
+         + format_tool_call("list_events", {"day": "2026-12-02"})},
+        {"role": "tool", "tool_call_id": "c2", "content": '{"ok": true, "data": []}'},
+        {"role": "tool", "tool_call_id": "c3", "content": '{"ok": true, "data": []}'},
+        {"role": "assistant", "content": "Nothing else."},
+    ]
+
+
+def assert_prefix_property(renderer: PromptRenderer, messages: list[dict]) -> int:
+    """For every assistant step k: prompt(messages[:k]) + raw output is a prefix of every later prompt."""
+    checked = 0
+    for k, message in enumerate(messages):
+        if message["role"] != "assistant":
+            continue
+        step_prompt = renderer.render(messages[:k], TOOLS) + message["content"]
+        for later in range(k + 1, len(messages) + 1):
+            full = renderer.render(messages[:later], TOOLS)
+            assert full.startswith(step_prompt), (k, later, step_prompt[-80:], full[len(step_prompt) - 80:][:160])
+        checked += 1
+    return checked
+
+
+def test_smollm2_template_has_no_tools_so_the_hermes_block_is_written(smollm2: Path) -> None:
+    renderer = renderer_for(smollm2)
+    assert renderer.native_tools is False
+    text = renderer.render(history()[:4], TOOLS)
+    system = text.split("<|im_end|>")[0]
+    assert system.startswith("<|im_start|>system\nYou are a calendar assistant.\n\n# Tools")
+    for tool in TOOLS:
+        assert json.dumps(tool, ensure_ascii=False, separators=(",", ":")) in system
+    # the tool result is a user turn in <tool_response> tags, as Qwen renders it
+    assert '<|im_start|>user\n<tool_response>\n{"ok": true, "data": {"id": 7}}\n</tool_response><|im_end|>' in text
+    assert text.endswith("<|im_start|>assistant\n")
+    # the instructions, plus the one call in the history: tool_calls is not re-serialised
+    assert text.count("<tool_call>") == hermes_tool_block(TOOLS).count("<tool_call>") + 1
+
+
+def test_smollm2_prefix_property(smollm2: Path) -> None:
+    assert assert_prefix_property(renderer_for(smollm2), history()) == 4
+
+
+def test_qwen3_template_renders_tools_natively(tiny_qwen3: Path) -> None:
+    renderer = renderer_for(tiny_qwen3)
+    assert renderer.native_tools is True
+    text = renderer.render(history()[:2], TOOLS)
+    assert "You are provided with function signatures within <tools></tools>" in text
+    assert "Function signatures:" not in text  # our own block is not added on top
+    assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # enable_thinking=False
+
+
+@pytest.mark.parametrize("thinking", [False, True])
+def test_qwen3_prefix_property(tiny_qwen3: Path, thinking: bool) -> None:
+    """The template alone breaks this: it drops the empty think block (and old reasoning) from
+    earlier turns. The splice keeps what the model saw and wrote."""
+    renderer = renderer_for(tiny_qwen3, enable_thinking=thinking)
+    messages = history(thinking=thinking)
+    assert assert_prefix_property(renderer, messages) == 4
+    if not thinking:
+        # the raw template would render the first assistant turn without the empty think block
+        raw = renderer._call(renderer._prepare(messages, TOOLS), TOOLS, True)
+        step = renderer.render(messages[:2], TOOLS) + messages[2]["content"]
+        assert not raw.startswith(step)
+
+
+def test_qwen3_groups_consecutive_tool_results_in_one_user_turn(tiny_qwen3: Path) -> None:
+    text = renderer_for(tiny_qwen3).render(history()[:9], TOOLS)
+    assert text.endswith("</tool_response>\n<tool_response>\n"
+                         '{"ok": true, "data": []}\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n')
+
+
+def test_template_that_drops_assistant_content_is_refused() -> None:
+    template = ("{% for m in messages %}{% if m.role != 'assistant' %}<{{ m.role }}>{{ m.content }}"
+                "{% endif %}{% endfor %}{% if add_generation_prompt %}<assistant>{% endif %}")
+    renderer = PromptRenderer(template)
+    assert renderer.render([{"role": "user", "content": "hi"}]) == "<user>hi<assistant>"
+    with pytest.raises(PromptError, match="drops or repeats"):
+        renderer.render([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"},
+                         {"role": "user", "content": "again"}])
+
+
+def test_template_raise_exception_becomes_prompt_error() -> None:
+    renderer = PromptRenderer("{{ raise_exception('roles must alternate') }}")
+    with pytest.raises(PromptError, match="roles must alternate"):
+        renderer.render([{"role": "user", "content": "hi"}])
+    with pytest.raises(PromptError):
+        PromptRenderer("")
+
+
+def test_hermes_block_is_short() -> None:
+    block = hermes_tool_block([])
+    assert len(block) < 400
+    assert block.endswith('<tool_call>{"name": <function-name>, "arguments": <args-json-object>}</tool_call>')
+
+
+def test_system_prompt_uses_the_users_zone() -> None:
+    now = datetime(2026, 11, 29, 20, 30, tzinfo=timezone.utc)  # Sunday in UTC, Monday in Seoul
+    text = system_prompt(now, "Asia/Seoul", "You manage the user's calendar.")
+    assert text.startswith("You manage the user's calendar.\n")
+    assert "2026-11-30 05:30 Monday (Asia/Seoul, UTC+09:00)" in text
+    assert "2026년 11월 30일 월요일 05:30" in text
+    assert "ask" in text and "confirm" in text and "물어보세요" in text
+    assert "2026-11-29 20:30 Sunday (America/New_York" not in system_prompt(now, "America/New_York")
+    assert "2026-11-29 15:30 Sunday (America/New_York, UTC-05:00)" in system_prompt(now, "America/New_York")
