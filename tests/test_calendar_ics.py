@@ -1,0 +1,136 @@
+""".ics export and import: round trips through real files, zones kept, what cannot be imported is reported."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import icalendar
+import pytest
+
+from tools.calendar.ics import export_ics, import_ics
+from tools.calendar.store import CalendarStore
+
+SEOUL = ZoneInfo("Asia/Seoul")
+
+
+def at(day: int, hour: int, minute: int = 0) -> datetime:
+    return datetime(2026, 12, day, hour, minute, tzinfo=SEOUL)
+
+
+@pytest.fixture
+def source(tmp_path: Path) -> CalendarStore:
+    s = CalendarStore(tmp_path / "source.sqlite3")
+    s.add_event("엄마 생신 저녁", at(5, 18), at(5, 20, 30), location="을지로 3가, 2층", notes="케이크 픽업\n꽃다발",
+                attendees=["김민수", "Jane Doe"])
+    ny = ZoneInfo("America/New_York")
+    s.add_event("NY call", datetime(2026, 12, 1, 9, tzinfo=ny), datetime(2026, 12, 1, 10, tzinfo=ny), tz="America/New_York")
+    s.add_event("UTC sync", datetime(2026, 12, 2, 1, tzinfo=timezone.utc), datetime(2026, 12, 2, 2, tzinfo=timezone.utc), tz="UTC")
+    yield s
+    s.close()
+
+
+def test_round_trip_keeps_titles_times_places_notes_and_attendees(source: CalendarStore, tmp_path: Path) -> None:
+    path = tmp_path / "out" / "cal.ics"
+    assert export_ics(source, path) == 3
+    with CalendarStore(tmp_path / "target.sqlite3") as target:
+        report = import_ics(target, path)
+        assert (report.count, report.skipped) == (3, [])
+        assert target.snapshot() == source.snapshot()
+        assert sorted(e.tz for e in target.all_events()) == sorted(e.tz for e in source.all_events())
+
+
+def test_export_writes_tzid_with_vtimezone_and_utc_as_z(source: CalendarStore, tmp_path: Path) -> None:
+    path = tmp_path / "cal.ics"
+    export_ics(source, path)
+    text = path.read_text(encoding="utf-8")
+    assert "DTSTART;TZID=Asia/Seoul:20261205T180000" in text
+    assert "DTSTART;TZID=America/New_York:20261201T090000" in text
+    assert "DTSTART:20261202T010000Z" in text
+    assert "TZID:Asia/Seoul" in text and "BEGIN:VTIMEZONE" in text
+    assert "SUMMARY:엄마 생신 저녁" in text
+
+
+def test_export_range_only_includes_overlapping_events(source: CalendarStore, tmp_path: Path) -> None:
+    path = tmp_path / "cal.ics"
+    assert export_ics(source, path, start=at(5, 0), end=at(6, 0)) == 1
+    [event] = icalendar.Calendar.from_ical(path.read_bytes()).walk("VEVENT")
+    assert str(event["summary"]) == "엄마 생신 저녁"
+
+
+def test_importing_the_same_file_twice_skips_duplicates(source: CalendarStore, tmp_path: Path) -> None:
+    path = tmp_path / "cal.ics"
+    export_ics(source, path)
+    report = import_ics(source, path)
+    assert report.count == 0 and len(report.skipped) == 3
+    assert all("already" in line for line in report.skipped)
+    assert len(source.all_events()) == 3
+
+
+FOREIGN = """BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//Google Inc//Google Calendar 70.9054//EN
+BEGIN:VEVENT
+UID:a@google.com
+DTSTAMP:20261101T000000Z
+DTSTART:20261203T050000Z
+DURATION:PT45M
+SUMMARY:Standup
+ATTENDEE;CN=Jane Doe:mailto:jane@example.com
+ATTENDEE:mailto:bob@example.com
+END:VEVENT
+BEGIN:VEVENT
+UID:b@google.com
+DTSTAMP:20261101T000000Z
+DTSTART;VALUE=DATE:20261224
+DTEND;VALUE=DATE:20261225
+SUMMARY:Christmas Eve
+END:VEVENT
+BEGIN:VEVENT
+UID:c@google.com
+DTSTAMP:20261101T000000Z
+DTSTART;TZID=Asia/Seoul:20261207T090000
+DTEND;TZID=Asia/Seoul:20261207T100000
+RRULE:FREQ=WEEKLY
+SUMMARY:Weekly
+END:VEVENT
+BEGIN:VEVENT
+UID:d@google.com
+DTSTAMP:20261101T000000Z
+DTSTART:20261208T140000
+DTEND:20261208T150000
+SUMMARY:Floating
+END:VEVENT
+BEGIN:VEVENT
+UID:e@google.com
+DTSTAMP:20261101T000000Z
+DTSTART:20261209T140000Z
+SUMMARY:No end
+END:VEVENT
+END:VCALENDAR
+"""
+
+
+def test_import_reads_foreign_files_and_reports_what_it_skips(tmp_path: Path) -> None:
+    path = tmp_path / "google.ics"
+    path.write_text(FOREIGN.replace("\n", "\r\n"), encoding="utf-8")
+    with CalendarStore(tmp_path / "c.sqlite3") as store:
+        report = import_ics(store, path)
+        assert report.count == 2
+        assert len(report.skipped) == 3
+        joined = " | ".join(report.skipped)
+        assert "all-day" in joined and "recurring" in joined and "no DTEND" in joined
+        standup, floating = store.all_events()
+        assert (standup.title, standup.start, standup.end) == ("Standup", at(3, 14), at(3, 14, 45))
+        assert standup.attendees == ("bob@example.com", "Jane Doe")  # names sort ignoring case
+        assert (floating.start, floating.tz) == (at(8, 14), "Asia/Seoul")  # zone-less time read as local
+
+
+def test_failed_import_changes_nothing(source: CalendarStore, tmp_path: Path) -> None:
+    path = tmp_path / "broken.ics"
+    path.write_text("this is not a calendar", encoding="utf-8")
+    before = source.snapshot()
+    with pytest.raises(ValueError):
+        import_ics(source, path)
+    assert source.snapshot() == before
