@@ -72,31 +72,22 @@ class Host:
         print(line, file=self.err)
 
 
-def check_model(settings: Settings) -> tuple[Path, Path | None] | int:
-    """Resolve and check the model and adapter as the bot will; an exit status on failure.
+def check_model(settings: Settings) -> tuple[Path, Path | None] | str:
+    """Resolve and check the model and adapter as the bot will; the one-line refusal if bad.
 
-    ``require_loadable`` prints its one line and exits 2 on a bad file; that becomes the
-    return value here. Imported lazily: ``print`` and ``status`` need no GGUF reader.
+    Imported lazily: ``print``, ``status`` and ``logs`` need no GGUF reader.
     """
-    from models.check import require_loadable
+    from models.check import check_pair
     from models.resolve import resolve
 
-    try:
-        model, lora = _model_and_adapter(resolve(settings))
-        require_loadable(model, lora)
-    except SystemExit as exc:
-        return exc.code if isinstance(exc.code, int) else 2
-    return model.absolute(), (lora.absolute() if lora is not None else None)
-
-
-def _model_and_adapter(resolved: object) -> tuple[Path, Path | None]:
-    """Accept ``resolve``'s answer as a (model, adapter) pair or an object with those paths."""
-    if isinstance(resolved, tuple):
-        model, lora = resolved
-    else:
-        model = getattr(resolved, "model_path", None) or getattr(resolved, "model")
-        lora = getattr(resolved, "lora_path", None) or getattr(resolved, "adapter", None)
-    return Path(model), (Path(lora) if lora is not None else None)
+    resolved = resolve(settings)
+    if not resolved.ok or resolved.model_path is None:
+        return resolved.error or "no model found: run `python -m models pull`"
+    result = check_pair(resolved.model_path, resolved.lora_path)
+    if not result.ok:
+        return result.error_line()
+    lora = resolved.lora_path.absolute() if resolved.lora_path is not None else None
+    return resolved.model_path.absolute(), lora
 
 
 def _plist_for(settings: Settings, host: Host, model: Path | None, lora: Path | None) -> bytes:
@@ -154,8 +145,9 @@ def install(settings: Settings, host: Host) -> int:
         host.complain(f"not installing: {bot.message}")
         return 2
     checked = check_model(settings)
-    if isinstance(checked, int):
-        return checked
+    if isinstance(checked, str):
+        host.complain(f"not installing: {checked}")
+        return 2
     model, lora = checked
 
     token_file = default_token_file(settings)
