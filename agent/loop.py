@@ -113,6 +113,7 @@ class Agent:
                 return finish(reason, parsed.content)
 
             tool_started = time.perf_counter()
+            state.failed_in_reply = False
             for call, call_id in zip(parsed.tool_calls, ids):
                 record = self._run_call(call, call_id, state, approver, session_id, cancel)
                 step.calls.append(record)
