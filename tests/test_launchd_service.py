@@ -148,7 +148,7 @@ def test_install_with_a_token_file_does_not_touch_it(tmp_path: Path) -> None:
     assert "wrote the bot token" not in host.out.getvalue()
 
 
-def test_install_refuses_a_missing_adapter(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_install_refuses_a_missing_adapter(tmp_path: Path) -> None:
     missing = tmp_path / "no-such-adapter.gguf"
     fake = FakeLaunchctl()
     host = make_host(tmp_path, fake)
