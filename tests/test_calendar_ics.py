@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from collections.abc import Iterator
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -20,7 +21,7 @@ def at(day: int, hour: int, minute: int = 0) -> datetime:
 
 
 @pytest.fixture
-def source(tmp_path: Path) -> CalendarStore:
+def source(tmp_path: Path) -> Iterator[CalendarStore]:
     s = CalendarStore(tmp_path / "source.sqlite3")
     s.add_event("엄마 생신 저녁", at(5, 18), at(5, 20, 30), location="을지로 3가, 2층", notes="케이크 픽업\n꽃다발",
                 attendees=["김민수", "Jane Doe"])

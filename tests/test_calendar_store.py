@@ -10,6 +10,7 @@ import sys
 import textwrap
 import threading
 from datetime import datetime, timedelta
+from collections.abc import Iterator
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -26,7 +27,7 @@ def at(day: int, hour: int, minute: int = 0) -> datetime:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> CalendarStore:
+def store(tmp_path: Path) -> Iterator[CalendarStore]:
     s = CalendarStore(tmp_path / "calendar.sqlite3")
     yield s
     s.close()

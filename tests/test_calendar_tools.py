@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -22,7 +23,7 @@ def at(day: int, hour: int, minute: int = 0) -> datetime:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> CalendarStore:
+def store(tmp_path: Path) -> Iterator[CalendarStore]:
     s = CalendarStore(tmp_path / "calendar.sqlite3")
     yield s
     s.close()
