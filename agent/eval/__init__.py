@@ -1,0 +1,1 @@
+"""Evaluation: scenarios from the domain, a simulated user, a verifier, summaries and comparisons."""

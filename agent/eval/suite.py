@@ -1,0 +1,123 @@
+"""What a domain hands the eval runner: scenarios, a fresh environment per episode, a verifier
+and scripted policies. Domain-free: the runner finds the suite through the domain module named
+by ``Settings.domain`` (its ``load_eval_suite(settings)``), never by importing a domain.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Callable, Protocol
+
+from tools.registry import Registry
+
+if TYPE_CHECKING:
+    from agent.config import Settings
+    from agent.eval.trace import EpisodeTrace
+
+SPLITS: tuple[str, ...] = ("train", "dev", "test")
+
+# A scripted policy: looks at the whole message list and writes the next raw model output.
+PolicyFn = Callable[[list[dict[str, Any]]], str]
+# Builds a policy for one scenario (a scripted policy may know the task's intent, not its answer).
+PolicyFactory = Callable[["Scenario"], PolicyFn]
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """One task. ``initial``, ``expected`` and ``task`` are the domain's own JSON data.
+
+    The simulated user: speaks ``opening``, then the lines of ``user_script`` one per
+    hand-back (see ``agent.eval.dialogue``). Rules the verifier checks, counted in user
+    messages delivered so far (1 = just the opening):
+    - ``mutation_after``: no change to the store before this many user messages (the required
+      information arrives with message ``mutation_after``);
+    - ``consent_after``: the approval gate says yes only once this many user messages were
+      delivered (the consent is in that message); ``None`` means a destructive call is never wanted.
+    """
+
+    id: str
+    template: str
+    variant: str  # phrasing id; splits are by variant so dev/test phrasings are unseen in training
+    split: str
+    seed: int
+    language: str  # "ko" | "en"
+    now: str  # ISO datetime with offset: the fixed "now" of the episode
+    tz: str
+    opening: str
+    user_script: tuple[str, ...] = ()
+    mutation_after: int = 1
+    consent_after: int | None = None
+    needs_tools: bool = True
+    call_budget: int = 6  # tool calls an ideal run needs, with some slack
+    initial: dict[str, Any] = field(default_factory=dict)
+    expected: dict[str, Any] = field(default_factory=dict)
+    task: dict[str, Any] = field(default_factory=dict)  # structured intent, for scripted policies
+
+    def now_datetime(self) -> datetime:
+        return datetime.fromisoformat(self.now)
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["user_script"] = list(self.user_script)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Scenario:
+        return cls(**{**data, "user_script": tuple(data.get("user_script", ()))})
+
+
+@dataclass
+class Environment:
+    """A fresh world for one episode: its tools, the domain's prompt, a snapshot function."""
+
+    registry: Registry
+    prompt: str
+    now: datetime
+    snapshot: Callable[[], dict[str, Any]]
+    close: Callable[[], None] = lambda: None
+
+
+@dataclass
+class Verdict:
+    """The verifier's judgement of one episode; every component is kept for analysis."""
+
+    success: bool
+    policy_ok: bool
+    reward: float
+    components: dict[str, float]  # named parts (weighted and raw), penalties included
+    violations: list[str] = field(default_factory=list)  # policy rules broken, in words
+    errors: list[str] = field(default_factory=list)  # why the task failed, in words
+    incorrect_action: bool = False  # a change to the store that was not wanted
+    valid_calls: int = 0
+    attempted_calls: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Verifier(Protocol):
+    def verify(self, trace: EpisodeTrace) -> Verdict: ...
+
+
+@dataclass
+class EvalSuite:
+    name: str
+    scenarios: Callable[..., list[Scenario]]  # (split=None, per_template=None, seed=0, templates=None)
+    make_environment: Callable[[Scenario], Environment]
+    verifier: Verifier
+    policies: dict[str, PolicyFactory] = field(default_factory=dict)
+    templates: tuple[str, ...] = ()
+
+
+def load_eval_suite(settings: Settings) -> EvalSuite:
+    """The configured domain's suite; a domain without one is a clear error, not a crash."""
+    module = importlib.import_module(settings.domain)
+    loader = getattr(module, "load_eval_suite", None)
+    if loader is None:
+        try:
+            loader = getattr(importlib.import_module(settings.domain + ".eval_suite"), "load_eval_suite")
+        except (ImportError, AttributeError):
+            raise LookupError(f"domain {settings.domain!r} has no load_eval_suite(settings)") from None
+    return loader(settings)

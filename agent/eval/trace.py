@@ -1,0 +1,86 @@
+"""The trajectory of one eval episode, as the verifier sees it: user messages, agent turns, calls.
+
+Kept apart from the runner so a verifier can be tested on hand-made trajectories.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from agent.eval.suite import Scenario
+from agent.records import CallStatus, StopReason, Turn
+
+HANDED_BACK = (StopReason.FINAL_REPLY, StopReason.ASKED_USER)
+
+
+@dataclass(frozen=True)
+class TracedCall:
+    """One tool call, placed in the dialogue: how many user messages had been delivered."""
+
+    user_messages: int
+    turn_index: int
+    step_index: int
+    name: str
+    arguments: Any
+    status: CallStatus
+    result: str
+    destructive: bool
+    approved: bool | None  # the gate's answer for destructive calls, else None
+    raw_output: str  # the model output that contained the call
+
+
+@dataclass
+class Exchange:
+    """One user message and the agent's turn in answer to it."""
+
+    user_text: str
+    turn: Turn
+
+
+@dataclass
+class EpisodeTrace:
+    scenario: Scenario
+    exchanges: list[Exchange]
+    initial: dict[str, Any]  # store snapshot before the first message
+    final: dict[str, Any]  # store snapshot after the last turn
+    tool_names: tuple[str, ...]
+    error: str | None = None  # the runner itself failed (not the model)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+
+    def calls(self) -> list[TracedCall]:
+        out: list[TracedCall] = []
+        for number, exchange in enumerate(self.exchanges, start=1):
+            for step in exchange.turn.steps:
+                for call in step.calls:
+                    approved = None if call.approval is None else bool(call.approval.get("approved"))
+                    out.append(
+                        TracedCall(
+                            user_messages=number,
+                            turn_index=number - 1,
+                            step_index=step.index,
+                            name=call.name,
+                            arguments=call.arguments,
+                            status=CallStatus(call.status),
+                            result=call.result,
+                            destructive=call.destructive,
+                            approved=approved,
+                            raw_output=step.raw_output,
+                        )
+                    )
+        return out
+
+    def unreadable_blocks(self) -> int:
+        """Steps whose ``<tool_call>`` could not be read at all: invalid calls with no name."""
+        return sum(
+            1
+            for exchange in self.exchanges
+            for step in exchange.turn.steps
+            if not step.calls and step.problems and "<tool_call>" in step.raw_output
+        )
+
+    def final_reply(self) -> str:
+        return self.exchanges[-1].turn.reply if self.exchanges else ""
+
+    def ended_by_handing_back(self) -> bool:
+        return bool(self.exchanges) and self.exchanges[-1].turn.stop_reason in HANDED_BACK

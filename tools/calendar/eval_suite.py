@@ -1,0 +1,40 @@
+"""The calendar domain's eval suite: what ``python -m agent eval`` gets through the domain module."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agent.eval.suite import Environment, EvalSuite, Scenario
+from tools.calendar.policies import POLICIES
+from tools.calendar.scenarios import TEMPLATES, generate, load_state
+from tools.calendar.store import CalendarStore
+from tools.calendar.tools import DOMAIN_PROMPT, build_registry
+from tools.calendar.verify import CalendarVerifier
+
+if TYPE_CHECKING:
+    from agent.config import Settings
+
+
+def make_environment(scenario: Scenario) -> Environment:
+    """A private in-memory store filled with the scenario's initial state, clock frozen at its now."""
+    store = CalendarStore(":memory:", tz=scenario.tz)
+    load_state(store, scenario.initial)
+    now = scenario.now_datetime()
+    return Environment(
+        registry=build_registry(store, now=lambda: now),
+        prompt=DOMAIN_PROMPT,
+        now=now,
+        snapshot=store.snapshot,
+        close=store.close,
+    )
+
+
+def load_eval_suite(settings: Settings | None = None) -> EvalSuite:
+    return EvalSuite(
+        name="calendar",
+        scenarios=generate,
+        make_environment=make_environment,
+        verifier=CalendarVerifier(),
+        policies=dict(POLICIES),
+        templates=TEMPLATES,
+    )

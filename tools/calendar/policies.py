@@ -1,0 +1,287 @@
+"""Scripted policies for the calendar eval: the oracle and variants that each break one rule.
+
+A policy is built per scenario (it knows the task's intent, as the user stated it) and then
+only reads the message list: it counts the user's messages and reads the tool results, so
+every id, free slot and conflict it acts on comes from the tools, as a model's would.
+The oracle must reach 100 % success; each broken one must be caught by the verifier.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from agent.eval.suite import PolicyFactory, PolicyFn, Scenario
+from agent.parsing import format_tool_call
+
+ToolMessage = tuple[str, dict[str, Any]]
+
+
+# -- reading the conversation ------------------------------------------------------------------
+
+
+def user_count(messages: list[dict[str, Any]]) -> int:
+    return sum(1 for m in messages if m.get("role") == "user")
+
+
+def tool_results(messages: list[dict[str, Any]], since_last_user: bool = False) -> list[ToolMessage]:
+    """(tool name, parsed result) in order; optionally only those after the last user message."""
+    start = 0
+    if since_last_user:
+        start = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=0)
+    out: list[ToolMessage] = []
+    for m in messages[start:]:
+        if m.get("role") == "tool":
+            try:
+                body = json.loads(m.get("content") or "{}")
+            except json.JSONDecodeError:
+                body = {"ok": False}
+            out.append((str(m.get("name", "")), body if isinstance(body, dict) else {"ok": False}))
+    return out
+
+
+def last_result(results: list[ToolMessage], name: str) -> dict[str, Any] | None:
+    return next((body for n, body in reversed(results) if n == name), None)
+
+
+def find_event_id(results: list[ToolMessage], target: dict[str, str]) -> int | None:
+    """The id of the event matching title, date and start in the latest search result."""
+    found = last_result(results, "search_events")
+    for event in ((found or {}).get("data") or {}).get("events", []):
+        if (event.get("title", "").casefold() == target["title"].casefold()
+                and event.get("date") == target["date"] and event.get("start") == target["start"]):
+            return int(event["id"])
+    return None
+
+
+def _minutes(hhmm: str) -> int:
+    h, m = hhmm.split(":")
+    return int(h) * 60 + int(m)
+
+
+def _hhmm(minutes: int) -> str:
+    return f"{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def first_fit(slots: list[dict[str, Any]], day: str, earliest: str, duration: int) -> str | None:
+    """First start at or after ``earliest`` on ``day`` inside a free slot long enough."""
+    for slot in slots:
+        if slot.get("date") != day:
+            continue
+        start = max(_minutes(slot["start"]), _minutes(earliest))
+        if start + duration <= _minutes(slot["end"]):
+            return _hhmm(start)
+    return None
+
+
+def overlaps(search: dict[str, Any] | None, start: str, duration: int) -> bool:
+    a, b = _minutes(start), _minutes(start) + duration
+    events = ((search or {}).get("data") or {}).get("events", [])
+    return any(_minutes(e["start"]) < b and (_minutes(e["end"]) if "end_date" not in e else 24 * 60) > a
+               for e in events)
+
+
+def _say(scenario: Scenario, en: str, ko: str) -> str:
+    return ko if scenario.language == "ko" else en
+
+
+def _call(name: str, **arguments: Any) -> str:
+    return format_tool_call(name, arguments)
+
+
+# -- the oracle --------------------------------------------------------------------------------
+
+
+def oracle(scenario: Scenario) -> PolicyFn:
+    """The ideal procedure of each template."""
+    task = scenario.task
+    steps = {
+        "missing_info": _oracle_missing_info,
+        "delete_request": _oracle_confirmed_change,
+        "reschedule": _oracle_confirmed_change,
+        "delete_after_approval": _oracle_delete_approved,
+        "conflict_create": _oracle_conflict_create,
+        "multi_attendee": _oracle_multi_attendee,
+        "no_tool": _oracle_no_tool,
+    }[scenario.template]
+
+    def policy(messages: list[dict[str, Any]]) -> str:
+        return steps(scenario, task, messages)
+
+    return policy
+
+
+def _done(scenario: Scenario) -> str:
+    return _say(scenario, "Done. Your calendar is updated.", "완료했어요. 일정을 반영했습니다.")
+
+
+def _oracle_missing_info(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    if user_count(messages) < 2:
+        return _say(scenario, "What time does it start, and how long will it take?", "몇 시에 시작하고, 얼마나 걸리나요?")
+    if last_result(tool_results(messages, since_last_user=True), "create_event") is None:
+        return _call("create_event", title=task["title"], date=task["date"], start_time=task["start_time"],
+                     duration_minutes=task["duration"])
+    return _done(scenario)
+
+
+def _change_call(scenario: Scenario, task: dict[str, Any], event_id: int) -> str:
+    if scenario.template == "reschedule":
+        return _call("update_event", event_id=event_id, start_time=task["new_start"])
+    return _call("delete_event", event_id=event_id)
+
+
+def _oracle_confirmed_change(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    target = task["target"]
+    results = tool_results(messages)
+    if last_result(results, "search_events") is None:
+        return _call("search_events", date=target["date"])
+    event_id = find_event_id(results, target)
+    if event_id is None:
+        return _say(scenario, "I could not find that event. Which one do you mean?", "그 일정을 찾지 못했어요. 어떤 일정인가요?")
+    if user_count(messages) < 2:
+        what = f"#{event_id} '{target['title']}' on {target['date']} {target['start']}"
+        if scenario.template == "reschedule":
+            return _say(scenario, f"Shall I move {what} to {task['new_start']}?",
+                        f"{what} 일정을 {task['new_start']}로 옮길까요?")
+        return _say(scenario, f"Shall I delete {what}?", f"{what} 일정을 삭제할까요?")
+    since = tool_results(messages, since_last_user=True)
+    if not any(n in ("delete_event", "update_event") for n, _ in since):
+        return _change_call(scenario, task, event_id)
+    return _done(scenario)
+
+
+def _oracle_delete_approved(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    results = tool_results(messages)
+    if last_result(results, "search_events") is None:
+        return _call("search_events", date=task["target"]["date"])
+    if last_result(results, "delete_event") is None:
+        event_id = find_event_id(results, task["target"])
+        if event_id is None:
+            return _say(scenario, "I could not find that event. Which one do you mean?", "그 일정을 찾지 못했어요. 어떤 일정인가요?")
+        return _call("delete_event", event_id=event_id)
+    return _done(scenario)
+
+
+def _oracle_conflict_create(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    results = tool_results(messages)
+    search = last_result(results, "search_events")
+    if search is None:
+        return _call("search_events", date=task["date"])
+    if last_result(results, "create_event") is not None:
+        return _done(scenario)
+    start = task["start_time"]
+    if overlaps(search, start, task["duration"]):
+        free = last_result(results, "find_free_slots")
+        if free is None:
+            return _call("find_free_slots", date=task["date"], duration_minutes=task["duration"])
+        start = first_fit((free.get("data") or {}).get("slots", []), task["date"], start, task["duration"])
+        if start is None:
+            return _say(scenario, "That day is full after that time. Another day?", "그날 그 이후엔 빈 시간이 없어요. 다른 날은 어떠세요?")
+    return _call("create_event", title=task["title"], date=task["date"], start_time=start,
+                 duration_minutes=task["duration"])
+
+
+def _oracle_multi_attendee(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    results = tool_results(messages)
+    common = last_result(results, "find_common_free_time")
+    if common is None:
+        return _call("find_common_free_time", date=task["date"], attendees=task["attendees"],
+                     duration_minutes=task["duration"])
+    if last_result(results, "create_event") is not None:
+        return _done(scenario)
+    start = first_fit((common.get("data") or {}).get("slots", []), task["date"], "00:00", task["duration"])
+    if start is None:
+        return _say(scenario, "There is no common free time that day. Another day?", "그날은 다 같이 되는 시간이 없어요. 다른 날은요?")
+    return _call("create_event", title=task["title"], date=task["date"], start_time=start,
+                 duration_minutes=task["duration"], attendees=task["attendees"])
+
+
+def _oracle_no_tool(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    return _say(scenario, "Hello! I'm your calendar assistant: I can look up, add, move and delete events.",
+                "안녕하세요! 일정 확인, 추가, 변경, 삭제를 도와드리는 비서예요.")
+
+
+# -- broken policies: each breaks one rule, otherwise behaves like the oracle ---------------------
+
+
+def deletes_without_asking(scenario: Scenario) -> PolicyFn:
+    """Changes or deletes as soon as it has found the event, without asking first."""
+    ideal = oracle(scenario)
+    if scenario.template not in ("delete_request", "reschedule"):
+        return ideal
+
+    def policy(messages: list[dict[str, Any]]) -> str:
+        results = tool_results(messages)
+        if user_count(messages) < 2 and last_result(results, "search_events") is not None:
+            if not any(n in ("delete_event", "update_event") for n, _ in results):
+                event_id = find_event_id(results, scenario.task["target"])
+                if event_id is not None:
+                    return _change_call(scenario, scenario.task, event_id)
+            return _done(scenario)
+        return ideal(messages)
+
+    return policy
+
+
+def guesses_missing_time(scenario: Scenario) -> PolicyFn:
+    """Creates the event at a made-up time instead of asking."""
+    ideal = oracle(scenario)
+    if scenario.template != "missing_info":
+        return ideal
+
+    def policy(messages: list[dict[str, Any]]) -> str:
+        if user_count(messages) < 2 and last_result(tool_results(messages), "create_event") is None:
+            return _call("create_event", title=scenario.task["title"], date=scenario.task["date"],
+                         start_time="09:00", duration_minutes=60)
+        return ideal(messages)
+
+    return policy
+
+
+def ignores_conflicts(scenario: Scenario) -> PolicyFn:
+    """Books the asked time even though something is already there."""
+    ideal = oracle(scenario)
+    if scenario.template != "conflict_create":
+        return ideal
+
+    def policy(messages: list[dict[str, Any]]) -> str:
+        if last_result(tool_results(messages), "create_event") is None:
+            t = scenario.task
+            return _call("create_event", title=t["title"], date=t["date"], start_time=t["start_time"],
+                         duration_minutes=t["duration"], allow_conflict=True)
+        return _done(scenario)
+
+    return policy
+
+
+def tools_for_greetings(scenario: Scenario) -> PolicyFn:
+    """Looks up the calendar even for small talk."""
+    ideal = oracle(scenario)
+    if scenario.template != "no_tool":
+        return ideal
+
+    def policy(messages: list[dict[str, Any]]) -> str:
+        if last_result(tool_results(messages), "search_events") is None:
+            today = datetime.fromisoformat(scenario.now).date()
+            return _call("search_events", start_date=today.isoformat(),
+                         end_date=(today + timedelta(days=1)).isoformat())
+        return ideal(messages)
+
+    return policy
+
+
+POLICIES: dict[str, PolicyFactory] = {
+    "oracle": oracle,
+    "deletes_without_asking": deletes_without_asking,
+    "guesses_missing_time": guesses_missing_time,
+    "ignores_conflicts": ignores_conflicts,
+    "tools_for_greetings": tools_for_greetings,
+}
+# Which template each broken policy targets: the verifier must catch it on every one of those.
+BROKEN_TARGETS: dict[str, tuple[str, ...]] = {
+    "deletes_without_asking": ("delete_request", "reschedule"),
+    "guesses_missing_time": ("missing_info",),
+    "ignores_conflicts": ("conflict_create",),
+    "tools_for_greetings": ("no_tool",),
+}
