@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bot.run import add_run_arguments, run
 from launchd import cli as launchd_cli
 
 
@@ -14,7 +15,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run iljeong's Telegram bot (long polling), or manage it as a macOS LaunchAgent.",
     )
     sub = parser.add_subparsers(dest="command")
-    sub.add_parser("run", help="run the bot in the foreground (the default)")
+    add_run_arguments(sub.add_parser("run", help="run the bot in the foreground (the default)"))
     launchd_cli.add_subcommands(sub)
     return parser
 
@@ -23,8 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "launchd":
         return launchd_cli.run(args)
-    print(f"python -m bot {args.command or 'run'}: not yet available (issue 5).", file=sys.stderr)
-    return 2
+    if args.command is None:  # bare `python -m bot` means `run` with defaults
+        args = build_parser().parse_args(["run"])
+    return run(args)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,279 @@
+"""The running bot: Bot API connection, handlers, durable polling, and crash recovery.
+
+Polling is our own loop rather than PTB's Updater, because the Updater acknowledges a batch
+(by asking for the next offset) before any handler has seen it. Here every update is written
+to the ``Inbox`` first; only then is the next ``getUpdates`` sent. An update is marked done
+once its reply is out. At start-up, updates still pending from a run that died are not
+re-run (a half-finished turn may already have changed the calendar, and running it again
+could do it twice): the chat is told the message was interrupted and asked to check and
+resend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from dataclasses import dataclass
+
+from telegram import BotCommand, Update
+from telegram.error import InvalidToken, NetworkError, TelegramError, TimedOut
+from telegram.ext import (
+    Application,
+    ApplicationBuilder,
+    ApplicationHandlerStop,
+    CallbackQueryHandler,
+    CommandHandler,
+    ContextTypes,
+    MessageHandler,
+    TypeHandler,
+    filters,
+)
+from telegram.request import HTTPXRequest
+
+from agent.runtime import Runtime
+from bot.access import Access
+from bot.approvals import ApprovalDesk
+from bot.config import BotConfig
+from bot.inbox import Inbox
+from bot.sending import send_text, with_retry
+from bot.worker import Job, TurnRunner
+
+log = logging.getLogger(__name__)
+
+POLL_TIMEOUT_S = 25
+DEFAULT_API = "https://api.telegram.org"
+
+HELP = (
+    "I'm your calendar assistant. Write what you need in plain words, e.g. "
+    "\"lunch with Mina tomorrow at 12\".\n\n"
+    "/today – today's events (no model)\n"
+    "/new – start a fresh conversation\n"
+    "/cancel – stop what I'm doing\n"
+    "/help – this text\n\n"
+    "Before I delete or change anything I ask with Approve / Deny buttons."
+)
+INTERRUPTED = (
+    "I was restarted while working on your message \u201c{text}\u201d, so I did not finish it. "
+    "Some steps may already have been done: please check, then send it again if needed."
+)
+COMMANDS = [
+    BotCommand("today", "today's events"),
+    BotCommand("new", "start a fresh conversation"),
+    BotCommand("cancel", "stop the running request"),
+    BotCommand("help", "what I can do"),
+]
+
+
+def _short(text: str, limit: int = 200) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@dataclass
+class BotServices:
+    """What the handlers share; kept in ``application.bot_data['services']``."""
+
+    access: Access
+    inbox: Inbox
+    runtime: Runtime
+    desk: ApprovalDesk
+    runner: TurnRunner
+
+
+def _services(context: ContextTypes.DEFAULT_TYPE) -> BotServices:
+    return context.application.bot_data["services"]
+
+
+# ---- handlers -------------------------------------------------------------------------------
+
+
+async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Group -1: strangers and unlisted groups get silence; only their ids reach the log."""
+    services = _services(context)
+    chat, user = update.effective_chat, update.effective_user
+    if chat is not None and services.access.allows(chat.id, chat.type, user.id if user else None):
+        return
+    log.warning("refused update from user %s in %s chat %s", user.id if user else None,
+                chat.type if chat else None, chat.id if chat else None)
+    if update.callback_query is not None:
+        # A stranger's button tap must still be answered, or their client spins; no data in it.
+        from bot.approvals import NOT_YOURS
+
+        await with_retry(lambda: update.callback_query.answer(NOT_YOURS), "answerCallbackQuery")
+    services.inbox.done(update.update_id)
+    raise ApplicationHandlerStop
+
+
+async def reply_now(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str) -> None:
+    await send_text(context.bot, update.effective_chat.id, text)
+    _services(context).inbox.done(update.update_id)
+
+
+async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    await reply_now(update, context, HELP)
+
+
+async def on_cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    stopped = _services(context).runner.cancel(update.effective_chat.id)
+    await reply_now(update, context, "Stopping…" if stopped else "Nothing is running.")
+
+
+async def on_new(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    await _services(context).runner.submit(Job(update.effective_chat.id, update.update_id, "new"))
+
+
+async def on_domain_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    name = update.message.text.split()[0].lstrip("/").split("@")[0]
+    argument = update.message.text.partition(" ")[2]
+    services = _services(context)
+    if name not in services.runtime.domain.commands:
+        await reply_now(update, context, f"/{name} is not available here. /help lists what is.")
+        return
+    await services.runner.submit(Job(update.effective_chat.id, update.update_id, "command", argument, name))
+
+
+async def on_unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    await reply_now(update, context, "I don't know that command. /help lists what I can do.")
+
+
+async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    await _services(context).runner.submit(
+        Job(update.effective_chat.id, update.update_id, "turn", update.message.text)
+    )
+
+
+async def on_other_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    await reply_now(update, context, "I can only read text messages.")
+
+
+async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    services = _services(context)
+    query = update.callback_query
+    text = await services.desk.answer(query)
+    await with_retry(lambda: query.answer(text), "answerCallbackQuery")
+    services.inbox.done(update.update_id)
+
+
+async def finish_unhandled(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """Group 1: updates no handler owns (edits, reactions, …) are done once seen."""
+    if isinstance(update, Update) and update.effective_message is None and update.callback_query is None:
+        _services(context).inbox.done(update.update_id)
+
+
+async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
+    log.error("handler failed for update %s", getattr(update, "update_id", None), exc_info=context.error)
+
+
+def add_handlers(application: Application, domain_commands: list[str]) -> None:
+    application.add_handler(TypeHandler(Update, gate), group=-1)
+    application.add_handler(CommandHandler(["start", "help"], on_start))
+    application.add_handler(CommandHandler("cancel", on_cancel))
+    application.add_handler(CommandHandler("new", on_new))
+    if domain_commands:
+        application.add_handler(CommandHandler(domain_commands, on_domain_command))
+    application.add_handler(MessageHandler(filters.COMMAND, on_unknown_command))
+    application.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, on_text))
+    application.add_handler(MessageHandler(filters.ALL, on_other_message))
+    application.add_handler(CallbackQueryHandler(on_button))
+    application.add_handler(TypeHandler(Update, finish_unhandled), group=1)
+    application.add_error_handler(on_error)
+
+
+# ---- start-up, polling, shutdown ------------------------------------------------------------
+
+
+def build_application(config: BotConfig) -> Application:
+    base = (config.api_base_url or DEFAULT_API).rstrip("/")
+    return (
+        ApplicationBuilder()
+        .token(config.token)
+        .base_url(f"{base}/bot")
+        .base_file_url(f"{base}/file/bot")
+        .request(HTTPXRequest(connection_pool_size=16, read_timeout=20, write_timeout=20, connect_timeout=10))
+        .get_updates_request(HTTPXRequest(connection_pool_size=1, read_timeout=POLL_TIMEOUT_S + 15))
+        .updater(None)
+        .job_queue(None)
+        .build()
+    )
+
+
+async def answer_interrupted(application: Application, services: BotServices) -> None:
+    """Tell chats whose messages a previous run never finished; then mark those done."""
+    for update_id, body in services.inbox.pending():
+        update = Update.de_json(body, application.bot)
+        message, chat, user = update.message, update.effective_chat, update.effective_user
+        allowed = chat is not None and services.access.allows(chat.id, chat.type, user.id if user else None)
+        if allowed and message is not None and message.text:
+            log.info("update %s in chat %s was interrupted by a restart", update_id, chat.id)
+            await send_text(application.bot, chat.id, INTERRUPTED.format(text=_short(message.text)))
+        services.inbox.done(update_id)
+
+
+async def poll(application: Application, inbox: Inbox, stop: asyncio.Event) -> None:
+    """Long polling that records each update before acknowledging it with the next offset."""
+    offset = inbox.next_offset()
+    delay = 1.0
+    while not stop.is_set():
+        try:
+            updates = await application.bot.get_updates(
+                offset=offset, timeout=POLL_TIMEOUT_S, allowed_updates=["message", "callback_query"]
+            )
+            delay = 1.0
+        except TimedOut:
+            continue
+        except InvalidToken:
+            raise
+        except (NetworkError, TelegramError) as exc:
+            log.warning("getUpdates failed (%s); retrying in %.0f s", exc, delay)
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 60.0)
+            continue
+        for update in updates:
+            if inbox.record(update.update_id, update.to_dict()):
+                await application.update_queue.put(update)
+            offset = update.update_id + 1
+
+
+async def serve(config: BotConfig, runtime: Runtime, approval_timeout_s: float, inbox: Inbox) -> int:
+    """Run until SIGTERM/SIGINT. The model is already loaded: nothing waits on it here."""
+    application = build_application(config)
+    access = Access(config.allowed_users, config.allowed_chats)
+    desk = ApprovalDesk(application.bot, access, approval_timeout_s)
+    runner = TurnRunner(application.bot, runtime, desk, inbox)
+    services = BotServices(access, inbox, runtime, desk, runner)
+    application.bot_data["services"] = services
+    add_handlers(application, sorted(runtime.domain.commands))
+
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
+    await with_retry(application.initialize, "getMe", attempts=10)
+    me = application.bot.username
+    await with_retry(lambda: application.bot.delete_webhook(drop_pending_updates=False), "deleteWebhook")
+    try:
+        await with_retry(lambda: application.bot.set_my_commands(COMMANDS), "setMyCommands")
+    except TelegramError as exc:  # the menu is a convenience
+        log.warning("setMyCommands failed: %s", exc)
+    await application.start()
+    await answer_interrupted(application, services)
+    log.info("polling as @%s; allowed users %s, chats %s", me, sorted(access.users), sorted(access.chats))
+    tasks = [
+        asyncio.create_task(runner.run_forever(), name="turns"),
+        asyncio.create_task(poll(application, inbox, stop), name="poll"),
+    ]
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+    status = 0
+    for task in done:
+        if task is not stopper and task.exception() is not None:
+            log.error("bot stopped by an error", exc_info=task.exception())
+            status = 1
+    for task in [*tasks, stopper]:
+        task.cancel()
+    await asyncio.gather(*tasks, stopper, return_exceptions=True)
+    await application.stop()
+    await application.shutdown()
+    log.info("stopped")
+    return status

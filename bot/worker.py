@@ -1,0 +1,179 @@
+"""One model, many chats: a queue of jobs run one at a time on a single worker thread.
+
+A single FIFO keeps every chat's messages in order and never runs two model steps at once.
+The event loop only awaits the worker's futures, so polling, button taps and /cancel keep
+flowing while the model works. A chat whose message has to wait behind another chat's turn
+is told so once, instead of seeing nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import queue
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from telegram import Bot
+from telegram.constants import ChatAction
+
+from agent.records import StopReason, Turn
+from agent.runtime import Runtime
+from bot.approvals import ApprovalDesk, BotApprover
+from bot.inbox import Inbox
+from bot.sending import send_text
+
+log = logging.getLogger(__name__)
+
+TYPING_EVERY_S = 4.0  # Telegram shows "typing…" for about 5 s per action
+QUEUED_NOTICE = "Queued: I'm answering another chat first; your message is next in line."
+TURN_FAILED = "Sorry, something went wrong with that message. I'm still running; please try again."
+
+
+def conversation_id(chat_id: int) -> str:
+    return f"telegram:{chat_id}"
+
+
+@dataclass
+class Job:
+    chat_id: int
+    update_id: int | None
+    kind: str  # "turn" (model), "new" (/new), "command" (a domain command, e.g. /today)
+    text: str = ""
+    command: str = ""
+    cancel: threading.Event = field(default_factory=threading.Event)
+
+
+class ModelThread:
+    """A single daemon thread that runs callables in order (a daemon, so a stuck model
+    never keeps a stopping process alive)."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.Queue()
+        threading.Thread(target=self._serve, name="model-worker", daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            fn, future = self._jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as exc:  # handed to the awaiting coroutine
+                future.set_exception(exc)
+
+    async def run(self, fn: Callable[[], Any]) -> Any:
+        future: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        self._jobs.put((fn, future))
+        return await asyncio.wrap_future(future)
+
+
+def reply_for(turn: Turn) -> str:
+    """What the user reads for a finished turn; never empty, never a stack trace."""
+    if turn.reply.strip():
+        return turn.reply
+    return {
+        StopReason.INTERRUPTED: "Stopped.",
+        StopReason.MODEL_ERROR: "Sorry, the model failed on that message. Please try again.",
+        StopReason.CONTEXT_LIMIT: "This conversation is too long for the model. Send /new to start a fresh one.",
+        StopReason.STEP_BUDGET: "I could not finish that within my step limit. Please rephrase or split it.",
+        StopReason.TOOL_CALL_BUDGET: "I could not finish that within my tool-call limit. Please split it up.",
+        StopReason.REPEATED_FAILURE: "I kept failing at that, so I stopped. Nothing more was changed.",
+        StopReason.NO_PROGRESS: "I was not making progress, so I stopped.",
+    }.get(turn.stop_reason, "Done.")
+
+
+class TurnRunner:
+    def __init__(self, bot: Bot, runtime: Runtime, desk: ApprovalDesk, inbox: Inbox) -> None:
+        self.bot = bot
+        self.runtime = runtime
+        self.desk = desk
+        self.inbox = inbox
+        self.model = ModelThread()
+        self._queue: asyncio.Queue[Job] = asyncio.Queue()
+        self._waiting: Counter[int] = Counter()  # queued jobs per chat
+        self.running: Job | None = None
+
+    async def submit(self, job: Job) -> None:
+        """Queue a job; tell the chat if it waits behind another chat's work."""
+        behind_other = (self.running is not None and self.running.chat_id != job.chat_id) or any(
+            count for chat, count in self._waiting.items() if chat != job.chat_id
+        )
+        first_of_chat = self._waiting[job.chat_id] == 0
+        self._waiting[job.chat_id] += 1
+        self._queue.put_nowait(job)
+        if behind_other and first_of_chat:
+            try:
+                await send_text(self.bot, job.chat_id, QUEUED_NOTICE)
+            except Exception:
+                log.exception("could not send the queued notice to chat %s", job.chat_id)
+
+    def cancel(self, chat_id: int) -> bool:
+        """/cancel: stop this chat's running turn (and deny its open approval)."""
+        job = self.running
+        self.desk.cancel_chat(chat_id)
+        if job is None or job.chat_id != chat_id or job.kind != "turn":
+            return False
+        job.cancel.set()
+        return True
+
+    async def run_forever(self) -> None:
+        while True:
+            job = await self._queue.get()
+            self._waiting[job.chat_id] -= 1
+            if self._waiting[job.chat_id] <= 0:
+                del self._waiting[job.chat_id]
+            self.running = job
+            try:
+                await self._run(job)
+            except Exception:
+                # The job's update stays pending only if even the apology cannot be sent.
+                log.exception("job %s for chat %s failed", job.kind, job.chat_id)
+                try:
+                    await send_text(self.bot, job.chat_id, TURN_FAILED)
+                    self._done(job)
+                except Exception:
+                    log.exception("could not tell chat %s about the failure", job.chat_id)
+            finally:
+                self.running = None
+
+    async def _run(self, job: Job) -> None:
+        if job.kind == "turn":
+            text = await self._turn(job)
+        elif job.kind == "new":
+            await self.model.run(lambda: self.runtime.new_session(conversation_id(job.chat_id)))
+            text = "Started a new conversation. Earlier messages are kept on disk but no longer in my context."
+        else:
+            command = self.runtime.domain.commands[job.command]
+            text = await self.model.run(lambda: command(job.text))
+        await send_text(self.bot, job.chat_id, text)
+        self._done(job)
+
+    async def _turn(self, job: Job) -> str:
+        loop = asyncio.get_running_loop()
+        approver = BotApprover(self.desk, loop, job.chat_id, job.cancel)
+        typing = asyncio.create_task(self._keep_typing(job.chat_id))
+        try:
+            turn: Turn = await self.model.run(
+                lambda: self.runtime.handle(conversation_id(job.chat_id), job.text, approver, job.cancel)
+            )
+        finally:
+            typing.cancel()
+        if turn.error:
+            log.error("turn in chat %s ended with %s: %s", job.chat_id, turn.stop_reason.value, turn.error)
+        return reply_for(turn)
+
+    async def _keep_typing(self, chat_id: int) -> None:
+        while True:
+            try:
+                await self.bot.send_chat_action(chat_id, ChatAction.TYPING)
+            except Exception as exc:  # cosmetic: never let it disturb the turn
+                log.debug("typing action for %s failed: %s", chat_id, exc)
+            await asyncio.sleep(TYPING_EVERY_S)
+
+    def _done(self, job: Job) -> None:
+        if job.update_id is not None:
+            self.inbox.done(job.update_id)

@@ -1,0 +1,232 @@
+"""A local stand-in for the Telegram Bot API, so the real bot process can be tested end to end.
+
+Only the Telegram cloud is faked: the bot under test talks real HTTP to this server
+(``TELEGRAM_API_BASE_URL``). The server records every request (method and parameters as
+sent), serves ``getUpdates`` long polls from updates the test injects, and confirms updates
+the way Telegram does: an update is dropped once a later ``getUpdates`` asks for an offset
+past it. It can also fail the next N calls of a method with HTTP 502 to exercise retries.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable
+
+BOT_USER = {"id": 999000, "is_bot": True, "first_name": "Iljeong", "username": "iljeong_test_bot",
+            "can_join_groups": True, "can_read_all_group_messages": False, "supports_inline_queries": False}
+
+
+@dataclass
+class Call:
+    """One request the bot made: the Bot API method and its parameters (values as strings)."""
+
+    method: str
+    params: dict[str, str]
+    at: float
+    status: int = 200  # what the fake answered (502 when told to fail)
+
+    def json(self, name: str) -> Any:
+        """A parameter the client sent JSON-encoded (reply_markup, allowed_updates, commands)."""
+        return json.loads(self.params[name])
+
+    @property
+    def chat_id(self) -> int | None:
+        value = self.params.get("chat_id")
+        return int(value) if value is not None else None
+
+    @property
+    def text(self) -> str | None:
+        return self.params.get("text")
+
+
+class FakeTelegram:
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.calls: list[Call] = []
+        self._updates: list[dict[str, Any]] = []
+        self._confirmed = 0  # every update_id below this has been acknowledged
+        self._cond = threading.Condition()
+        self._update_ids = itertools.count(1000)
+        self._message_ids = itertools.count(1)
+        self._failures: dict[str, int] = {}
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    def start(self) -> FakeTelegram:
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+        self._server.shutdown()
+        self._server.server_close()
+
+    # ---- what the test injects --------------------------------------------------------------
+
+    def _push(self, body: dict[str, Any]) -> int:
+        with self._cond:
+            update_id = next(self._update_ids)
+            self._updates.append({"update_id": update_id, **body})
+            self._cond.notify_all()
+        return update_id
+
+    def send_text(self, chat_id: int, user_id: int, text: str, chat_type: str = "private") -> int:
+        """A user writes ``text`` in a chat; returns the update id."""
+        chat = {"id": chat_id, "type": chat_type}
+        chat.update({"first_name": "U"} if chat_type == "private" else {"title": "Group"})
+        message = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": {"id": user_id, "is_bot": False, "first_name": f"user{user_id}"},
+            "text": text,
+        }
+        if text.startswith("/"):
+            message["entities"] = [{"type": "bot_command", "offset": 0, "length": len(text.split()[0])}]
+        return self._push({"message": message})
+
+    def tap(self, chat_id: int, user_id: int, data: str, message_id: int = 1, chat_type: str = "private") -> int:
+        """A user taps an inline button carrying ``data`` under message ``message_id``."""
+        message = {"message_id": message_id, "date": int(time.time()),
+                   "chat": {"id": chat_id, "type": chat_type}, "from": BOT_USER, "text": "…"}
+        query = {"id": str(next(self._update_ids)), "chat_instance": f"ci{chat_id}",
+                 "from": {"id": user_id, "is_bot": False, "first_name": f"user{user_id}"},
+                 "message": message, "data": data}
+        return self._push({"callback_query": query})
+
+    def fail_next(self, method: str, times: int) -> None:
+        """Answer the next ``times`` calls of ``method`` with HTTP 502 Bad Gateway."""
+        with self._cond:
+            self._failures[method] = times
+
+    # ---- what the test inspects -------------------------------------------------------------
+
+    def requests(self, method: str | None = None, chat_id: int | None = None) -> list[Call]:
+        with self._cond:
+            calls = list(self.calls)
+        return [c for c in calls if (method is None or c.method == method)
+                and (chat_id is None or c.chat_id == chat_id)]
+
+    def texts(self, chat_id: int) -> list[str]:
+        """The texts delivered to a chat (sends the fake failed on purpose are left out)."""
+        return [c.text or "" for c in self.requests("sendMessage", chat_id) if c.status == 200]
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+        """Poll until ``predicate()`` is truthy (bounded); return its value or fail with ``what``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            value = predicate()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out waiting for {what}")
+            with self._cond:
+                self._cond.wait(0.05)
+
+    def confirmed_below(self) -> int:
+        with self._cond:
+            return self._confirmed
+
+    # ---- the HTTP side ----------------------------------------------------------------------
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # keep pytest output clean
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length).decode()
+                kind = self.headers.get("Content-Type", "")
+                if "json" in kind:
+                    params = {k: v if isinstance(v, str) else json.dumps(v) for k, v in json.loads(raw or "{}").items()}
+                else:
+                    params = dict(urllib.parse.parse_qsl(raw, keep_blank_values=True))
+                prefix = f"/bot{fake.token}/"
+                if not self.path.startswith(prefix):
+                    return self._reply(404, {"ok": False, "error_code": 404, "description": "Not Found"})
+                method = self.path[len(prefix):]
+                status, body = fake._dispatch(method, params)
+                self._reply(status, body)
+
+            do_GET = do_POST
+
+            def _reply(self, status: int, body: dict[str, Any]) -> None:
+                data = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                try:
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # the bot hung up (stopped, killed)
+                    pass
+
+        return Handler
+
+    def _dispatch(self, method: str, params: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        if method != "getUpdates":
+            with self._cond:
+                call = Call(method, params, time.monotonic())
+                self.calls.append(call)
+                self._cond.notify_all()
+                if self._failures.get(method):
+                    self._failures[method] -= 1
+                    call.status = 502
+                    return 502, {"ok": False, "error_code": 502, "description": "Bad Gateway"}
+        if method == "getMe":
+            return 200, {"ok": True, "result": BOT_USER}
+        if method == "getUpdates":
+            return 200, {"ok": True, "result": self._get_updates(params)}
+        if method in ("sendMessage", "editMessageText"):
+            chat_id = int(params["chat_id"])
+            message_id = next(self._message_ids) if method == "sendMessage" else int(params["message_id"])
+            result = {"message_id": message_id, "date": int(time.time()),
+                      "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "group"},
+                      "from": BOT_USER, "text": params.get("text", "")}
+            if "reply_markup" in params:
+                result["reply_markup"] = json.loads(params["reply_markup"])
+            return 200, {"ok": True, "result": result}
+        if method == "getMyCommands":
+            return 200, {"ok": True, "result": []}
+        if method in ("deleteWebhook", "setMyCommands", "answerCallbackQuery", "sendChatAction",
+                      "editMessageReplyMarkup", "close", "logOut"):
+            return 200, {"ok": True, "result": True}
+        return 404, {"ok": False, "error_code": 404, "description": f"Not Found: method {method}"}
+
+    def _get_updates(self, params: dict[str, str]) -> list[dict[str, Any]]:
+        offset = int(params.get("offset") or 0)
+        timeout = min(float(params.get("timeout") or 0), 2.0)  # short polls keep tests snappy
+        limit = int(params.get("limit") or 100)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            self.calls.append(Call("getUpdates", params, time.monotonic()))
+            self._cond.notify_all()
+            if offset:
+                self._confirmed = max(self._confirmed, offset)
+                self._updates = [u for u in self._updates if u["update_id"] >= offset]
+            while True:
+                ready = [u for u in self._updates if u["update_id"] >= offset][:limit]
+                remaining = deadline - time.monotonic()
+                if ready or remaining <= 0:
+                    return ready
+                self._cond.wait(remaining)
