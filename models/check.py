@@ -113,26 +113,33 @@ def _base_info(reader: HeaderReader, size: int) -> dict[str, Any]:
 
 def check_model(path: str | os.PathLike[str]) -> CheckResult:
     """Check that ``path`` is a base model GGUF that the runtime can load."""
-    p = Path(path)
+    return _inspect_model(Path(path))[0]
+
+
+def _inspect_model(p: Path) -> tuple[CheckResult, dict[str, TensorInfo]]:
+    """The model check, plus the tensor table an adapter is compared with (one header read)."""
     try:
         reader, size = _open_header(p)
     except _Refused as exc:
-        return CheckResult(False, p, str(exc), MODEL_HINT)
+        return CheckResult(False, p, str(exc), MODEL_HINT), {}
     try:
         info = _base_info(reader, size)
+        tensors = {t.name: t for t in reader.tensor_infos}
         arch = info["architecture"]
         if info["kind"] == "adapter":
-            return CheckResult(False, p, "is a LoRA adapter, not a base model", "pass it as the adapter (--lora / AGENT_LORA_PATH)", info)
+            hint = "pass it as the adapter (--lora / AGENT_LORA_PATH)"
+            return CheckResult(False, p, "is a LoRA adapter, not a base model", hint, info), tensors
         if not arch:
-            return CheckResult(False, p, "has no general.architecture", MODEL_HINT, info)
+            return CheckResult(False, p, "has no general.architecture", MODEL_HINT, info), tensors
         if arch not in KNOWN_ARCHITECTURES:
             known = ", ".join(sorted(KNOWN_ARCHITECTURES))
-            return CheckResult(False, p, f"architecture {arch!r} is not supported (known: {known})", MODEL_HINT, info)
-        if not reader.tensor_infos:
-            return CheckResult(False, p, "has no tensors", MODEL_HINT, info)
+            reason = f"architecture {arch!r} is not supported (known: {known})"
+            return CheckResult(False, p, reason, MODEL_HINT, info), tensors
+        if not tensors:
+            return CheckResult(False, p, "has no tensors", MODEL_HINT, info), tensors
         if not info["chat_template"]:
             info["note"] = "no chat template in the file: the runtime template will be used"
-        return CheckResult(True, p, info=info)
+        return CheckResult(True, p, info=info), tensors
     finally:
         reader.close()
 
@@ -193,13 +200,10 @@ def check_adapter(path: str | os.PathLike[str], base_path: str | os.PathLike[str
     base_tensors: dict[str, TensorInfo] | None = None
     base_arch: str | None = None
     if base_path is not None:
-        base = check_model(base_path)
+        base, base_tensors = _inspect_model(Path(base_path))
         if not base.ok:
             return base
-        base_reader, _ = _open_header(Path(base_path))
-        base_tensors = {t.name: t for t in base_reader.tensor_infos}
-        base_arch = base_reader.value("general.architecture")
-        base_reader.close()
+        base_arch = base.info["architecture"]
     try:
         reader, size = _open_header(p)
     except _Refused as exc:
