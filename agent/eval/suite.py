@@ -109,15 +109,24 @@ class EvalSuite:
     verifier: Verifier
     policies: dict[str, PolicyFactory] = field(default_factory=dict)
     templates: tuple[str, ...] = ()
+    # The verifier with other reward weights ({"safety": 0.3, ...}); None: weights are fixed.
+    reweight: Callable[[dict[str, float]], Verifier] | None = None
 
 
 def load_eval_suite(settings: Settings) -> EvalSuite:
-    """The configured domain's suite; a domain without one is a clear error, not a crash."""
-    module = importlib.import_module(settings.domain)
-    loader = getattr(module, "load_eval_suite", None)
-    if loader is None:
+    """The configured domain's suite: ``load_eval_suite`` of the domain module itself, or of an
+    ``eval_suite`` module inside or beside it (``tools.calendar.domain`` → ``tools.calendar.eval_suite``).
+    A domain without one is a clear error, not a crash."""
+    package = settings.domain.rpartition(".")[0]
+    candidates = [settings.domain, settings.domain + ".eval_suite", *([package + ".eval_suite"] if package else [])]
+    for name in candidates:
         try:
-            loader = getattr(importlib.import_module(settings.domain + ".eval_suite"), "load_eval_suite")
-        except (ImportError, AttributeError):
-            raise LookupError(f"domain {settings.domain!r} has no load_eval_suite(settings)") from None
-    return loader(settings)
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and name.startswith(exc.name):
+                continue  # that module does not exist; a missing import *inside* it is a real error
+            raise
+        loader = getattr(module, "load_eval_suite", None)
+        if loader is not None:
+            return loader(settings)
+    raise LookupError(f"domain {settings.domain!r} has no load_eval_suite(settings) (looked in {', '.join(candidates)})")

@@ -9,7 +9,7 @@ from tools.calendar.policies import POLICIES
 from tools.calendar.scenarios import TEMPLATES, generate, load_state
 from tools.calendar.store import CalendarStore
 from tools.calendar.tools import DOMAIN_PROMPT, build_registry
-from tools.calendar.verify import CalendarVerifier
+from tools.calendar.verify import CalendarVerifier, RewardWeights
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -37,4 +37,5 @@ def load_eval_suite(settings: Settings | None = None) -> EvalSuite:
         verifier=CalendarVerifier(),
         policies=dict(POLICIES),
         templates=TEMPLATES,
+        reweight=lambda weights: CalendarVerifier(RewardWeights.from_dict(weights)),
     )

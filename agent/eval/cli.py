@@ -1,0 +1,223 @@
+"""``python -m agent eval``: run a policy or a model on the domain's scenarios; ``eval compare A B``.
+
+Exit status: 0 done, 1 interrupted (re-run the same command to resume), 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from agent.backends.base import Backend
+from agent.eval.compare import compare_dirs, format_comparison
+from agent.eval.metrics import format_table
+from agent.eval.report import write_reports
+from agent.eval.runner import BackendFor, RunOptions, run_eval, write_json_atomic
+from agent.eval.suite import SPLITS, EvalSuite, Scenario, Verifier, load_eval_suite
+from agent.loop import Budgets
+
+RUN_JSON = "run.json"
+IDENTITY_KEYS = ("label", "backend", "model_path", "adapter_sha256", "lora_scale", "seed")
+
+
+def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "eval", parents=list(parents), help="score a policy or a model on the domain's scenarios",
+        description="Run scenarios through a scripted policy or a model, score every episode, "
+        "write a results folder (one JSON per episode, summary, errors.csv). Re-running resumes.",
+    )
+    _add_model_flags(p)
+    p.add_argument("--policy", help="scripted policy instead of a model: oracle, deletes_without_asking, ...")
+    p.add_argument("--backend", choices=("llama", "openai", "scripted"),
+                   help="llama (local GGUF, default), openai (HTTP server), scripted (needs --policy)")
+    p.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1 (--backend openai)")
+    p.add_argument("--api-key", help="API key for --backend openai")
+    p.add_argument("--concurrency", type=int, default=1, help="episodes in flight at once (servers that batch)")
+    p.add_argument("--samples", type=int, default=1, help="episodes per scenario (pass^k uses all of them)")
+    p.add_argument("--split", choices=(*SPLITS, "all"), default="all", help="phrasing split (default all)")
+    p.add_argument("--templates", help="comma-separated templates (default: all the domain has)")
+    p.add_argument("--per-template", type=int, help="scenarios per template before the split filter")
+    p.add_argument("--limit", type=int, help="at most this many scenarios, taken round-robin over templates")
+    p.add_argument("--seed", type=int, default=0, help="scenario generator seed")
+    p.add_argument("--out", type=Path, help="results folder (default eval-results/<label>-<split>-seed<seed>)")
+    p.add_argument("--max-user-turns", type=int, default=4, help="user messages per episode at most")
+    p.add_argument("--weights", help='reward weights as JSON, e.g. \'{"safety": 0.3, "final": 0.35}\'')
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sub = p.add_subparsers(dest="eval_command", metavar="compare")
+    c = sub.add_parser("compare", help="paired change between two results folders, with exact McNemar p")
+    c.add_argument("a", type=Path)
+    c.add_argument("b", type=Path)
+    return p
+
+
+def _add_model_flags(p: argparse.ArgumentParser) -> None:
+    """--model/--adapter/--demo, unless the shared parent parser already gave them."""
+    for flags, kwargs in (
+        (("--model",), {"dest": "model_path", "help": "GGUF model (llama) or served model name (openai)"}),
+        (("--adapter",), {"dest": "lora_path", "help": "LoRA adapter GGUF"}),
+        (("--demo",), {"action": "store_true", "help": "the small SmolLM2 demo model"}),
+    ):
+        try:
+            p.add_argument(*flags, **kwargs)
+        except argparse.ArgumentError:
+            pass
+
+
+def balanced(scenarios: list[Scenario], limit: int | None) -> list[Scenario]:
+    """The first ``limit`` scenarios taking templates in turn, so a small run covers all of them."""
+    if limit is None or limit >= len(scenarios):
+        return scenarios
+    queues: dict[str, list[Scenario]] = {}
+    for s in scenarios:
+        queues.setdefault(s.template, []).append(s)
+    out: list[Scenario] = []
+    while len(out) < limit:
+        for queue in queues.values():
+            if queue and len(out) < limit:
+                out.append(queue.pop(0))
+    return out
+
+
+def select_scenarios(suite: EvalSuite, args: argparse.Namespace) -> list[Scenario]:
+    templates = [t.strip() for t in args.templates.split(",") if t.strip()] if args.templates else None
+    chosen = suite.scenarios(split=args.split, per_template=args.per_template, seed=args.seed, templates=templates)
+    return balanced(chosen, args.limit)
+
+
+def _label(args: argparse.Namespace) -> str:
+    if args.policy:
+        return f"policy-{args.policy}"
+    if args.backend == "openai":
+        return f"openai-{(args.model_path or 'model').replace('/', '_')}"
+    if getattr(args, "demo", False) and not args.model_path:
+        return "llama-demo"
+    stem = Path(args.model_path).stem if args.model_path else "llama"
+    return stem + (f"+{Path(args.lora_path).stem}" if getattr(args, "lora_path", None) else "")
+
+
+def make_backend_for(suite: EvalSuite, args: argparse.Namespace, settings: Any) -> BackendFor:
+    """Scripted policies get one backend per episode; models share one."""
+    if args.policy:
+        from agent.backends.scripted import ScriptedBackend
+
+        factory = suite.policies[args.policy]
+        return lambda scenario, sample: ScriptedBackend(factory(scenario))
+    shared: Backend
+    if args.backend == "openai":
+        from agent.backends.openai import OpenAIBackend
+
+        shared = OpenAIBackend(base_url=args.base_url, model=args.model_path, api_key=args.api_key)
+    else:
+        from agent.app import build_llama_backend
+
+        shared = build_llama_backend(settings, demo=bool(getattr(args, "demo", False)))
+    return lambda scenario, sample: shared
+
+
+def _usage_error(args: argparse.Namespace, suite: EvalSuite) -> str | None:
+    if args.policy and args.policy not in suite.policies:
+        return f"unknown policy {args.policy!r}; known: {', '.join(suite.policies)}"
+    if args.policy and args.backend not in (None, "scripted"):
+        return "--policy runs a scripted backend; leave out --backend"
+    if args.backend == "scripted" and not args.policy:
+        return "--backend scripted needs --policy"
+    if args.backend == "openai" and not (args.base_url and args.model_path):
+        return "--backend openai needs --base-url and --model (the served model name)"
+    if args.samples < 1 or args.concurrency < 1 or args.max_user_turns < 1:
+        return "--samples, --concurrency and --max-user-turns must be at least 1"
+    return None
+
+
+def _check_same_run(out_dir: Path, meta: dict[str, Any]) -> str | None:
+    """Resuming into a folder made by another model would mix results: refuse."""
+    path = out_dir / RUN_JSON
+    if not path.is_file():
+        return None
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError:
+        return None
+    diff = [k for k in IDENTITY_KEYS if old.get(k) != meta.get(k)]
+    if diff:
+        return f"{out_dir} holds results of another run (differs in {', '.join(diff)}); choose another --out"
+    return None
+
+
+def run(args: argparse.Namespace, settings: Any = None) -> int:
+    if getattr(args, "eval_command", None) == "compare":
+        for folder in (args.a, args.b):
+            if not folder.is_dir():
+                print(f"error: {folder}: not a results folder", file=sys.stderr)
+                return 2
+        print(format_comparison(compare_dirs(args.a, args.b), str(args.a), str(args.b)))
+        return 0
+    if settings is None:
+        from agent.config import load_settings
+
+        settings = load_settings({"model_path": getattr(args, "model_path", None),
+                                  "lora_path": getattr(args, "lora_path", None)})
+    suite = load_eval_suite(settings)
+    problem = _usage_error(args, suite)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    verifier: Verifier = suite.verifier
+    if args.weights:
+        if suite.reweight is None:
+            print(f"error: the {suite.name} suite has fixed reward weights", file=sys.stderr)
+            return 2
+        try:
+            verifier = suite.reweight(json.loads(args.weights))
+        except (ValueError, TypeError) as exc:
+            print(f"error: --weights: {exc}", file=sys.stderr)
+            return 2
+    try:
+        scenarios = select_scenarios(suite, args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    label = _label(args)
+    out_dir: Path = args.out or Path("eval-results") / f"{label}-{args.split}-seed{args.seed}"
+    backend_for = make_backend_for(suite, args, settings)
+    identity = backend_for(scenarios[0], 0).identity() if scenarios else {}
+    meta = {"label": label, "seed": args.seed, "suite": suite.name, "split": args.split,
+            **{k: identity.get(k) for k in ("backend", "model_path", "adapter_sha256", "lora_scale")}}
+    clash = _check_same_run(out_dir, meta)
+    if clash:
+        print(f"error: {clash}", file=sys.stderr)
+        return 2
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out_dir / RUN_JSON, {**meta, "identity": identity, "argv": sys.argv[1:]})
+    options = RunOptions(
+        out_dir=out_dir, samples=args.samples,
+        concurrency=args.concurrency if (args.policy or args.backend == "openai") else 1,  # llama: one context
+        max_user_turns=args.max_user_turns,
+        budgets=Budgets(max_steps=settings.max_steps, max_tool_calls=settings.max_tool_calls),
+        progress=not args.no_progress,
+    )
+    try:
+        records = run_eval(suite, scenarios, backend_for, options, verifier=verifier)
+    except KeyboardInterrupt:
+        print(f"\ninterrupted; finished episodes are in {out_dir}. Run the same command again to resume.",
+              file=sys.stderr)
+        return 1
+    header = f"{label} · split {args.split} · seed {args.seed} · {len(scenarios)} scenarios × {args.samples}"
+    rows = write_reports(out_dir, records, header)
+    print(header)
+    print(format_table(rows))
+    print(f"results: {out_dir}")
+    return 0
+
+
+def main(argv: Iterable[str] | None = None) -> int:
+    """Stand-alone entry (tests): ``python -m agent.eval.cli ...``."""
+    parser = argparse.ArgumentParser(prog="python -m agent")
+    add_parser(parser.add_subparsers(dest="command"))
+    return run(parser.parse_args(["eval", *(argv or [])]))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

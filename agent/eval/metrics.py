@@ -1,0 +1,97 @@
+"""Summary figures from episode records: per template and overall, in the reference columns.
+
+Columns: valid tool calls % (calls that named a known tool with arguments that validated, of all
+attempted, unreadable blocks included), policy compliance %, task success %, mean tool calls,
+plus incorrect-action % (a store change that was not wanted), mean reward and pass^k (share of
+scenarios where all k samples succeeded; equals success % when k = 1).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import asdict, dataclass
+from typing import Any, Iterable
+
+OVERALL = "overall"
+
+
+@dataclass(frozen=True)
+class Row:
+    group: str
+    episodes: int
+    scenarios: int
+    valid_tool_calls: float | None  # percent; None when no call was attempted
+    policy_compliance: float
+    task_success: float
+    mean_tool_calls: float
+    incorrect_action: float
+    mean_reward: float
+    pass_k: float
+    k: int
+
+
+def _pct(part: float, whole: float) -> float:
+    return 100.0 * part / whole if whole else 0.0
+
+
+def summarize_group(group: str, records: list[dict[str, Any]]) -> Row:
+    verdicts = [r["verdict"] for r in records]
+    attempted = sum(v["attempted_calls"] for v in verdicts)
+    by_scenario: dict[str, list[bool]] = defaultdict(list)
+    for r in records:
+        by_scenario[r["scenario_id"]].append(bool(r["verdict"]["success"]))
+    n = len(records)
+    return Row(
+        group=group,
+        episodes=n,
+        scenarios=len(by_scenario),
+        valid_tool_calls=_pct(sum(v["valid_calls"] for v in verdicts), attempted) if attempted else None,
+        policy_compliance=_pct(sum(v["policy_ok"] for v in verdicts), n),
+        task_success=_pct(sum(v["success"] for v in verdicts), n),
+        mean_tool_calls=(attempted / n) if n else 0.0,
+        incorrect_action=_pct(sum(v["incorrect_action"] for v in verdicts), n),
+        mean_reward=(sum(v["reward"] for v in verdicts) / n) if n else 0.0,
+        pass_k=_pct(sum(all(s) for s in by_scenario.values()), len(by_scenario)),
+        k=max((len(s) for s in by_scenario.values()), default=0),
+    )
+
+
+def summarize(records: Iterable[dict[str, Any]]) -> list[Row]:
+    """One row per template (in first-seen order), then the overall row."""
+    records = list(records)
+    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        groups[r["template"]].append(r)
+    return [summarize_group(t, rs) for t, rs in groups.items()] + [summarize_group(OVERALL, records)]
+
+
+HEADERS = ("template", "n", "valid calls %", "policy %", "success %", "mean calls", "incorrect %", "reward", "pass^k")
+
+
+def format_table(rows: list[Row]) -> str:
+    """Plain fixed-width table for the terminal and summary.txt."""
+    k = rows[-1].k if rows else 1
+    headers = HEADERS[:-1] + (f"pass^{k}",)
+    body = [
+        (
+            r.group, str(r.episodes),
+            "—" if r.valid_tool_calls is None else f"{r.valid_tool_calls:.1f}",
+            f"{r.policy_compliance:.1f}", f"{r.task_success:.1f}", f"{r.mean_tool_calls:.2f}",
+            f"{r.incorrect_action:.1f}", f"{r.mean_reward:.3f}", f"{r.pass_k:.1f}",
+        )
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(line[i]) for line in body)) for i, h in enumerate(headers)]
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+
+    out = [line(headers), "  ".join("-" * w for w in widths)]
+    out += [line(cells) for cells in body[:-1]]
+    if body:
+        out += ["  ".join("-" * w for w in widths), line(body[-1])]
+    return "\n".join(out)
+
+
+def rows_to_json(rows: list[Row]) -> list[dict[str, Any]]:
+    return [asdict(r) for r in rows]
