@@ -100,7 +100,7 @@ class _Scanner:
 
     def _scan(self, pos: int) -> None:
         text = self.text
-        markers = (FENCE, "`", THINK_OPEN, RESPONSE_OPEN, CALL_OPEN, CALL_CLOSE)
+        markers = (FENCE, "`", THINK_OPEN, THINK_CLOSE, RESPONSE_OPEN, CALL_OPEN, CALL_CLOSE)
         while pos < len(text):
             found = [(i, m) for m in markers if (i := text.find(m, pos)) != -1]
             if not found:
@@ -140,6 +140,8 @@ class _Scanner:
             stop = len(text) if end == -1 else end + len(RESPONSE_CLOSE)
             self.content.append(text[at:stop])  # a quoted result is text, not a call
             return stop
+        if marker == THINK_CLOSE:  # a second, stray closing tag: not something to show the user
+            return at + len(THINK_CLOSE)
         if marker == CALL_CLOSE:
             self.problems.append(f"stray {CALL_CLOSE} without {CALL_OPEN} ignored")
             return at + len(CALL_CLOSE)

@@ -217,3 +217,16 @@ def test_generated_calls_are_always_valid_calls_to_known_tools(llm: Llama) -> No
         validated = REGISTRY.validate(call.name, call.arguments)
         assert isinstance(validated, BaseModel), (text, validated)
     assert finished >= 1, "no generation finished within max_tokens"
+
+
+def test_qwen3_closing_tag_as_its_single_special_token_ends_the_call(tiny_qwen3: Path) -> None:
+    model = Llama(str(tiny_qwen3), n_ctx=512, verbose=False, n_threads=2)
+    try:
+        close_ids = model.tokenize(CALL_CLOSE.encode(), add_bos=False, special=True)
+        assert len(close_ids) == 1  # the production format: </tool_call> is one control token
+        text = after_tag("create_event", {"title": "치과", "start": "2026-12-01T15:00"})
+        assert model.tokenize(text.encode(), add_bos=False, special=True)[-1] == close_ids[0]
+        assert grammar_accepts(model, GBNF, text)
+        assert not grammar_accepts(model, GBNF, after_tag("create_event", {"title": "치과"}))
+    finally:
+        model.close()

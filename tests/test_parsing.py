@@ -91,6 +91,11 @@ def test_empty_think_block_gives_empty_reasoning() -> None:
     assert reply.reasoning == "" and reply.content == "안녕하세요"
 
 
+def test_stray_second_closing_think_tag_is_not_shown() -> None:
+    reply = parse_reply("<think>a</think>보이는 글</think> 끝")
+    assert reply.reasoning == "a" and reply.content == "보이는 글 끝"
+
+
 def test_tool_call_inside_reasoning_is_not_a_call() -> None:
     reply = parse_reply("<think>I could write " + call("delete_event", {"id": 1}) + " but no.</think>Done.")
     assert reply.tool_calls == []
@@ -330,3 +335,14 @@ def test_call_survives_arbitrary_visible_text_before_it(before: str, name: str, 
     reply = parse_reply(before + format_tool_call(name, arguments))
     assert [(c.name, c.arguments) for c in reply.tool_calls] == [(name, arguments)]
     assert reply.content == before.strip()
+
+
+def test_tags_quoted_inside_a_well_formed_calls_strings_are_data() -> None:
+    arguments = {"note": "write </tool_call> or </think> or ``` here", "title": "<tool_call>"}
+    reply = parse_reply(call("create_event", arguments))
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [("create_event", arguments)]
+    assert reply.reasoning == "" and reply.content == "" and reply.problems == []
+
+    after_reasoning = parse_reply("생각 중</think>\n" + call("create_event", arguments))
+    assert after_reasoning.reasoning == "생각 중"
+    assert [c.arguments for c in after_reasoning.tool_calls] == [arguments]
