@@ -230,3 +230,13 @@ def test_qwen3_closing_tag_as_its_single_special_token_ends_the_call(tiny_qwen3:
         assert not grammar_accepts(model, GBNF, after_tag("create_event", {"title": "치과"}))
     finally:
         model.close()
+
+
+def test_the_calendar_domains_real_tools_give_a_grammar_llama_cpp_parses(llm: Llama, tmp_path: Path) -> None:
+    from tools.calendar.store import CalendarStore
+    from tools.calendar.tools import build_registry
+
+    registry = build_registry(CalendarStore(tmp_path / "calendar.sqlite3"))
+    gbnf = tool_call_gbnf(registry.schemas())
+    check_grammar(llm, gbnf)
+    assert not grammar_accepts(llm, gbnf, after_tag("no_such_tool", {}))
