@@ -1,0 +1,149 @@
+"""LlamaBackend with real llama.cpp: grammar-constrained calls, KV prefix reuse, session states, adapters."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from agent.backends.llama import LlamaBackend, ModelRefused, _opens_call
+from agent.parsing import parse_reply
+
+pytestmark = pytest.mark.slow
+
+CREATE = {"type": "function", "function": {
+    "name": "create_event", "description": "Create a calendar event.",
+    "parameters": {"type": "object", "properties": {"title": {"type": "string"}, "start": {"type": "string"}},
+                   "required": ["title", "start"]}}}
+DELETE = {"type": "function", "function": {
+    "name": "delete_event", "description": "Delete an event by id.",
+    "parameters": {"type": "object", "properties": {"event_id": {"type": "integer"}}, "required": ["event_id"]}}}
+TOOLS = [CREATE, DELETE]
+
+
+def conversation(owner: str) -> list[dict]:
+    return [
+        {"role": "system", "content": f"{owner}: you are this person's calendar assistant."},
+        {"role": "user", "content": "Create an event 'Dentist' on 2026-12-01 at 15:00."},
+    ]
+
+
+@pytest.fixture(scope="module")
+def backend(smollm2: Path) -> LlamaBackend:
+    return LlamaBackend(smollm2, n_ctx=2048, n_threads=2)
+
+
+def test_grammar_makes_the_opened_call_valid(backend: LlamaBackend) -> None:
+    """SmolLM2 does not open <tool_call> by itself; the reply is started with the tag (kept in the
+    text) and everything after it is the model's, under the grammar."""
+    result = backend.complete(conversation("Alice"), TOOLS, max_tokens=80, assistant_prefix="<tool_call>")
+    assert result.finish_reason in ("stop", "length"), result.error
+    assert result.text.startswith("<tool_call>")
+    assert result.timings["constrained_tokens"] > 5
+    calls = parse_reply(result.text).tool_calls
+    assert len(calls) == 1, result.text
+    call = calls[0]
+    assert call.name in {"create_event", "delete_event"}
+    required = next(t for t in TOOLS if t["function"]["name"] == call.name)["function"]["parameters"]["required"]
+    assert set(required) <= set(call.arguments), call.arguments
+    assert not parse_reply(result.text).problems
+
+
+def test_without_grammar_the_same_start_is_not_a_valid_call(smollm2: Path, backend: LlamaBackend) -> None:
+    """Control for the test above: the grammar, not luck, makes the call valid."""
+    backend.use_grammar = False
+    try:
+        result = backend.complete(conversation("Alice"), TOOLS, max_tokens=40, assistant_prefix="<tool_call>")
+    finally:
+        backend.use_grammar = True
+    assert result.timings["constrained_tokens"] == 0
+    reply = parse_reply(result.text)
+    assert not reply.tool_calls or reply.problems
+
+
+def test_second_step_reuses_the_prefix(backend: LlamaBackend) -> None:
+    messages = conversation("Alice")
+    first = backend.complete(messages, TOOLS, max_tokens=60, assistant_prefix="<tool_call>")
+    messages += [{"role": "assistant", "content": first.text},
+                 {"role": "tool", "content": json.dumps({"ok": True, "data": {"id": 7}})}]
+    second = backend.complete(messages, TOOLS, max_tokens=8)
+    assert second.finish_reason != "error", second.error
+    assert second.reused_tokens + second.evaluated_tokens == second.prompt_tokens
+    # only the tool turn and the headers are new: the model's own output was already in the cache
+    assert second.evaluated_tokens < 40, second
+    assert second.prompt_tokens > 200
+    print(f"step 2: prompt {second.prompt_tokens}, evaluated {second.evaluated_tokens}, reused {second.reused_tokens}")
+
+
+def test_interleaved_sessions_restore_their_own_state(backend: LlamaBackend) -> None:
+    alice, bob = conversation("Alice"), conversation("Bob")
+    a1 = backend.complete(alice, TOOLS, session_id="alice", max_tokens=8)
+    b1 = backend.complete(bob, TOOLS, session_id="bob", max_tokens=8)
+    assert b1.reused_tokens < 10  # the two system prompts differ almost at once
+    alice += [{"role": "assistant", "content": a1.text}, {"role": "user", "content": "At 16:00 instead."}]
+    a2 = backend.complete(alice, TOOLS, session_id="alice", max_tokens=8)
+    new_tokens = a2.prompt_tokens - a1.prompt_tokens - a1.generated_tokens
+    assert a2.evaluated_tokens <= new_tokens + 3, (a2, new_tokens)
+    assert "load_state_s" in a2.timings
+    print(f"interleaved: prompt {a2.prompt_tokens}, evaluated {a2.evaluated_tokens} (new {new_tokens})")
+
+    # control: Bob's context is live again, and without a session id Alice's history is re-evaluated
+    backend.complete(bob, TOOLS, session_id="bob", max_tokens=2)
+    control = backend.complete(alice, TOOLS, max_tokens=2)
+    assert control.evaluated_tokens > a2.prompt_tokens - 20
+
+
+def test_context_limit_is_a_result_not_an_exception(backend: LlamaBackend) -> None:
+    messages = [{"role": "user", "content": "calendar " * 2500}]
+    result = backend.complete(messages, TOOLS, max_tokens=4)
+    assert result.finish_reason == "error"
+    assert result.error.startswith("context_limit")
+
+
+def test_identity_names_model_and_no_adapter(smollm2: Path, backend: LlamaBackend) -> None:
+    identity = backend.identity()
+    assert identity["backend"] == "llama"
+    assert identity["model_path"] == str(smollm2)
+    assert identity["model_fingerprint"].startswith(f"{smollm2.stat().st_size}:")
+    assert identity["adapter_path"] is None and identity["adapter_sha256"] is None
+
+
+def test_adapter_loads_and_changes_the_output(smollm2: Path, smollm2_lora: Path, backend: LlamaBackend) -> None:
+    adapted = LlamaBackend(smollm2, lora_path=smollm2_lora, lora_scale=1.0, n_ctx=512, n_threads=2)
+    identity = adapted.identity()
+    assert identity["adapter_sha256"] == hashlib.sha256(smollm2_lora.read_bytes()).hexdigest()
+    assert identity["lora_scale"] == 1.0
+    messages = [{"role": "user", "content": "Say hello."}]
+    base_text = backend.complete(messages, [], max_tokens=12).text
+    adapted_text = adapted.complete(messages, [], max_tokens=12).text
+    assert adapted_text != base_text
+
+
+def test_mismatched_adapter_is_refused_before_llama_cpp(smollm2: Path, tiny_qwen3_lora: Path) -> None:
+    with pytest.raises(ModelRefused, match=str(tiny_qwen3_lora)):
+        LlamaBackend(smollm2, lora_path=tiny_qwen3_lora, n_ctx=512, n_threads=2)
+
+
+def test_tool_call_trigger_ignores_reasoning_and_closed_calls() -> None:
+    assert _opens_call("ok <tool_call>", 0) == len("ok <tool_call>")
+    assert _opens_call("<think>maybe <tool_call></think>", 0) is None
+    assert _opens_call("<tool_call>{}</tool_call>", 0) is None
+    assert _opens_call("<think>x</think><tool_call>", 0) == len("<think>x</think><tool_call>")
+
+
+def test_tiny_qwen3_tool_call_is_one_special_token(tiny_qwen3: Path) -> None:
+    qwen = LlamaBackend(tiny_qwen3, n_ctx=2048, n_threads=2)
+    assert qwen.is_special_token("<tool_call>") and qwen.is_special_token("</tool_call>")
+    assert not LlamaBackend.is_special_token.__doc__ is None
+    prompt = qwen.render([{"role": "user", "content": "내일 3시 치과"}], [DELETE])
+    assert "<tools>" in prompt and prompt.endswith("<think>\n\n</think>\n\n")
+    open_id = qwen.tokenize("<tool_call>", add_bos=False)
+    assert open_id == [151657]
+    result = qwen.complete([{"role": "user", "content": "Delete event 3."}], [DELETE],
+                           max_tokens=40, assistant_prefix="<tool_call>")
+    assert result.finish_reason != "error", result.error
+    # random weights, but the grammar still forces a call to the only tool with an integer id
+    calls = parse_reply(result.text).tool_calls
+    assert calls and calls[0].name == "delete_event" and isinstance(calls[0].arguments["event_id"], int), result.text
