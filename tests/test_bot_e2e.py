@@ -19,7 +19,7 @@ import pytest
 
 from bot.app import INTERRUPTED
 from bot.approvals import EXPIRED, NOT_YOURS
-from bot.worker import QUEUED_NOTICE
+from bot.worker import QUEUED_NOTICE, TURN_FAILED
 from tests.fake_telegram import Call, FakeTelegram
 from tests.test_bot_toy_domain import titles
 
@@ -45,14 +45,19 @@ SCRIPT = {
 class BotProcess:
     """The bot as a subprocess with its own data dir, pointed at the fake server."""
 
-    def __init__(self, fake: FakeTelegram, data_dir: Path, script: dict, approval_timeout_s: float = 300) -> None:
+    def __init__(
+        self, fake: FakeTelegram, data_dir: Path, script: dict | None, approval_timeout_s: float = 300,
+        extra_config: str = "",
+    ) -> None:
         self.fake, self.data_dir = fake, data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         (data_dir / "config.toml").write_text(
-            f'domain = "tests.test_bot_toy_domain"\napproval_timeout_s = {approval_timeout_s}\n'
+            f'domain = "tests.test_bot_toy_domain"\napproval_timeout_s = {approval_timeout_s}\n{extra_config}'
         )
         self.script_path = data_dir / "script.json"
         self.script_path.write_text(json.dumps(script))
+        # No script: the real SmolLM2 demo model.
+        self.model_args = ["--scripted", str(self.script_path)] if script is not None else ["--demo"]
         self.proc: subprocess.Popen | None = None
 
     def env(self, **extra: str) -> dict[str, str]:
@@ -68,15 +73,15 @@ class BotProcess:
         env.update(extra)
         return env
 
-    def start(self) -> BotProcess:
+    def start(self, timeout: float = 60) -> BotProcess:
         polls_before = len(self.fake.requests("getUpdates"))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot", "run", "--scripted", str(self.script_path)],
+            [sys.executable, "-m", "bot", "run", *self.model_args],
             cwd=ROOT, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         )
         self.fake.wait_for(
             lambda: len(self.fake.requests("getUpdates")) > polls_before or self.proc.poll() is not None,
-            60, "the bot to start polling",
+            timeout, "the bot to start polling",
         )
         assert self.proc.poll() is None, self.proc.stdout.read().decode()
         return self
@@ -181,6 +186,7 @@ def test_stranger_and_unlisted_group_get_silence(fake: FakeTelegram, bot: BotPro
     assert fake.requests(chat_id=GROUP_OTHER) == []
     assert len(titles(bot.data_dir)) == before
     assert "333" in bot.log() and "stolen" not in bot.log()
+    assert TOKEN not in bot.log() and TOKEN.split(":")[1] not in bot.log()
 
 
 def test_approve_button_runs_the_destructive_call(fake: FakeTelegram, bot: BotProcess) -> None:
@@ -258,6 +264,32 @@ def test_cancel_denies_an_open_approval(fake: FakeTelegram, bot: BotProcess) -> 
     fake.wait_for(lambda: replies(fake, chat).count("Nothing is running.") == 1, 30, "nothing to cancel")
 
 
+def test_new_starts_a_fresh_session(fake: FakeTelegram, bot: BotProcess) -> None:
+    import sqlite3
+
+    def current() -> str:
+        with sqlite3.connect(bot.data_dir / "sessions.sqlite3") as conn:
+            return conn.execute(
+                "SELECT session_id FROM current_session WHERE conversation = ?", (f"telegram:{BOB}",)
+            ).fetchone()[0]
+
+    fake.send_text(BOB, BOB, "remember me")
+    wait_reply(fake, BOB, "You said: remember me")
+    before = current()
+    fake.send_text(BOB, BOB, "/new")
+    wait_reply(fake, BOB, "Started a new conversation")
+    assert current() != before and current().startswith(f"telegram:{BOB}:")
+
+
+def test_a_failing_job_gets_a_short_apology_and_the_bot_goes_on(fake: FakeTelegram, bot: BotProcess) -> None:
+    fake.send_text(ALICE, ALICE, "/boom")
+    fake.send_text(ALICE, ALICE, "after the boom")
+    wait_reply(fake, ALICE, "You said: after the boom")
+    assert TURN_FAILED in replies(fake, ALICE)
+    assert "toy command exploded" in bot.log()  # details go to the log, not to the chat
+    assert not any("exploded" in t for t in replies(fake, ALICE))
+
+
 def test_long_reply_is_split_on_paragraphs(fake: FakeTelegram, bot: BotProcess) -> None:
     chat = BURST_USERS[3]
     fake.send_text(chat, chat, "long")
@@ -296,19 +328,22 @@ def test_burst_of_200_updates_from_5_chats_in_order(fake: FakeTelegram, bot: Bot
     assert any(t == QUEUED_NOTICE for c in BURST_USERS for t in fake.texts(c))
 
 
-def test_refuses_to_start_without_allowlist(fake: FakeTelegram, tmp_path: Path) -> None:
-    process = BotProcess(fake, tmp_path, SCRIPT)
-    calls_before = len(fake.requests())
-    env = process.env()
-    env.pop("TELEGRAM_ALLOWED_USERS")
-    env.pop("TELEGRAM_ALLOWED_CHATS")
-    done = subprocess.run(
-        [sys.executable, "-m", "bot", "run", "--scripted", str(process.script_path)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
-    )
-    assert done.returncode == 2
-    assert "TELEGRAM_ALLOWED_USERS" in done.stderr and "@userinfobot" in done.stderr
-    assert len(fake.requests()) == calls_before  # never contacted Telegram
+def test_refuses_to_start_without_allowlist(tmp_path: Path) -> None:
+    server = FakeTelegram(TOKEN).start()  # its own server: the module's bot keeps polling the other
+    try:
+        process = BotProcess(server, tmp_path, SCRIPT)
+        env = process.env()
+        env.pop("TELEGRAM_ALLOWED_USERS")
+        env.pop("TELEGRAM_ALLOWED_CHATS")
+        done = subprocess.run(
+            [sys.executable, "-m", "bot", "run", *process.model_args],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+        )
+        assert done.returncode == 2
+        assert "TELEGRAM_ALLOWED_USERS" in done.stderr and "@userinfobot" in done.stderr
+        assert server.requests() == []  # never contacted Telegram
+    finally:
+        server.close()
 
 
 def test_kill_9_mid_turn_then_restart_tells_the_user(tmp_path: Path) -> None:
@@ -353,6 +388,27 @@ def test_unanswered_approval_times_out_as_deny(tmp_path: Path) -> None:
         server.tap(ALICE, ALICE, approval["Approve"])  # too late
         server.wait_for(lambda: answers(server) == [EXPIRED], 30, "the late tap answered")
         assert "Old" in titles(tmp_path)
+    finally:
+        assert process.stop() == 0
+        server.close()
+
+
+def test_real_smollm2_model_answers_through_the_bot(tmp_path: Path) -> None:
+    """The whole path with a real model (SmolLM2 135M via --demo): loaded before polling,
+    typing shown, some reply delivered, the turn persisted in the chat's session."""
+    import sqlite3
+
+    server = FakeTelegram(TOKEN).start()
+    process = BotProcess(server, tmp_path, None, extra_config="max_steps = 2\n").start(timeout=300)
+    try:
+        server.send_text(ALICE, ALICE, "Hello! Who are you?")
+        texts = server.wait_for(lambda: replies(server, ALICE), 300, "a reply from the model")
+        assert texts[0].strip() and "something went wrong" not in texts[0]
+        assert server.requests("sendChatAction", ALICE)
+        with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
+            stored = [json.loads(m)["content"] for (m,) in conn.execute(
+                "SELECT message FROM messages WHERE session_id LIKE 'telegram:111:%' ORDER BY idx")]
+        assert stored[0] == "Hello! Who are you?" and len(stored) >= 2
     finally:
         assert process.stop() == 0
         server.close()

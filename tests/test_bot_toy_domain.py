@@ -54,9 +54,12 @@ def load_domain(settings) -> Domain:
         rows = conn.execute("SELECT start, title FROM events ORDER BY start, rowid").fetchall()
         return "Today:\n" + "\n".join(f"{s} {t}" for s, t in rows) if rows else "Nothing today."
 
+    def boom(_argument: str) -> str:
+        raise RuntimeError("toy command exploded")
+
     registry = Registry.of([
         Tool("create_event", "Create an event.", CreateArgs, create),
         Tool("delete_event", "Delete an event by title.", DeleteArgs, delete, destructive=True,
              describe=lambda a: f"Delete the event '{a.title}'"),
     ])
-    return Domain("toy", registry, "You manage a toy calendar.", {"today": today}, conn.close)
+    return Domain("toy", registry, "You manage a toy calendar.", {"today": today, "boom": boom}, conn.close)

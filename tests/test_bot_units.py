@@ -1,0 +1,66 @@
+"""The bot's small pure parts: splitting, callback data, access rules, scripted rules, inbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from bot.access import Access
+from bot.approvals import callback_data, parse_callback_data
+from bot.inbox import Inbox
+from bot.scripted import rule_script
+from bot.text import split_message
+
+
+def test_split_prefers_paragraphs_then_lines_then_words() -> None:
+    paragraphs = ["a" * 3000, "b" * 3000, "c" * 100]
+    assert split_message("\n\n".join(paragraphs)) == ["a" * 3000, "b" * 3000 + "\n\n" + "c" * 100]
+    lines = "\n".join(["x" * 1000] * 5)
+    assert [len(p) for p in split_message(lines)] == [4 * 1000 + 3, 1000]
+    assert split_message("y" * 5000) == ["y" * 4096, "y" * 904]
+    assert split_message("   ") == []
+    assert split_message("short") == ["short"]
+
+
+def test_callback_data_is_short_and_round_trips() -> None:
+    data = callback_data("A" * 22, "y")
+    assert len(data.encode()) <= 64 and parse_callback_data(data) == ("A" * 22, "y")
+    for bad in (None, "", "ap:x", "ap:x:maybe", "zz:x:y", "ap:x:y:z"):
+        assert parse_callback_data(bad) is None
+
+
+def test_access_rules() -> None:
+    access = Access(users=frozenset({1}), chats=frozenset({-5, 7}))
+    assert access.allows(1, "private", 1)
+    assert access.allows(7, "private", 7)  # a private chat listed by its chat id
+    assert not access.allows(2, "private", 2)
+    assert not access.allows(-9, "group", 1)  # unlisted group, even for a listed user
+    assert access.allows(-5, "supergroup", 1)
+    assert not access.allows(-5, "group", 2)  # listed group, unlisted user
+    assert Access(frozenset(), frozenset({-5})).allows(-5, "group", 2)  # no user list: group decides
+    assert not access.allows(1, "private", None)
+
+
+def test_rule_script_picks_rule_step_and_fills_placeholders() -> None:
+    script = rule_script({
+        "rules": [{"match": r"^add (?P<title>.+)$", "steps": ["call {title}", "done: {result}"]}],
+        "default": ["echo {user}"],
+    })
+    history = [{"role": "system", "content": "s"}, {"role": "user", "content": "add Tea"}]
+    assert script(history) == "call Tea"
+    history += [{"role": "assistant", "content": "call Tea"}, {"role": "tool", "content": "ok"}]
+    assert script(history) == "done: ok"
+    assert script([{"role": "user", "content": "hi"}]) == "echo hi"
+
+
+def test_inbox_records_once_and_survives_reopening(tmp_path: Path) -> None:
+    path = tmp_path / "inbox.sqlite3"
+    inbox = Inbox(path)
+    assert inbox.next_offset() is None
+    assert inbox.record(10, {"update_id": 10}) and not inbox.record(10, {"update_id": 10})
+    assert inbox.record(11, {"update_id": 11})
+    inbox.done(10)
+    inbox.close()
+    again = Inbox(path)
+    assert again.pending() == [(11, {"update_id": 11})]
+    assert again.next_offset() == 12
+    again.close()
