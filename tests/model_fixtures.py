@@ -25,6 +25,7 @@ import importlib.util
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
@@ -531,6 +532,8 @@ def cached_build(name: str, build: Callable[[Path], object]) -> Path:
     target = cache_root() / name
     if target.exists():
         return target
+    if not target.parent.exists():
+        _prune_stale_caches(target.parent.parent, keep=target.parent.name)
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp_dir = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=target.parent))
     try:
@@ -544,3 +547,19 @@ def cached_build(name: str, build: Callable[[Path], object]) -> Path:
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
     return target
+
+
+STALE_CACHE_SECONDS = 24 * 3600
+
+
+def _prune_stale_caches(root: Path, keep: str) -> None:
+    """Delete builds of older builder versions (~50 MB each) untouched for a day.
+
+    Recent ones stay: another checkout on the machine may still be using them.
+    """
+    if not root.is_dir():
+        return
+    now = time.time()
+    for entry in root.iterdir():
+        if entry.name != keep and entry.is_dir() and now - entry.stat().st_mtime > STALE_CACHE_SECONDS:
+            shutil.rmtree(entry, ignore_errors=True)

@@ -7,6 +7,8 @@ llama-cpp-python: it segfaults on them.
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -343,3 +345,14 @@ def test_failed_build_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.
         mf.cached_build("thing.txt", build)
     assert not (mf.cache_root() / "thing.txt").exists()
     assert list(mf.cache_root().iterdir()) == []
+
+
+def test_new_builder_version_prunes_only_stale_caches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ILJEONG_TEST_MODEL_CACHE", str(tmp_path))
+    stale, recent = tmp_path / "0000stale", tmp_path / "0000recent"
+    stale.mkdir()
+    recent.mkdir()
+    old = time.time() - mf.STALE_CACHE_SECONDS - 60
+    os.utime(stale, (old, old))
+    mf.cached_build("thing.txt", lambda out: out.write_text("x"))
+    assert not stale.exists() and recent.exists()
