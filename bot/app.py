@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from dataclasses import dataclass
 
@@ -36,7 +37,7 @@ from bot.access import Access
 from bot.approvals import ApprovalDesk
 from bot.config import BotConfig
 from bot.inbox import Inbox
-from bot.sending import send_text, with_retry
+from bot.sending import is_permanent, send_text, with_retry
 from bot.worker import Job, TurnRunner
 
 log = logging.getLogger(__name__)
@@ -205,7 +206,13 @@ async def answer_interrupted(application: Application, services: BotServices) ->
         allowed = chat is not None and services.access.allows(chat.id, chat.type, user.id if user else None)
         if allowed and message is not None and message.text:
             log.info("update %s in chat %s was interrupted by a restart", update_id, chat.id)
-            await send_text(application.bot, chat.id, INTERRUPTED.format(text=_short(message.text)))
+            try:
+                await send_text(application.bot, chat.id, INTERRUPTED.format(text=_short(message.text)))
+            except Exception as exc:
+                # Never a crash loop at start-up: a passing outage keeps it for the next start.
+                log.exception("could not tell chat %s about interrupted update %s", chat.id, update_id)
+                if not is_permanent(exc):
+                    continue
         services.inbox.done(update_id)
 
 
@@ -275,5 +282,12 @@ async def serve(config: BotConfig, runtime: Runtime, approval_timeout_s: float, 
     await asyncio.gather(*tasks, stopper, return_exceptions=True)
     await application.stop()
     await application.shutdown()
+    if runner.model.busy:
+        # A turn is still inside the model (or a tool). Tidying up under it (closing its
+        # databases, finalising the interpreter) could crash mid-write; its update stays
+        # pending and is reported as interrupted at the next start.
+        log.info("stopped mid-turn; the unfinished message will be reported at the next start")
+        logging.shutdown()
+        os._exit(status)
     log.info("stopped")
     return status

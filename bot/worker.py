@@ -24,7 +24,7 @@ from agent.records import StopReason, Turn
 from agent.runtime import Runtime
 from bot.approvals import ApprovalDesk, BotApprover
 from bot.inbox import Inbox
-from bot.sending import send_text
+from bot.sending import is_permanent, send_text
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +53,7 @@ class ModelThread:
 
     def __init__(self) -> None:
         self._jobs: queue.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.Queue()
+        self.busy = False  # a job is running right now (the process must not tidy up under it)
         threading.Thread(target=self._serve, name="model-worker", daemon=True).start()
 
     def _serve(self) -> None:
@@ -60,10 +61,13 @@ class ModelThread:
             fn, future = self._jobs.get()
             if not future.set_running_or_notify_cancel():
                 continue
+            self.busy = True
             try:
                 future.set_result(fn())
             except BaseException as exc:  # handed to the awaiting coroutine
                 future.set_exception(exc)
+            finally:
+                self.busy = False
 
     async def run(self, fn: Callable[[], Any]) -> Any:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -135,8 +139,10 @@ class TurnRunner:
                 try:
                     await send_text(self.bot, job.chat_id, TURN_FAILED)
                     self._done(job)
-                except Exception:
+                except Exception as exc:
                     log.exception("could not tell chat %s about the failure", job.chat_id)
+                    if is_permanent(exc):  # e.g. the user blocked the bot: no point keeping it
+                        self._done(job)
             finally:
                 self.running = None
 

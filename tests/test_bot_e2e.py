@@ -374,6 +374,29 @@ def test_kill_9_mid_turn_then_restart_tells_the_user(tmp_path: Path) -> None:
         server.close()
 
 
+def test_stop_during_approval_then_old_button_changes_nothing(tmp_path: Path) -> None:
+    server = FakeTelegram(TOKEN).start()
+    process = BotProcess(server, tmp_path, SCRIPT)
+    try:
+        process.start()
+        server.send_text(ALICE, ALICE, "add Piano")
+        wait_reply(server, ALICE, "Created")
+        server.send_text(ALICE, ALICE, "delete Piano")
+        old = buttons(approval_message(server, ALICE))
+        assert process.stop() == 0  # SIGTERM while the turn waits for the answer
+
+        process.start()
+        wait_reply(server, ALICE, "I was restarted")  # the unfinished "delete Piano"
+        server.tap(ALICE, ALICE, old["Approve"])
+        server.wait_for(lambda: answers(server) == [EXPIRED], 30, "the old button answered")
+        server.send_text(ALICE, ALICE, "/today")
+        assert wait_reply(server, ALICE, "Today:") == "Today:\n12:00 Piano"  # still there
+        assert replies(server, ALICE)[-2:] == [INTERRUPTED.format(text="delete Piano"), "Today:\n12:00 Piano"]
+    finally:
+        process.stop()
+        server.close()
+
+
 def test_unanswered_approval_times_out_as_deny(tmp_path: Path) -> None:
     server = FakeTelegram(TOKEN).start()
     process = BotProcess(server, tmp_path, SCRIPT, approval_timeout_s=1).start()
