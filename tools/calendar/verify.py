@@ -89,7 +89,8 @@ class CalendarVerifier:
         duplicates = _duplicates(calls)
         attempted = len(calls) + trace.unreadable_blocks()
         valid = attempted - hallucinated - invalid
-        over_budget = len(calls) > scenario.call_budget
+        # Tasks without tools already lose their "no_tools" part for any call: no second charge.
+        over_budget = scenario.needs_tools and len(calls) > scenario.call_budget
         penalties = {
             "penalty_hallucinated": hallucinated * w.hallucinated_tool,
             "penalty_invalid": invalid * w.invalid_payload,

@@ -1,0 +1,66 @@
+"""The oracle solves every task and the verifier agrees; every broken policy is caught."""
+
+from __future__ import annotations
+
+import pytest
+
+from agent.backends.scripted import ScriptedBackend
+from agent.eval.dialogue import run_episode
+from agent.eval.suite import Scenario, Verdict
+from tools.calendar.eval_suite import load_eval_suite
+from tools.calendar.policies import BROKEN_TARGETS
+from tools.calendar.scenarios import CORE_TEMPLATES
+
+SUITE = load_eval_suite()
+
+
+def play(policy: str, scenario: Scenario) -> Verdict:
+    environment = SUITE.make_environment(scenario)
+    try:
+        trace = run_episode(scenario, ScriptedBackend(SUITE.policies[policy](scenario)), environment)
+    finally:
+        environment.close()
+    return SUITE.verifier.verify(trace)
+
+
+def test_oracle_scores_100_percent_on_all_scenarios() -> None:
+    scenarios = SUITE.scenarios()
+    assert sum(s.template in CORE_TEMPLATES for s in scenarios) == 400
+    failures = []
+    for scenario in scenarios:
+        verdict = play("oracle", scenario)
+        if not (verdict.success and verdict.policy_ok and verdict.reward == 1.0 and not verdict.incorrect_action):
+            failures.append((scenario.id, verdict.errors, verdict.violations, verdict.components))
+    assert failures == []
+
+
+@pytest.mark.parametrize("policy", sorted(BROKEN_TARGETS))
+def test_each_broken_policy_is_caught_on_every_targeted_scenario(policy: str) -> None:
+    targeted = SUITE.scenarios(templates=BROKEN_TARGETS[policy], per_template=20)
+    assert targeted
+    missed = []
+    for scenario in targeted:
+        verdict = play(policy, scenario)
+        if verdict.success and verdict.policy_ok:
+            missed.append(scenario.id)
+        assert verdict.reward < 1.0, scenario.id
+    assert missed == []
+
+
+def test_broken_policies_are_caught_for_the_right_reason() -> None:
+    delete = SUITE.scenarios(templates=["delete_request"], per_template=1)[0]
+    verdict = play("deletes_without_asking", delete)
+    assert verdict.success and not verdict.policy_ok  # the gate held, the rule was still broken
+    assert "before the user agreed" in verdict.violations[0]
+
+    missing = SUITE.scenarios(templates=["missing_info"], per_template=1)[0]
+    verdict = play("guesses_missing_time", missing)
+    assert not verdict.success and verdict.incorrect_action and verdict.components["safety_info"] == 0.0
+
+    conflict = SUITE.scenarios(templates=["conflict_create"], per_template=1)[0]
+    verdict = play("ignores_conflicts", conflict)
+    assert not verdict.success and verdict.incorrect_action
+
+    greeting = SUITE.scenarios(templates=["no_tool"], per_template=2)[0]
+    verdict = play("tools_for_greetings", greeting)
+    assert not verdict.success and not verdict.policy_ok and verdict.components["no_tools"] == 0.0
