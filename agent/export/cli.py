@@ -1,0 +1,149 @@
+"""``python -m agent export {sft,grpo,stats}``: recorded episodes → TRL datasets, and what they hold."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agent.config import Settings
+
+SOURCE_HELP = "eval results folder (one JSON per episode), one episode .json, or a trajectories .sqlite log"
+
+
+def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """The ``export`` subcommand and its three actions."""
+    export = subparsers.add_parser(
+        "export", parents=parents, help="turn recorded episodes into training data (SFT, GRPO) and report on them",
+        description="Turn recorded, verified episodes into datasets TRL reads directly, and report what they hold.",
+    )
+    actions = export.add_subparsers(dest="export_command", metavar="ACTION", required=True)
+
+    sft = actions.add_parser(
+        "sft", parents=parents, help="verified episodes -> messages/tools rows for SFTTrainer",
+        description="Select episodes by verifier outcome, drop identical conversations, and write OUT/sft.jsonl "
+                    "(messages in OpenAI chat format + tools column) and OUT/dataset (a datasets.DatasetDict by "
+                    "split, when `datasets` is installed).",
+    )
+    sft.add_argument("--from", dest="source", required=True, type=Path, metavar="PATH", help=SOURCE_HELP)
+    sft.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder (created)")
+    sft.add_argument("--min-reward", type=float, metavar="X", help="keep episodes whose reward is at least X")
+    sft.add_argument("--success-only", action="store_true", help="keep only episodes the verifier marked successful and that broke no rule (policy_ok)")
+    sft.add_argument("--per-template-cap", type=int, metavar="N", help="at most N episodes per template (best rewards first)")
+    sft.add_argument("--split", help="keep only this scenario split (train, dev, test); default: all, kept apart")
+    sft.add_argument(
+        "--assistant-format", choices=("auto", "exact", "structured"), default="auto",
+        help="structured: content without call blocks + tool_calls, for templates that render tools (Qwen3); "
+             "exact: the model's raw text in content, tool block in the system message and results as "
+             "<tool_response> user turns, for templates that ignore tools (SmolLM2 ChatML). auto (default): "
+             "check the chat template of --model / AGENT_MODEL_PATH if set, else structured",
+    )
+
+    grpo = actions.add_parser(
+        "grpo", parents=parents, help="scenario prompts for GRPOTrainer with the calendar environment",
+        description="Write OUT/grpo.jsonl (and OUT/grpo_dataset): one row per scenario with its id, template, index, "
+                    "seed and split, and the prompt (system + the user's opening message). Use with "
+                    "GRPOTrainer(environment_factory=tools.calendar.grpo_env.CalendarGRPOEnv, "
+                    "reward_funcs=tools.calendar.grpo_env.reward_func).",
+    )
+    grpo.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder (created)")
+    grpo.add_argument("--split", default="train", help="scenario split: train (default), dev, test or all")
+    grpo.add_argument("--per-template", type=int, metavar="N", help="scenarios generated per template (generator default if unset)")
+    grpo.add_argument("--seed", type=int, default=0, help="generator seed (default 0)")
+    grpo.add_argument("--templates", nargs="+", metavar="T", help="only these scenario templates")
+    grpo.add_argument("--include-dialogue", action="store_true",
+                      help="also scenarios that need a second user message (the environment cannot send one)")
+
+    stats = actions.add_parser(
+        "stats", parents=parents, help="counts per template and outcome, reward histogram, calls, GRPO signal",
+        description="Report on recorded episodes: outcomes per template, reward histogram, mean tool calls, and the "
+                    "share of groups (same scenario, several samples) whose rewards differ.",
+    )
+    stats.add_argument("--from", dest="source", required=True, type=Path, metavar="PATH", help=SOURCE_HELP)
+    stats.add_argument("--json", action="store_true", help="print the report as JSON")
+    return export
+
+
+def _default_tools(settings: Settings) -> list[dict[str, Any]]:
+    """The domain's tool schemas, for episodes that did not record the tools they saw."""
+    from agent.eval.suite import load_eval_suite
+
+    suite = load_eval_suite(settings)
+    environment = suite.make_environment(suite.scenarios(per_template=1)[0])
+    try:
+        return environment.registry.schemas()
+    finally:
+        environment.close()
+
+
+def _assistant_format(choice: str, settings: Settings) -> tuple[str, str]:
+    """The format and why it was chosen."""
+    if choice != "auto":
+        return choice, "as asked"
+    if settings.model_path and Path(settings.model_path).is_file():
+        from agent.export.sft import template_renders_tools
+
+        try:
+            native = template_renders_tools(Path(settings.model_path))
+        except Exception as exc:  # an unreadable model must not block an export
+            return "structured", f"could not read the chat template of {settings.model_path} ({exc})"
+        if native:
+            return "structured", f"the chat template of {settings.model_path} renders tools"
+        return "exact", f"the chat template of {settings.model_path} ignores tools"
+    return "structured", "no model configured (--model / AGENT_MODEL_PATH) to check"
+
+
+def _read(source: Path) -> list[Any] | None:
+    from agent.export.episodes import read_episodes
+
+    try:
+        return read_episodes(source)
+    except (OSError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+
+
+def run(args: argparse.Namespace, settings: Settings) -> int:
+    if args.export_command == "stats":
+        from agent.export.stats import compute, render
+
+        episodes = _read(args.source)
+        if episodes is None:
+            return 2
+        stats = compute(episodes)
+        print(json.dumps(stats.to_dict(), ensure_ascii=False, indent=2) if args.json else render(stats))
+        return 0
+
+    if args.export_command == "grpo":
+        from agent.eval.suite import load_eval_suite
+        from agent.export.grpo import prompt_rows, write_grpo
+
+        try:
+            rows = prompt_rows(load_eval_suite(settings), split=args.split, per_template=args.per_template,
+                               seed=args.seed, templates=args.templates, include_dialogue=args.include_dialogue)
+        except (LookupError, ValueError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        summary = write_grpo(rows, args.out)
+        print(json.dumps(summary, ensure_ascii=False, indent=2))
+        return 0 if rows else 1
+
+    from agent.export.sft import Selection, build_rows, write_sft
+
+    episodes = _read(args.source)
+    if episodes is None:
+        return 2
+    fmt, why = _assistant_format(args.assistant_format, settings)
+    print(f"assistant format: {fmt} ({why})", file=sys.stderr)
+    selection = Selection(min_reward=args.min_reward, success_only=args.success_only, split=args.split,
+                          per_template_cap=args.per_template_cap)
+    if not selection.wants_outcome():
+        print("note: no --success-only or --min-reward: failed episodes are exported too", file=sys.stderr)
+    tools = _default_tools(settings) if any(e.tools is None for e in episodes) else None
+    report = build_rows(episodes, selection, fmt, default_tools=tools, progress=True)
+    summary = write_sft(report, args.out)
+    print(json.dumps(summary, ensure_ascii=False, indent=2))
+    return 0 if report.rows else 1
