@@ -47,12 +47,12 @@ class BotProcess:
 
     def __init__(
         self, fake: FakeTelegram, data_dir: Path, script: dict | None, approval_timeout_s: float = 300,
-        extra_config: str = "",
+        extra_config: str = "", domain: str = "tests.test_bot_toy_domain",
     ) -> None:
         self.fake, self.data_dir = fake, data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
         (data_dir / "config.toml").write_text(
-            f'domain = "tests.test_bot_toy_domain"\napproval_timeout_s = {approval_timeout_s}\n{extra_config}'
+            f'domain = "{domain}"\napproval_timeout_s = {approval_timeout_s}\n{extra_config}'
         )
         self.script_path = data_dir / "script.json"
         self.script_path.write_text(json.dumps(script))
@@ -432,6 +432,43 @@ def test_real_smollm2_model_answers_through_the_bot(tmp_path: Path) -> None:
             stored = [json.loads(m)["content"] for (m,) in conn.execute(
                 "SELECT message FROM messages WHERE session_id LIKE 'telegram:111:%' ORDER BY idx")]
         assert stored[0] == "Hello! Who are you?" and len(stored) >= 2
+    finally:
+        assert process.stop() == 0
+        server.close()
+
+
+def test_calendar_domain_create_today_and_approved_delete(tmp_path: Path) -> None:
+    """The real calendar domain behind the bot: a created event shows in /today, and the
+    approval question carries the calendar's own words for the exact event."""
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    today = datetime.now(ZoneInfo("Asia/Seoul")).date().isoformat()
+    title = "Dentist _x_ *[room 2]*"
+    create = {"name": "create_event", "arguments": {
+        "title": title, "date": today, "start_time": "15:00", "duration_minutes": 30}}
+    delete = {"name": "delete_event", "arguments": {"event_id": 1}}
+    script = {"rules": [
+        {"match": "^book", "steps": [f"<tool_call>{json.dumps(create)}</tool_call>", "Booked: {result}"]},
+        {"match": "^cancel it", "steps": [f"<tool_call>{json.dumps(delete)}</tool_call>", "Result: {result}"]},
+    ]}
+    server = FakeTelegram(TOKEN).start()
+    process = BotProcess(server, tmp_path, script, domain="tools.calendar.domain",
+                         extra_config='tz = "Asia/Seoul"\n').start()
+    try:
+        server.send_text(ALICE, ALICE, "book the dentist")
+        assert '"ok": true' in wait_reply(server, ALICE, "Booked:")
+        server.send_text(ALICE, ALICE, "/today")
+        agenda = wait_reply(server, ALICE, today)
+        assert title in agenda and "15:00" in agenda
+
+        server.send_text(ALICE, ALICE, "cancel it please")
+        ask = approval_message(server, ALICE)
+        assert ask.text.startswith("Approve this action?\n\nDelete ") and title in ask.text
+        server.tap(ALICE, ALICE, buttons(ask)["Approve"])
+        assert '"ok": true' in wait_reply(server, ALICE, "Result:")
+        server.send_text(ALICE, ALICE, "/today")
+        wait_reply(server, ALICE, f"No events on {today}.")
     finally:
         assert process.stop() == 0
         server.close()
