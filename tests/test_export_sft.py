@@ -12,7 +12,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from agent.backends.scripted import ScriptedBackend
 from agent.config import Settings
-from agent.eval.dialogue import run_episode
+from agent.eval.runner import RunOptions, run_eval
 from agent.eval.suite import EvalSuite, Scenario, load_eval_suite
 from agent.export import cli
 from agent.export.episodes import Episode, episode_from_json, read_episodes
@@ -28,44 +28,45 @@ def suite() -> EvalSuite:
     return load_eval_suite(Settings())
 
 
-def record(suite: EvalSuite, scenario: Scenario, policy: str, sample: int = 0, with_tools: bool = True) -> dict[str, Any]:
-    """One episode as the eval runner records it (the fields agent.export.episodes documents)."""
-    environment = suite.make_environment(scenario)
-    try:
-        trace = run_episode(scenario, ScriptedBackend(suite.policies[policy](scenario)), environment)
-        tools = environment.registry.schemas()
-    finally:
-        environment.close()
-    verdict = suite.verifier.verify(trace)
-    data = {
-        "scenario": scenario.to_dict(), "policy": policy, "sample": sample, "messages": trace.messages,
-        "verdict": verdict.to_dict(), "calls": [{"name": c.name, "status": c.status.value} for c in trace.calls()],
-    }
-    if with_tools:
-        data["tools"] = tools
-    return data
+BROKEN = {"delete_request": "deletes_without_asking", "missing_info": "guesses_missing_time",
+          "conflict_create": "ignores_conflicts", "no_tool": "tools_for_greetings"}
+BROKEN_SAMPLE = 2  # samples 0 and 1 are the oracle (deterministic: sample 1 repeats sample 0)
+
+
+def run(suite: EvalSuite, out: Path, scenarios: list[Scenario], samples: int = 1) -> list[dict[str, Any]]:
+    """Episodes through the real eval runner (loop, simulated user, verifier, one JSON each).
+
+    Sample ``BROKEN_SAMPLE`` of a template in ``BROKEN`` runs the policy that breaks its rule;
+    every other sample runs the oracle."""
+
+    def backend_for(scenario: Scenario, sample: int) -> ScriptedBackend:
+        policy = BROKEN[scenario.template] if sample == BROKEN_SAMPLE else "oracle"
+        return ScriptedBackend(suite.policies[policy](scenario))
+
+    return run_eval(suite, scenarios, backend_for, RunOptions(out_dir=out, samples=samples, progress=False))
+
+
+def is_oracle(episode: Episode) -> bool:
+    return episode.extra.get("sample") != BROKEN_SAMPLE
 
 
 def write_results(folder: Path, episodes: list[dict[str, Any]]) -> Path:
+    """Hand-written episode files in the documented shape (for shapes the runner does not write)."""
     folder.mkdir(parents=True, exist_ok=True)
     for i, data in enumerate(episodes):
-        (folder / f"{i:03d}-{data['scenario']['id']}.json").write_text(json.dumps(data, ensure_ascii=False))
-    (folder / "summary.json").write_text(json.dumps({"episodes": len(episodes), "success_rate": 0.5}))
+        (folder / f"{i:03d}.json").write_text(json.dumps(data, ensure_ascii=False))
     return folder
 
 
 def standard_results(folder: Path) -> Path:
-    """Oracle runs on four scenarios per template (train, train, dev, test), one oracle run twice,
-    and each rule-breaking policy on the templates it breaks: the verifier fails them, or (for the
-    delete before consent, refused by the gate) lets them succeed with a broken rule."""
+    """Oracle runs on four scenarios per template (train, train, dev, test); for the templates in
+    ``BROKEN`` also a repeated oracle run and the rule-breaking policy: the verifier fails those,
+    or (a delete before consent, refused by the gate) lets them succeed with a broken rule."""
     s = suite()
     scenarios = s.scenarios(per_template=4)
-    episodes = [record(s, sc, "oracle", with_tools=i % 2 == 0) for i, sc in enumerate(scenarios)]
-    episodes.append(record(s, scenarios[0], "oracle", sample=1, with_tools=True))
-    broken = {"delete_request": "deletes_without_asking", "missing_info": "guesses_missing_time",
-              "conflict_create": "ignores_conflicts", "no_tool": "tools_for_greetings"}
-    episodes += [record(s, sc, broken[sc.template], sample=1) for sc in scenarios if sc.template in broken]
-    return write_results(folder, episodes)
+    run(s, folder, scenarios)
+    run(s, folder, [sc for sc in scenarios if sc.template in BROKEN], samples=3)
+    return folder
 
 
 @pytest.fixture(scope="module")
@@ -86,11 +87,12 @@ def render_plain(template: str, messages: list[dict[str, Any]], tools: list[dict
 
 
 def test_reader_skips_non_episodes_and_reads_outcomes(results: Path) -> None:
+    (results / "summary.json").write_text(json.dumps({"episodes": 3, "success_rate": 0.5}))
     episodes = read_episodes(results)
-    assert len(episodes) == len(list(results.glob("0*.json")))  # summary.json is not an episode
-    oracle = [e for e in episodes if e.producer == "oracle"]
+    assert len(episodes) == len(list((results / "episodes").glob("*.json")))  # summary.json is not an episode
+    oracle = [e for e in episodes if is_oracle(e)]
     assert oracle and all(e.success is True and e.reward == 1.0 for e in oracle)
-    broken = [e for e in episodes if e.producer != "oracle"]
+    broken = [e for e in episodes if not is_oracle(e)]
     assert broken and all(e.reward < 1.0 and not (e.success and e.policy_ok) for e in broken)
     assert any(e.success and e.policy_ok is False for e in broken)  # deleted only after the gate refused once
     assert {e.split for e in episodes} == {"train", "dev", "test"}
@@ -114,8 +116,8 @@ def test_success_only_drops_failures_and_identical_conversations(results: Path) 
     assert failures and violators
     assert report.dropped["not a success"] == failures
     assert report.dropped["succeeded but broke a rule"] == violators
-    assert report.dropped["duplicate conversation"] == 1  # the oracle run recorded twice
-    assert len(report.rows) == len(episodes) - failures - violators - 1
+    assert report.dropped["duplicate conversation"] == sum(1 for e in episodes if e.extra.get("sample") == 1)
+    assert len(report.rows) == len(episodes) - failures - violators - report.dropped["duplicate conversation"]
     assert all(r["success"] and r["reward"] == 1.0 for r in report.rows)
     assert all(r["tools"] == tools_schemas() for r in report.rows)
 

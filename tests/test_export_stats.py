@@ -11,31 +11,29 @@ from agent.config import Settings
 from agent.export import cli
 from agent.export.episodes import read_episodes
 from agent.export.stats import compute, render
-from tests.test_export_sft import parse, record, suite, write_results
+from tests.test_export_sft import parse, run, suite
 
 
 @pytest.fixture(scope="module")
 def groups(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Two samples per scenario: missing_info (oracle vs. a guesser: mixed), reschedule (oracle twice: equal)."""
+    """missing_info: oracle twice and a guesser per scenario (mixed); reschedule: oracle twice (equal)."""
     s = suite()
-    episodes = []
-    for sc in s.scenarios(per_template=2, templates=["missing_info"]):
-        episodes += [record(s, sc, "oracle"), record(s, sc, "guesses_missing_time", sample=1)]
-    for sc in s.scenarios(per_template=2, templates=["reschedule"]):
-        episodes += [record(s, sc, "oracle"), record(s, sc, "oracle", sample=1)]
-    return write_results(tmp_path_factory.mktemp("groups"), episodes)
+    out = tmp_path_factory.mktemp("groups")
+    run(s, out, s.scenarios(per_template=2, templates=["missing_info"]), samples=3)
+    run(s, out, s.scenarios(per_template=2, templates=["reschedule"]), samples=2)
+    return out
 
 
 def test_counts_histogram_calls_and_mixed_groups(groups: Path) -> None:
     episodes = read_episodes(groups)
     stats = compute(episodes)
-    assert stats.episodes == len(episodes) == 6  # reschedule gets half as many scenarios: 1
-    assert dict(stats.per_template["missing_info"]) == {"success": 2, "failure": 2}
+    assert stats.episodes == len(episodes) == 8  # reschedule gets half as many scenarios: 1
+    assert dict(stats.per_template["missing_info"]) == {"success": 4, "failure": 2}
     assert dict(stats.per_template["reschedule"]) == {"success": 2}
-    assert sum(stats.histogram) == 6 and stats.histogram[-1] == 4  # the four oracle runs score 1.0
+    assert sum(stats.histogram) == 8 and stats.histogram[-1] == 6  # the six oracle runs score 1.0
     assert stats.histogram[4] == 2  # the guesser's 0.475
     assert stats.groups == 3 and stats.mixed_groups == 2
-    assert stats.mean_calls == pytest.approx(sum(e.calls for e in episodes) / 6)
+    assert stats.mean_calls == pytest.approx(sum(e.calls for e in episodes) / 8) and stats.mean_calls > 0
     assert stats.to_dict()["mixed_share"] == pytest.approx(2 / 3, abs=1e-3)
     text = render(stats)
     assert "missing_info" in text and "with mixed rewards: 2 (67%)" in text
@@ -54,5 +52,5 @@ def test_unscored_episodes_make_no_groups(tmp_path: Path) -> None:
 def test_cli_stats_json(groups: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.run(parse(["export", "stats", "--from", str(groups), "--json"]), Settings()) == 0
     report = json.loads(capsys.readouterr().out)
-    assert report["episodes"] == 6 and report["mixed_groups"] == 2 and report["groups"] == 3
+    assert report["episodes"] == 8 and report["mixed_groups"] == 2 and report["groups"] == 3
     assert cli.run(parse(["export", "stats", "--from", str(groups / "nothing.txt")]), Settings()) == 2

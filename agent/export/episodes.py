@@ -56,6 +56,13 @@ def _number(value: Any) -> float | None:
         return None
 
 
+def _producer(data: dict[str, Any]) -> str:
+    backend = data.get("backend")
+    if isinstance(backend, dict):
+        return str(backend.get("adapter_path") or backend.get("model_path") or backend.get("backend") or "")
+    return str(data.get("policy") or backend or "")
+
+
 def episode_from_json(data: dict[str, Any], source: str = "") -> Episode | None:
     """The episode in one runner JSON object, or None when it is not an episode."""
     messages = data.get("messages")
@@ -86,7 +93,7 @@ def episode_from_json(data: dict[str, Any], source: str = "") -> Episode | None:
         policy_ok=bool(policy_ok) if isinstance(policy_ok, bool) else None,
         calls=n_calls,
         tools=tools if isinstance(tools, list) else None,
-        producer=str(data.get("policy") or data.get("model") or ""),
+        producer=_producer(data),
         source=source,
         extra={k: data[k] for k in ("sample", "variant", "language") if k in data},
     )
