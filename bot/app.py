@@ -34,7 +34,7 @@ from telegram.request import HTTPXRequest
 
 from agent.runtime import Runtime
 from bot.access import Access
-from bot.approvals import ApprovalDesk
+from bot.approvals import NOT_YOURS, ApprovalDesk
 from bot.config import BotConfig
 from bot.inbox import Inbox
 from bot.sending import is_permanent, send_text, with_retry
@@ -98,8 +98,6 @@ async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
                 chat.type if chat else None, chat.id if chat else None)
     if update.callback_query is not None:
         # A stranger's button tap must still be answered, or their client spins; no data in it.
-        from bot.approvals import NOT_YOURS
-
         await with_retry(lambda: update.callback_query.answer(NOT_YOURS), "answerCallbackQuery")
     services.inbox.done(update.update_id)
     raise ApplicationHandlerStop
