@@ -1,0 +1,269 @@
+"""The calendar as an environment for TRL ``GRPOTrainer(environment_factory=CalendarGRPOEnv)``.
+
+TRL builds one instance per rollout, calls ``reset(**row)`` with the columns of a prompt row
+(written by ``python -m agent export grpo``), exposes every public method except ``reset`` as a
+tool (its JSON schema comes from the type hints and the Google-style docstring, through
+``transformers.utils.get_json_schema``), and then asks ``reward_func`` for the rewards, which
+reads each environment's ``get_reward()``.
+
+The store is rebuilt from the scenario generator (``build_scenario(template, index, seed)``), so a
+row names its scenario and never carries the answer. Calls go through the same registry,
+validation and approval rules as the runtime and the eval: the simulated user has sent only the
+opening message, so a destructive call is approved only when the consent is in that message.
+The reward is the eval verifier's, on the whole rollout.
+
+The environment plays no user replies: rows of scenarios that need a second user message are
+left out of the export by default (``needs_dialogue``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from agent.eval.dialogue import ScenarioApprover
+from agent.eval.suite import Environment, Scenario, Verdict
+from agent.eval.trace import EpisodeTrace, Exchange
+from agent.loop import QUESTION_ENDINGS
+from agent.parsing import format_tool_call
+from agent.records import CallRecord, CallStatus, StepRecord, StopReason, Turn
+from tools.calendar.eval_suite import make_environment
+from tools.calendar.scenarios import build_scenario
+from tools.calendar.verify import CalendarVerifier
+from tools.registry import ToolResult
+
+ROW_KEYS = ("scenario_id", "template", "index", "seed")
+
+
+class CalendarGRPOEnv:
+    """One rollout's calendar: reset from a prompt row, the calendar tools, the verifier's reward."""
+
+    def __init__(self) -> None:
+        self._scenario: Scenario | None = None
+        self._environment: Environment | None = None
+        self._approver: ScenarioApprover | None = None
+        self._turn: Turn | None = None
+        self._initial: dict[str, Any] = {}
+
+    # -- episode -------------------------------------------------------------------------------
+
+    def reset(self, **row: Any) -> str:
+        """Rebuild the scenario of ``row`` and return the user's opening message."""
+        missing = [k for k in ROW_KEYS if k not in row]
+        if missing:
+            raise KeyError(f"prompt row lacks {missing}; rows come from `python -m agent export grpo`")
+        scenario = build_scenario(str(row["template"]), int(row["index"]), int(row["seed"]))
+        if scenario.id != row["scenario_id"]:
+            raise ValueError(f"row {row['scenario_id']!r} rebuilt as {scenario.id!r}: generator or row changed")
+        if "scenario_seed" in row and row["scenario_seed"] is not None and int(row["scenario_seed"]) != scenario.seed:
+            raise ValueError(f"scenario {scenario.id} has seed {scenario.seed}, the row says {row['scenario_seed']}")
+        if self._environment is not None:
+            self._environment.close()
+        self._scenario = scenario
+        self._environment = make_environment(scenario)
+        self._approver = ScenarioApprover(scenario, delivered=1)
+        self._turn = Turn(session_id=None, user_text=scenario.opening)
+        self._initial = self._environment.snapshot()
+        return scenario.opening
+
+    def _finish(self, reply: str) -> None:
+        """Record the model's final answer to the user (the verifier checks that it answered)."""
+        turn = self._require_turn()
+        turn.reply = reply.strip()
+        ends_with_question = turn.reply.rstrip().endswith(QUESTION_ENDINGS)
+        turn.stop_reason = StopReason.ASKED_USER if ends_with_question else StopReason.FINAL_REPLY
+
+    def _verdict(self) -> Verdict:
+        """The verifier's full judgement of the rollout so far."""
+        turn = self._require_turn()
+        assert self._scenario is not None and self._environment is not None
+        trace = EpisodeTrace(
+            scenario=self._scenario, exchanges=[Exchange(user_text=self._scenario.opening, turn=turn)],
+            initial=self._initial, final=self._environment.snapshot(),
+            tool_names=tuple(self._environment.registry.names),
+        )
+        return CalendarVerifier().verify(trace)
+
+    def get_reward(self) -> float:
+        """The verifier's reward for the rollout, in [0, 1]."""
+        return self._verdict().reward
+
+    def _require_turn(self) -> Turn:
+        if self._turn is None:
+            raise RuntimeError("call reset(**row) first")
+        return self._turn
+
+    def _call(self, name: str, **arguments: Any) -> str:
+        """Run one call through validation and the approval gate; record it as the loop would."""
+        turn = self._require_turn()
+        assert self._environment is not None and self._approver is not None
+        registry = self._environment.registry
+        arguments = {k: v for k, v in arguments.items() if v is not None}
+        approval: dict[str, Any] | None = None
+        validated = registry.validate(name, arguments)
+        if isinstance(validated, ToolResult):
+            status, result = CallStatus.INVALID, validated
+        else:
+            if registry.is_destructive(name):
+                from agent.approval import ApprovalRequest
+
+                decision = self._approver.decide(ApprovalRequest(
+                    tool=name, arguments=arguments, description=registry.describe(name, validated)))
+                approval = {"approved": decision.approved, "reason": decision.reason}
+            if approval is not None and not approval["approved"]:
+                status = CallStatus.DENIED
+                result = ToolResult.failure(
+                    "denied", f"The user did not approve {name}. Nothing was changed. Ask the user what they want instead.")
+            else:
+                result = registry.execute(name, validated)
+                status = CallStatus.OK if result.ok else CallStatus.FAILED
+        text = result.to_text()
+        index = len(turn.steps)
+        turn.steps.append(StepRecord(
+            index=index, raw_output=format_tool_call(name, arguments),
+            calls=[CallRecord(name=name, arguments=arguments, status=status, result=text, call_id=f"call_{index}_0",
+                              destructive=registry.is_destructive(name), approval=approval)],
+        ))
+        return text
+
+    # -- tools (public methods: TRL exposes each one to the model) ---------------------------
+
+    def search_events(self, date: str | None = None, start_date: str | None = None, end_date: str | None = None,
+                      query: str | None = None) -> str:
+        """List events on a day or in a date range, optionally matching text. Returns ids for update/delete.
+
+        Args:
+            date: One day, YYYY-MM-DD.
+            start_date: First day of a range, YYYY-MM-DD.
+            end_date: Last day of a range (inclusive), YYYY-MM-DD.
+            query: Text to match in title, location, notes or attendee names.
+
+        Returns:
+            The tool result as JSON text: ok, and the matching events with their ids.
+        """
+        return self._call("search_events", date=date, start_date=start_date, end_date=end_date, query=query)
+
+    def create_event(self, title: str, date: str, start_time: str, duration_minutes: int | None = None,
+                     end_time: str | None = None, attendees: list[str] | None = None, location: str | None = None,
+                     notes: str | None = None, allow_conflict: bool = False) -> str:
+        """Add an event. Refuses to overlap another event unless allow_conflict=true.
+
+        Args:
+            title: Short title, e.g. 'Team sync'.
+            date: YYYY-MM-DD.
+            start_time: Local 24-hour HH:MM, e.g. 15:00.
+            duration_minutes: Length in minutes (give this or end_time).
+            end_time: Local end HH:MM on the same day (or duration_minutes).
+            attendees: Names of the people invited.
+            location: Where.
+            notes: Free-text notes.
+            allow_conflict: true only if the user accepts overlapping another event.
+
+        Returns:
+            The tool result as JSON text: ok, and the created event or the conflict.
+        """
+        return self._call("create_event", title=title, date=date, start_time=start_time,
+                          duration_minutes=duration_minutes, end_time=end_time, attendees=attendees,
+                          location=location, notes=notes, allow_conflict=allow_conflict)
+
+    def update_event(self, event_id: int, title: str | None = None, date: str | None = None,
+                     start_time: str | None = None, duration_minutes: int | None = None, end_time: str | None = None,
+                     attendees: list[str] | None = None, location: str | None = None, notes: str | None = None,
+                     allow_conflict: bool = False) -> str:
+        """Change an existing event; give only the fields to change. Needs the user's confirmation.
+
+        Args:
+            event_id: id from search_events.
+            title: New title.
+            date: New day YYYY-MM-DD (keeps the time unless given).
+            start_time: New start HH:MM (keeps the length unless given).
+            duration_minutes: New length in minutes.
+            end_time: New end HH:MM, same day as the start.
+            attendees: New list of attendees.
+            location: New location ('' clears it).
+            notes: New notes ('' clears them).
+            allow_conflict: true only if the user accepts overlapping another event.
+
+        Returns:
+            The tool result as JSON text: ok, and the updated event.
+        """
+        return self._call("update_event", event_id=event_id, title=title, date=date, start_time=start_time,
+                          duration_minutes=duration_minutes, end_time=end_time, attendees=attendees,
+                          location=location, notes=notes, allow_conflict=allow_conflict)
+
+    def delete_event(self, event_id: int) -> str:
+        """Delete an event by id. Needs the user's confirmation.
+
+        Args:
+            event_id: id from search_events.
+
+        Returns:
+            The tool result as JSON text: ok, and the deleted event.
+        """
+        return self._call("delete_event", event_id=event_id)
+
+    def find_free_slots(self, duration_minutes: int, date: str | None = None, start_date: str | None = None,
+                        end_date: str | None = None, working_hours_start: str = "09:00",
+                        working_hours_end: str = "18:00") -> str:
+        """Find free times of at least duration_minutes within working hours, between the user's events.
+
+        Args:
+            duration_minutes: Length of the wanted slot in minutes, e.g. 60.
+            date: One day, YYYY-MM-DD.
+            start_date: First day of a range, YYYY-MM-DD.
+            end_date: Last day of a range (inclusive), YYYY-MM-DD.
+            working_hours_start: Earliest start, HH:MM.
+            working_hours_end: Latest end, HH:MM.
+
+        Returns:
+            The tool result as JSON text: ok, and the free slots.
+        """
+        return self._call("find_free_slots", duration_minutes=duration_minutes, date=date, start_date=start_date,
+                          end_date=end_date, working_hours_start=working_hours_start,
+                          working_hours_end=working_hours_end)
+
+    def find_common_free_time(self, attendees: list[str], duration_minutes: int, date: str | None = None,
+                              start_date: str | None = None, end_date: str | None = None,
+                              working_hours_start: str = "09:00", working_hours_end: str = "18:00") -> str:
+        """Find times when the user and all the named people are free (e.g. 민수와 지영이 같이 되는 시간).
+
+        Args:
+            attendees: People who must all be free, e.g. ['민수', 'Jane'].
+            duration_minutes: Length of the wanted slot in minutes, e.g. 60.
+            date: One day, YYYY-MM-DD.
+            start_date: First day of a range, YYYY-MM-DD.
+            end_date: Last day of a range (inclusive), YYYY-MM-DD.
+            working_hours_start: Earliest start, HH:MM.
+            working_hours_end: Latest end, HH:MM.
+
+        Returns:
+            The tool result as JSON text: ok, and the common free slots.
+        """
+        return self._call("find_common_free_time", attendees=attendees, duration_minutes=duration_minutes,
+                          date=date, start_date=start_date, end_date=end_date,
+                          working_hours_start=working_hours_start, working_hours_end=working_hours_end)
+
+
+# Public methods that are the environment's controls, not tools (TRL's own examples keep
+# ``reset`` and ``get_reward`` public the same way); everything else public is a tool.
+CONTROL_METHODS = frozenset({"reset", "get_reward"})
+
+
+def final_text(completion: Any) -> str:
+    """The model's last visible answer in a TRL completion (a message list or plain text)."""
+    if isinstance(completion, str):
+        return completion
+    for message in reversed(list(completion or [])):
+        if isinstance(message, dict) and message.get("role") == "assistant" and not message.get("tool_calls"):
+            content = message.get("content")
+            return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    return ""
+
+
+def reward_func(completions: list[Any], environments: list[CalendarGRPOEnv], **kwargs: Any) -> list[float]:
+    """TRL reward function: each rollout's final answer is recorded, then the verifier scores it."""
+    rewards = []
+    for completion, environment in zip(completions, environments):
+        environment._finish(final_text(completion))
+        rewards.append(environment.get_reward())
+    return rewards
