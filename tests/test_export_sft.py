@@ -285,7 +285,10 @@ def test_cli_auto_format_follows_the_models_template(tmp_path: Path) -> None:
     assert cli._assistant_format("auto", Settings(model_path=str(mf.smollm2_path())))[0] == "exact"
     tiny = mf.cached_build("tiny-qwen3.gguf", mf.build_tiny_qwen3)
     assert cli._assistant_format("auto", Settings(model_path=str(tiny)))[0] == "structured"
-    assert cli._assistant_format("auto", Settings())[0] == "structured"
+    assert cli._assistant_format("auto", Settings(), demo=True)[0] == "exact"  # --demo is SmolLM2
+    nowhere = Settings(model_path=str(tmp_path / "missing.gguf"))
+    assert cli._assistant_format("auto", nowhere)[0] == "structured"
+    assert cli._assistant_format("exact", nowhere) == ("exact", "as asked")
 
 
 def test_cli_help_explains_the_formats(capsys: pytest.CaptureFixture[str]) -> None:

@@ -39,7 +39,8 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> argpa
         help="structured: content without call blocks + tool_calls, for templates that render tools (Qwen3); "
              "exact: the model's raw text in content, tool block in the system message and results as "
              "<tool_response> user turns, for templates that ignore tools (SmolLM2 ChatML). auto (default): "
-             "check the chat template of --model / AGENT_MODEL_PATH if set, else structured",
+             "check the chat template of the model the runtime would load (--model, AGENT_MODEL_PATH, a pulled "
+             "model, --demo), else structured",
     )
 
     grpo = actions.add_parser(
@@ -79,21 +80,33 @@ def _default_tools(settings: Settings) -> list[dict[str, Any]]:
         environment.close()
 
 
-def _assistant_format(choice: str, settings: Settings) -> tuple[str, str]:
+def _model_to_check(settings: Settings, demo: bool = False) -> Path | None:
+    """The model the export is for: --demo's SmolLM2 if installed, else the runtime's resolved model."""
+    if demo:
+        from models.demo import locate_demo_model
+
+        return locate_demo_model()
+    from models.resolve import resolve
+
+    return resolve(settings).model_path
+
+
+def _assistant_format(choice: str, settings: Settings, demo: bool = False) -> tuple[str, str]:
     """The format and why it was chosen."""
     if choice != "auto":
         return choice, "as asked"
-    if settings.model_path and Path(settings.model_path).is_file():
+    model = _model_to_check(settings, demo)
+    if model is not None and model.is_file():
         from agent.export.sft import template_renders_tools
 
         try:
-            native = template_renders_tools(Path(settings.model_path))
+            native = template_renders_tools(model)
         except Exception as exc:  # an unreadable model must not block an export
-            return "structured", f"could not read the chat template of {settings.model_path} ({exc})"
+            return "structured", f"could not read the chat template of {model} ({exc})"
         if native:
-            return "structured", f"the chat template of {settings.model_path} renders tools"
-        return "exact", f"the chat template of {settings.model_path} ignores tools"
-    return "structured", "no model configured (--model / AGENT_MODEL_PATH) to check"
+            return "structured", f"the chat template of {model} renders tools"
+        return "exact", f"the chat template of {model} ignores tools"
+    return "structured", "no model found (--model, AGENT_MODEL_PATH, a pulled model or --demo) to check"
 
 
 def _read(source: Path) -> list[Any] | None:
@@ -136,7 +149,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     episodes = _read(args.source)
     if episodes is None:
         return 2
-    fmt, why = _assistant_format(args.assistant_format, settings)
+    fmt, why = _assistant_format(args.assistant_format, settings, demo=bool(getattr(args, "demo", False)))
     print(f"assistant format: {fmt} ({why})", file=sys.stderr)
     selection = Selection(min_reward=args.min_reward, success_only=args.success_only, split=args.split,
                           per_template_cap=args.per_template_cap)
