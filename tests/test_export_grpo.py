@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from agent.config import Settings
-from agent.eval.suite import load_eval_suite
 from agent.export import cli
 from agent.export.grpo import needs_dialogue, prompt_rows, write_grpo
 from agent.parsing import parse_reply
@@ -161,7 +160,7 @@ def test_a_wrong_rollout_scores_less(rows: list[dict[str, Any]]) -> None:
     assert 0.0 <= reward < 1.0 and not environment._verdict().success
 
 
-def test_a_delete_without_consent_in_the_opening_is_refused(tmp_path: Path) -> None:
+def test_a_delete_without_consent_in_the_opening_is_refused() -> None:
     row = next(r for r in prompt_rows(suite(), split="train", per_template=4, include_dialogue=True)
                if r["template"] == "delete_request")
     environment = CalendarGRPOEnv()
