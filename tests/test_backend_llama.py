@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -95,6 +96,25 @@ def test_interleaved_sessions_restore_their_own_state(backend: LlamaBackend) -> 
     assert control.evaluated_tokens > a2.prompt_tokens - 20
 
 
+def test_concurrent_sessions_from_threads_match_sequential_results(backend: LlamaBackend) -> None:
+    """The bot calls from worker threads: the lock must keep each call's context intact."""
+    owners = ["Carol", "Dave"]
+    expected = {o: backend.complete(conversation(o), TOOLS, session_id=o, max_tokens=6).text for o in owners}
+    results: dict[str, list[str]] = {o: [] for o in owners}
+
+    def run(owner: str) -> None:
+        for _ in range(2):
+            result = backend.complete(conversation(owner), TOOLS, session_id=owner, max_tokens=6)
+            results[owner].append(result.text if result.finish_reason != "error" else f"ERROR {result.error}")
+
+    threads = [threading.Thread(target=run, args=(o,)) for o in owners]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == {o: [expected[o]] * 2 for o in owners}
+
+
 def test_context_limit_is_a_result_not_an_exception(backend: LlamaBackend) -> None:
     messages = [{"role": "user", "content": "calendar " * 2500}]
     result = backend.complete(messages, TOOLS, max_tokens=4)
@@ -136,7 +156,6 @@ def test_tool_call_trigger_ignores_reasoning_and_closed_calls() -> None:
 def test_tiny_qwen3_tool_call_is_one_special_token(tiny_qwen3: Path) -> None:
     qwen = LlamaBackend(tiny_qwen3, n_ctx=2048, n_threads=2)
     assert qwen.is_special_token("<tool_call>") and qwen.is_special_token("</tool_call>")
-    assert not LlamaBackend.is_special_token.__doc__ is None
     prompt = qwen.render([{"role": "user", "content": "내일 3시 치과"}], [DELETE])
     assert "<tools>" in prompt and prompt.endswith("<think>\n\n</think>\n\n")
     open_id = qwen.tokenize("<tool_call>", add_bos=False)
