@@ -205,7 +205,7 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
               file=sys.stderr)
         return 1
     header = f"{label} · split {args.split} · seed {args.seed} · {len(scenarios)} scenarios × {args.samples}"
-    rows = write_reports(out_dir, records, header)
+    rows = write_reports(out_dir, records, header, suite.reference_templates)
     print(header)
     print(format_table(rows))
     print(f"results: {out_dir}")

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
 OVERALL = "overall"
+REFERENCE = "reference"  # the reference templates only (e.g. the 400 core calendar scenarios)
 
 
 @dataclass(frozen=True)
@@ -56,13 +57,19 @@ def summarize_group(group: str, records: list[dict[str, Any]]) -> Row:
     )
 
 
-def summarize(records: Iterable[dict[str, Any]]) -> list[Row]:
-    """One row per template (in first-seen order), then the overall row."""
+def summarize(records: Iterable[dict[str, Any]], reference: tuple[str, ...] = ()) -> list[Row]:
+    """One row per template (in first-seen order), then the summary rows: the reference
+    templates together (the suite the published figures use), when the run has others too,
+    and the overall row."""
     records = list(records)
     groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         groups[r["template"]].append(r)
-    return [summarize_group(t, rs) for t, rs in groups.items()] + [summarize_group(OVERALL, records)]
+    rows = [summarize_group(t, rs) for t, rs in groups.items()]
+    core = [r for r in records if r["template"] in reference]
+    if core and len(core) < len(records):
+        rows.append(summarize_group(REFERENCE, core))
+    return rows + [summarize_group(OVERALL, records)]
 
 
 HEADERS = ("template", "n", "valid calls %", "policy %", "success %", "mean calls", "incorrect %", "reward", "pass^k")
@@ -87,9 +94,10 @@ def format_table(rows: list[Row]) -> str:
         return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
 
     out = [line(headers), "  ".join("-" * w for w in widths)]
-    out += [line(cells) for cells in body[:-1]]
+    summary_from = next((i for i, r in enumerate(rows) if r.group in (REFERENCE, OVERALL)), len(rows))
+    out += [line(cells) for cells in body[:summary_from]]
     if body:
-        out += ["  ".join("-" * w for w in widths), line(body[-1])]
+        out += ["  ".join("-" * w for w in widths)] + [line(cells) for cells in body[summary_from:]]
     return "\n".join(out)
 
 

@@ -48,8 +48,10 @@ def _last_output(record: dict[str, Any]) -> str:
     return ""
 
 
-def write_reports(out_dir: Path, records: list[dict[str, Any]], header: str = "") -> list[Row]:
-    rows = summarize(records)
+def write_reports(
+    out_dir: Path, records: list[dict[str, Any]], header: str = "", reference: tuple[str, ...] = ()
+) -> list[Row]:
+    rows = summarize(records, reference)
     table = format_table(rows)
     (out_dir / SUMMARY_TXT).write_text((header + "\n" if header else "") + table + "\n", encoding="utf-8")
     (out_dir / SUMMARY_JSON).write_text(

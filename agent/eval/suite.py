@@ -109,6 +109,8 @@ class EvalSuite:
     verifier: Verifier
     policies: dict[str, PolicyFactory] = field(default_factory=dict)
     templates: tuple[str, ...] = ()
+    # The templates of the published reference figures; the summary gets a row for them together.
+    reference_templates: tuple[str, ...] = ()
     # The verifier with other reward weights ({"safety": 0.3, ...}); None: weights are fixed.
     reweight: Callable[[dict[str, float]], Verifier] | None = None
 

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from agent.eval.suite import Environment, EvalSuite, Scenario
 from tools.calendar.policies import POLICIES
-from tools.calendar.scenarios import TEMPLATES, generate, load_state
+from tools.calendar.scenarios import CORE_TEMPLATES, TEMPLATES, generate, load_state
 from tools.calendar.store import CalendarStore
 from tools.calendar.tools import DOMAIN_PROMPT, build_registry
 from tools.calendar.verify import CalendarVerifier, RewardWeights
@@ -37,5 +37,6 @@ def load_eval_suite(settings: Settings | None = None) -> EvalSuite:
         verifier=CalendarVerifier(),
         policies=dict(POLICIES),
         templates=TEMPLATES,
+        reference_templates=CORE_TEMPLATES,
         reweight=lambda weights: CalendarVerifier(RewardWeights.from_dict(weights)),
     )
