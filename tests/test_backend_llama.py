@@ -109,6 +109,19 @@ def test_interleaved_sessions_restore_their_own_state(backend: LlamaBackend) -> 
     assert control.evaluated_tokens > a2.prompt_tokens - 20
 
 
+def test_saved_states_are_evicted_least_recently_used(backend: LlamaBackend) -> None:
+    backend.max_saved_sessions = 2
+    try:
+        for owner in ["Erin", "Frank", "Grace"]:  # Erin is the oldest: evicted
+            backend.complete(conversation(owner), TOOLS, session_id=owner, max_tokens=1)
+        frank = backend.complete(conversation("Frank"), TOOLS, session_id="Frank", max_tokens=1)
+        erin = backend.complete(conversation("Erin"), TOOLS, session_id="Erin", max_tokens=1)
+    finally:
+        backend.max_saved_sessions = 4
+    assert "load_state_s" in frank.timings and frank.evaluated_tokens <= 2
+    assert "load_state_s" not in erin.timings and erin.evaluated_tokens > 150
+
+
 def test_concurrent_sessions_from_threads_match_sequential_results(backend: LlamaBackend) -> None:
     """The bot calls from worker threads: the lock must keep each call's context intact."""
     owners = ["Carol", "Dave"]
