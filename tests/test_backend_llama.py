@@ -144,7 +144,7 @@ def test_concurrent_sessions_from_threads_match_sequential_results(backend: Llam
 def test_context_limit_is_a_result_not_an_exception(backend: LlamaBackend) -> None:
     messages = [{"role": "user", "content": "calendar " * 2500}]
     result = backend.complete(messages, TOOLS, max_tokens=4)
-    assert result.finish_reason == "error"
+    assert result.finish_reason == "context_limit"
     assert result.error.startswith("context_limit")
 
 

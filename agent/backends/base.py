@@ -11,7 +11,7 @@ class Completion:
     """One model step. ``text`` is exactly what the model produced; the history keeps it verbatim."""
 
     text: str
-    finish_reason: str = "stop"  # "stop" | "length" | "error" | "interrupted"
+    finish_reason: str = "stop"  # "stop" | "length" | "error" | "context_limit"
     # Calls the server returned natively (OpenAI backends); None when the text must be parsed.
     native_tool_calls: list[dict[str, Any]] | None = None
     prompt_tokens: int = 0  # length of the rendered prompt

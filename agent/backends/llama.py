@@ -187,7 +187,7 @@ class LlamaBackend:
         timings: dict[str, float] = {}
         canonical = self.tokenize(prompt)
         if len(canonical) >= self.n_ctx:
-            return Completion(text="", finish_reason="error", prompt_tokens=len(canonical),
+            return Completion(text="", finish_reason="context_limit", prompt_tokens=len(canonical),
                               error=f"context_limit: prompt is {len(canonical)} tokens, context is {self.n_ctx}")
 
         live = llm.input_ids[: llm.n_tokens].tolist()
