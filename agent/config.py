@@ -29,6 +29,9 @@ ENV_NAMES: dict[str, str] = {
     "telegram_allowed_users": "TELEGRAM_ALLOWED_USERS",
     "telegram_allowed_chats": "TELEGRAM_ALLOWED_CHATS",
     "telegram_api_base_url": "TELEGRAM_API_BASE_URL",
+    "remind_minutes": "AGENT_REMIND_MINUTES",
+    "agenda_time": "AGENT_AGENDA_TIME",
+    "reminder_grace_minutes": "AGENT_REMINDER_GRACE_MINUTES",
 }
 
 
@@ -59,6 +62,9 @@ class Settings:
     approval_timeout_s: float = 300.0
     domain: str = "tools.calendar.domain"  # module with load_domain(settings)
     history_turns: int = 12  # earlier user turns kept in the prompt
+    remind_minutes: tuple[int, ...] = (10,)  # reminders a new event gets when none are asked for
+    agenda_time: str = "08:00"  # daily agenda, local time in ``tz`` (each chat can change it)
+    reminder_grace_minutes: float = 30.0  # a reminder missed (process down) by more is skipped
 
     @property
     def store_path(self) -> Path:
@@ -82,7 +88,20 @@ def _coerce(name: str, value: Any) -> Any:
             return tuple(int(p) for p in parts)
         except ValueError as exc:
             raise ValueError(f"{name}: expected numeric Telegram ids, got {value!r}") from exc
-    if name in ("lora_scale", "approval_timeout_s"):
+    if name == "remind_minutes":
+        parts = value.replace(";", ",").replace(" ", ",").split(",") if isinstance(value, str) else list(value)
+        try:
+            return tuple(sorted({int(p) for p in parts if str(p).strip()}))
+        except ValueError as exc:
+            raise ValueError(f"{name}: expected minutes as integers, e.g. 10 or 10,60; got {value!r}") from exc
+    if name == "agenda_time":
+        from datetime import time
+
+        try:
+            return time.fromisoformat(str(value).strip()).strftime("%H:%M")
+        except ValueError as exc:
+            raise ValueError(f"{name}: expected a 24-hour HH:MM time, e.g. 08:00; got {value!r}") from exc
+    if name in ("lora_scale", "approval_timeout_s", "reminder_grace_minutes"):
         return float(value)
     if name in ("n_ctx", "n_threads", "max_steps", "max_tool_calls", "history_turns"):
         return int(value)

@@ -8,12 +8,39 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from datetime import datetime
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from tools.registry import Registry
 
 if TYPE_CHECKING:
     from agent.config import Settings
+
+
+@dataclass(frozen=True)
+class Notice:
+    """A message the domain wants sent unprompted (e.g. a reminder) to every user."""
+
+    key: str  # stable identity, so recording it as sent survives restarts
+    text: str
+    subject_id: int | None = None  # what it is about (an event id), for Snooze / Open buttons
+
+
+class Notifier(Protocol):
+    """Optional: what a frontend polls, with its own clock, to speak first (reminders, agenda).
+
+    ``claim`` records a notice as sent before it goes out, so a restart never repeats it.
+    ``target`` names one chat, e.g. ``telegram:111`` or ``repl``.
+    """
+
+    def due(self, now: datetime) -> list[Notice]: ...
+    def claim(self, notice: Notice, now: datetime) -> bool: ...
+    def next_due(self, now: datetime) -> datetime | None: ...
+    def upcoming(self, now: datetime) -> str: ...
+    def snooze(self, subject_id: int, now: datetime) -> str: ...
+    def show(self, subject_id: int) -> str: ...
+    def agenda_due(self, target: str, now: datetime) -> Notice | None: ...
+    def agenda_command(self, target: str, argument: str) -> str: ...
 
 
 @dataclass
@@ -24,6 +51,7 @@ class Domain:
     # Commands that answer without the model, e.g. {"today": ...} for /today and /events today.
     commands: dict[str, Callable[[str], str]] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
+    notifier: Notifier | None = None  # reminders and a daily agenda, if the domain has them
 
 
 def load_domain(settings: Settings) -> Domain:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Callable
 
@@ -17,6 +18,7 @@ HELP = """Commands:
   /reset          same as /new
   /tools          list the tools the model can call
   /events [DATE]  events for today or DATE (YYYY-MM-DD), without the model
+  /reminders      upcoming reminders (due ones are shown between messages)
   /help           this text
   /quit           leave (Ctrl-D works too)
 Anything else is sent to the assistant."""
@@ -85,7 +87,32 @@ def _save_history(readline_module, path: Path) -> None:  # type: ignore[no-untyp
         pass
 
 
-def run_repl(runtime: Runtime, *, yes: bool = False, stdin: IO[str] = sys.stdin, out: IO[str] = sys.stdout) -> int:
+def system_clock() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def show_due_reminders(runtime: Runtime, out: IO[str], clock: Callable[[], datetime] = system_clock) -> int:
+    """Print the domain's due reminders (each once: claimed in the store first); how many."""
+    notifier = runtime.domain.notifier
+    if notifier is None:
+        return 0
+    now = clock()
+    shown = 0
+    for notice in notifier.due(now):
+        if notifier.claim(notice, now):
+            print(notice.text, file=out, flush=True)
+            shown += 1
+    return shown
+
+
+def run_repl(
+    runtime: Runtime,
+    *,
+    yes: bool = False,
+    stdin: IO[str] = sys.stdin,
+    out: IO[str] = sys.stdout,
+    clock: Callable[[], datetime] = system_clock,
+) -> int:
     interactive = stdin.isatty()
     approver: Approver
     if yes:
@@ -107,12 +134,16 @@ def run_repl(runtime: Runtime, *, yes: bool = False, stdin: IO[str] = sys.stdin,
 
     if interactive:
         print("iljeong — your calendar assistant. /help for commands, /quit to leave.", file=out)
-    while (line := read()) is not None:
+    while True:
+        show_due_reminders(runtime, out, clock)  # between turns: a reminder never cuts into a turn
+        line = read()
+        if line is None:
+            break
         text = line.strip()
         if not text:
             continue
         if text.startswith("/"):
-            if handle_command(text, runtime, out) == "quit":
+            if handle_command(text, runtime, out, clock) == "quit":
                 break
             continue
         try:
@@ -124,7 +155,9 @@ def run_repl(runtime: Runtime, *, yes: bool = False, stdin: IO[str] = sys.stdin,
     return 0
 
 
-def handle_command(text: str, runtime: Runtime, out: IO[str]) -> str | None:
+def handle_command(
+    text: str, runtime: Runtime, out: IO[str], clock: Callable[[], datetime] = system_clock
+) -> str | None:
     command, _, arg = text[1:].partition(" ")
     if command in ("quit", "exit", "q"):
         return "quit"
@@ -138,6 +171,9 @@ def handle_command(text: str, runtime: Runtime, out: IO[str]) -> str | None:
     elif command == "events":
         today = runtime.domain.commands.get("today")
         print(today(arg.strip()) if today else "This domain has no event listing.", file=out)
+    elif command == "reminders":
+        notifier = runtime.domain.notifier
+        print(notifier.upcoming(clock()) if notifier else "This domain has no reminders.", file=out)
     elif command == "help":
         print(HELP, file=out)
     else:

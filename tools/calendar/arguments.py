@@ -15,6 +15,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validat
 
 MAX_RANGE_DAYS = 62  # a search or slot query longer than this is almost surely a mistake
 MAX_DURATION_MINUTES = 24 * 60
+MAX_REMIND_MINUTES = 7 * 24 * 60  # a reminder up to a week ahead
+MAX_REMINDERS = 5
 
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TIME_RE = re.compile(r"(\d{2}):(\d{2})(?::(\d{2}))?")
@@ -80,6 +82,22 @@ def _dedupe(names: list[str] | None) -> list[str] | None:
     for name in names:
         seen.setdefault(name.casefold(), name)
     return list(seen.values())
+
+
+def check_reminders(minutes: list[int] | None) -> list[int] | None:
+    """Sorted, without repeats; range checked here so the schema stays a plain integer list."""
+    if minutes is None:
+        return None
+    values = sorted(set(minutes))
+    if any(m < 0 or m > MAX_REMIND_MINUTES for m in values):
+        raise ValueError(f"remind_minutes_before: minutes from 0 to {MAX_REMIND_MINUTES} (one week), e.g. [30]")
+    if len(values) > MAX_REMINDERS:
+        raise ValueError(f"remind_minutes_before: at most {MAX_REMINDERS} reminders")
+    return values
+
+
+Reminders = Annotated[list[int], AfterValidator(check_reminders)]
+REMIND_HELP = "Minutes before the start to remind the user, e.g. 30분 전에 알려줘 → [30]; [] for none."
 
 
 class ToolArgs(BaseModel):
@@ -192,6 +210,7 @@ class CreateEventArgs(ToolArgs):
     )
     location: str | None = Field(None, description="Where, e.g. '강남역'.")
     notes: str | None = Field(None, description="Free-text notes.")
+    remind_minutes_before: Reminders | None = Field(None, description=REMIND_HELP + " Omit for the default.")
     allow_conflict: bool = Field(False, description="true only if the user accepts overlapping another event.")
 
     @model_validator(mode="after")
@@ -219,6 +238,7 @@ class UpdateEventArgs(ToolArgs):
     )
     location: str | None = Field(None, description="New location ('' clears it).")
     notes: str | None = Field(None, description="New notes ('' clears them).")
+    remind_minutes_before: Reminders | None = Field(None, description=REMIND_HELP)
     allow_conflict: bool = Field(False, description="true only if the user accepts overlapping another event.")
 
     @model_validator(mode="after")

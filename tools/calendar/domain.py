@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from agent.domain import Domain
+from tools.calendar.reminders import CalendarNotifier
 from tools.calendar.store import CalendarStore
 from tools.calendar.tools import DOMAIN_PROMPT, build_registry, event_words
 
@@ -30,10 +31,14 @@ def agenda(store: CalendarStore, day_text: str = "") -> str:
 
 def load_domain(settings: Settings) -> Domain:
     store = CalendarStore(settings.store_path, tz=settings.tz)
+    notifier = CalendarNotifier(
+        store, settings.agenda_time, timedelta(minutes=settings.reminder_grace_minutes)
+    )
     return Domain(
         name="calendar",
-        registry=build_registry(store),
+        registry=build_registry(store, default_reminders=settings.remind_minutes),
         prompt=DOMAIN_PROMPT,
         commands={"today": lambda arg: agenda(store, arg)},
         close=store.close,
+        notifier=notifier,
     )

@@ -58,6 +58,40 @@ MIGRATIONS: list[str] = [
     );
     CREATE INDEX busy_person_start ON busy(person_id, start_utc);
     """,
+    # 3: reminders, what was sent (each reminder exactly once, across restarts), snoozes,
+    #    and the daily agenda's per-chat setting and delivery record
+    """
+    CREATE TABLE reminders (
+        event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
+        minutes_before INTEGER NOT NULL CHECK (minutes_before >= 0),
+        PRIMARY KEY (event_id, minutes_before)
+    );
+    CREATE TABLE sent_reminders (
+        event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
+        minutes_before INTEGER NOT NULL,
+        due_utc TEXT NOT NULL,
+        sent_at TEXT NOT NULL,
+        outcome TEXT NOT NULL DEFAULT 'sent',
+        PRIMARY KEY (event_id, minutes_before, due_utc)
+    );
+    CREATE TABLE snoozes (
+        id INTEGER PRIMARY KEY,
+        event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
+        due_utc TEXT NOT NULL,
+        sent_at TEXT
+    );
+    CREATE TABLE agenda_settings (
+        target TEXT PRIMARY KEY,
+        enabled INTEGER NOT NULL,
+        at_time TEXT
+    );
+    CREATE TABLE agenda_sent (
+        target TEXT NOT NULL,
+        day TEXT NOT NULL,
+        sent_at TEXT NOT NULL,
+        PRIMARY KEY (target, day)
+    );
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -82,6 +116,7 @@ class Event:
     attendees: tuple[str, ...] = ()
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    remind_minutes_before: tuple[int, ...] = ()  # ascending
 
 
 @dataclass(frozen=True)
@@ -270,6 +305,7 @@ class CalendarStore:
         location: str | None = None,
         notes: str | None = None,
         attendees: Iterable[str] = (),
+        remind_minutes_before: Iterable[int] = (),
     ) -> Event:
         start_text, end_text = to_utc_text(start), to_utc_text(end)
         if end_text <= start_text:
@@ -285,6 +321,7 @@ class CalendarStore:
             )
             event_id = int(cur.lastrowid or 0)
             self._set_attendees(event_id, attendees)
+            self._set_reminders(event_id, remind_minutes_before)
             event = self.get_event(event_id)
         assert event is not None
         return event
@@ -304,8 +341,12 @@ class CalendarStore:
         location: Any = UNSET,
         notes: Any = UNSET,
         attendees: Any = UNSET,
+        remind_minutes_before: Any = UNSET,
     ) -> Event | None:
-        """Change the given fields (``UNSET`` leaves one alone); None if there is no such event."""
+        """Change the given fields (``UNSET`` leaves one alone); None if there is no such event.
+
+        Sent reminders are recorded by due time, so moving an event re-arms its reminders.
+        """
         with self.transaction():
             current = self.get_event(event_id)
             if current is None:
@@ -331,6 +372,9 @@ class CalendarStore:
             if attendees is not UNSET:
                 self._conn.execute("DELETE FROM event_attendees WHERE event_id = ?", (event_id,))
                 self._set_attendees(event_id, attendees or ())
+            if remind_minutes_before is not UNSET:
+                self._conn.execute("DELETE FROM reminders WHERE event_id = ?", (event_id,))
+                self._set_reminders(event_id, remind_minutes_before or ())
             return self.get_event(event_id)
 
     def delete_event(self, event_id: int) -> bool:
@@ -385,7 +429,98 @@ class CalendarStore:
         busy.sort(key=lambda b: (b["person"], b["start"], b["end"], b["label"] or ""))
         return {"events": events, "people": people, "busy": busy}
 
+    # -- reminders and the agenda ------------------------------------------------------------
+
+    def reminder_rows(self, start_after: datetime) -> list[tuple[int, int, datetime]]:
+        """(event id, minutes before, event start UTC) of events starting after ``start_after``."""
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT r.event_id, r.minutes_before, e.start_utc FROM reminders r JOIN events e ON e.id = r.event_id
+                   WHERE e.start_utc > ? ORDER BY e.start_utc, r.event_id, r.minutes_before""",
+                (to_utc_text(start_after),),
+            ).fetchall()
+        return [(int(r[0]), int(r[1]), from_utc_text(r[2])) for r in rows]
+
+    def settled_reminders(self, due_after: datetime) -> set[tuple[int, int, str]]:
+        """(event id, minutes, due UTC text) already sent or skipped, due after ``due_after``."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT event_id, minutes_before, due_utc FROM sent_reminders WHERE due_utc > ?",
+                (to_utc_text(due_after),),
+            ).fetchall()
+        return {(int(r[0]), int(r[1]), str(r[2])) for r in rows}
+
+    def settle_reminder(self, event_id: int, minutes_before: int, due: datetime, at: datetime, outcome: str) -> bool:
+        """Record a reminder as sent or skipped; False if it was already recorded (or the event is gone)."""
+        with self.transaction():
+            if self.get_event(event_id) is None:
+                return False
+            cur = self._conn.execute(
+                """INSERT OR IGNORE INTO sent_reminders (event_id, minutes_before, due_utc, sent_at, outcome)
+                   VALUES (?, ?, ?, ?, ?)""",
+                (event_id, minutes_before, to_utc_text(due), to_utc_text(at), outcome),
+            )
+        return cur.rowcount == 1
+
+    def add_snooze(self, event_id: int, due: datetime) -> bool:
+        with self.transaction():
+            if self.get_event(event_id) is None:
+                return False
+            self._conn.execute("INSERT INTO snoozes (event_id, due_utc) VALUES (?, ?)", (event_id, to_utc_text(due)))
+        return True
+
+    def open_snoozes(self) -> list[tuple[int, int, datetime]]:
+        """(snooze id, event id, due) of snoozes not yet sent, earliest first."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, event_id, due_utc FROM snoozes WHERE sent_at IS NULL ORDER BY due_utc, id"
+            ).fetchall()
+        return [(int(r[0]), int(r[1]), from_utc_text(r[2])) for r in rows]
+
+    def settle_snooze(self, snooze_id: int, at: datetime) -> bool:
+        with self.transaction():
+            cur = self._conn.execute(
+                "UPDATE snoozes SET sent_at = ? WHERE id = ? AND sent_at IS NULL", (to_utc_text(at), snooze_id)
+            )
+        return cur.rowcount == 1
+
+    def agenda_setting(self, target: str) -> tuple[bool, str | None] | None:
+        """(enabled, HH:MM or None for the default time), or None if never set."""
+        with self._lock:
+            row = self._conn.execute("SELECT enabled, at_time FROM agenda_settings WHERE target = ?", (target,)).fetchone()
+        return (bool(row[0]), row[1]) if row else None
+
+    def set_agenda_setting(self, target: str, enabled: bool, at_time: str | None) -> None:
+        with self.transaction():
+            self._conn.execute(
+                """INSERT INTO agenda_settings (target, enabled, at_time) VALUES (?, ?, ?)
+                   ON CONFLICT(target) DO UPDATE SET enabled = excluded.enabled, at_time = excluded.at_time""",
+                (target, int(enabled), at_time),
+            )
+
+    def record_agenda(self, target: str, day: str, at: datetime) -> bool:
+        """Mark the agenda of ``day`` as delivered to ``target``; False if it already was."""
+        with self.transaction():
+            cur = self._conn.execute(
+                "INSERT OR IGNORE INTO agenda_sent (target, day, sent_at) VALUES (?, ?, ?)",
+                (target, day, to_utc_text(at)),
+            )
+        return cur.rowcount == 1
+
+    def agenda_recorded(self, target: str, day: str) -> bool:
+        with self._lock:
+            row = self._conn.execute("SELECT 1 FROM agenda_sent WHERE target = ? AND day = ?", (target, day)).fetchone()
+        return row is not None
+
     # -- internals ---------------------------------------------------------------------------
+
+    def _set_reminders(self, event_id: int, minutes: Iterable[int]) -> None:
+        for value in minutes:
+            if int(value) < 0:
+                raise ValueError("a reminder cannot be after the event starts")
+            self._conn.execute(
+                "INSERT OR IGNORE INTO reminders (event_id, minutes_before) VALUES (?, ?)", (event_id, int(value))
+            )
 
     def _set_attendees(self, event_id: int, names: Iterable[str]) -> None:
         for name in names:
@@ -401,6 +536,9 @@ class CalendarStore:
                WHERE a.event_id = ? ORDER BY p.name""",
             (row["id"],),
         ).fetchall()
+        reminders = self._conn.execute(
+            "SELECT minutes_before FROM reminders WHERE event_id = ? ORDER BY minutes_before", (row["id"],)
+        ).fetchall()
         return Event(
             id=int(row["id"]),
             title=str(row["title"]),
@@ -412,6 +550,7 @@ class CalendarStore:
             attendees=tuple(str(n[0]) for n in names),
             created_at=from_utc_text(row["created_at"]),
             updated_at=from_utc_text(row["updated_at"]),
+            remind_minutes_before=tuple(int(r[0]) for r in reminders),
         )
 
 

@@ -7,7 +7,7 @@ Every call runs in exactly one store transaction; a failure changes nothing.
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 from zoneinfo import ZoneInfo
 
 from tools.calendar.arguments import (
@@ -45,6 +45,7 @@ DOMAIN_PROMPT = (
     "사용자는 한국어로 말할 수 있습니다: 한국어로 답하고, 정보가 부족하면 추측하지 말고 물어보세요."
 )
 
+DEFAULT_REMINDERS: tuple[int, ...] = (10,)  # minutes before; Settings.remind_minutes overrides
 MAX_LISTED = 50  # results beyond this are cut (with "truncated": true) to keep the context small
 
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -87,13 +88,26 @@ def span_words(start: datetime, end: datetime, zone: ZoneInfo) -> str:
     return f"{_WEEKDAYS[start.weekday()]} {start.date().isoformat()} {_hhmm(start)}-{tail}"
 
 
+def _with_reminders(view: dict[str, Any], event: Event, asked: list[int] | None) -> dict[str, Any]:
+    """When the call set reminders, the result confirms them (otherwise results stay as before)."""
+    if asked is not None:
+        view["remind_minutes_before"] = list(event.remind_minutes_before)
+    return view
+
+
 class CalendarTools:
     """The tool functions, sharing one store, its zone and a clock."""
 
-    def __init__(self, store: CalendarStore, now: Callable[[], datetime] | None = None) -> None:
+    def __init__(
+        self,
+        store: CalendarStore,
+        now: Callable[[], datetime] | None = None,
+        default_reminders: Sequence[int] = DEFAULT_REMINDERS,
+    ) -> None:
         self.store = store
         self.zone = store.zone
         self.now = now or (lambda: datetime.now(self.zone))
+        self.default_reminders = tuple(default_reminders)
 
     def _local(self, day: date, hhmm: str) -> datetime:
         return datetime.combine(day, parse_time(hhmm), tzinfo=self.zone)
@@ -150,8 +164,13 @@ class CalendarTools:
                 location=args.location or None,
                 notes=args.notes or None,
                 attendees=args.attendees or (),
+                remind_minutes_before=(
+                    self.default_reminders if args.remind_minutes_before is None else args.remind_minutes_before
+                ),
             )
-        return ToolResult.success(event_view(event, self.zone), message=f"Created {event_words(event, self.zone)}.")
+        return ToolResult.success(
+            _with_reminders(event_view(event, self.zone), event, args.remind_minutes_before), message=f"Created {event_words(event, self.zone)}."
+        )
 
     def _new_times(self, args: UpdateEventArgs, event: Event) -> Interval | ToolResult:
         """Where the event would move to; the old length is kept unless a new one is given."""
@@ -196,9 +215,15 @@ class CalendarTools:
                 location=(args.location or None) if args.location is not None else UNSET,
                 notes=(args.notes or None) if args.notes is not None else UNSET,
                 attendees=args.attendees if args.attendees is not None else UNSET,
+                remind_minutes_before=(
+                    args.remind_minutes_before if args.remind_minutes_before is not None else UNSET
+                ),
             )
         assert updated is not None
-        return ToolResult.success(event_view(updated, self.zone), message=f"Updated {event_words(updated, self.zone)}.")
+        return ToolResult.success(
+            _with_reminders(event_view(updated, self.zone), updated, args.remind_minutes_before),
+            message=f"Updated {event_words(updated, self.zone)}.",
+        )
 
     def delete_event(self, args: DeleteEventArgs) -> ToolResult:
         with self.store.transaction():
@@ -278,6 +303,9 @@ class CalendarTools:
             changes.append(f"notes → '{args.notes}'" if args.notes else "remove notes")
         if args.attendees is not None:
             changes.append(f"attendees → {', '.join(args.attendees) or 'none'}")
+        if args.remind_minutes_before is not None:
+            minutes = ", ".join(f"{m} min" for m in args.remind_minutes_before) or "none"
+            changes.append(f"reminders → {minutes} before")
         return f"Change {event_words(event, self.zone)}: {'; '.join(changes) or 'no visible change'}"
 
     def describe_delete(self, args: DeleteEventArgs) -> str:
@@ -288,9 +316,14 @@ class CalendarTools:
         return f"Delete {event_words(event, self.zone)}{with_whom}"
 
 
-def build_registry(store: CalendarStore, now: Callable[[], datetime] | None = None) -> Registry:
-    """The calendar tools bound to ``store``; ``now`` is the clock (tests and evals freeze it)."""
-    t = CalendarTools(store, now)
+def build_registry(
+    store: CalendarStore,
+    now: Callable[[], datetime] | None = None,
+    default_reminders: Sequence[int] = DEFAULT_REMINDERS,
+) -> Registry:
+    """The calendar tools bound to ``store``; ``now`` is the clock (tests and evals freeze it);
+    ``default_reminders`` are the minutes-before a new event gets when the call names none."""
+    t = CalendarTools(store, now, default_reminders)
     return Registry.of(
         [
             Tool(
