@@ -75,6 +75,29 @@ def hermes_tool_block(tools: Iterable[dict[str, Any]]) -> str:
     )
 
 
+def as_hermes_chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Plain role/content messages for a template that does not render tools (SmolLM2's ChatML).
+
+    The Hermes tool block goes into the system message and tool results become user turns in
+    ``<tool_response>`` tags. The runtime renders exactly this, and exports for such a model
+    carry exactly this, so training and inference see the same tokens.
+    """
+    out: list[dict[str, Any]] = []
+    for m in messages:
+        role, content = str(m.get("role")), m.get("content") or ""
+        if role == "tool":
+            out.append({"role": "user", "content": f"<tool_response>\n{content}\n</tool_response>"})
+        else:
+            out.append({"role": role, "content": content})
+    if tools:
+        block = hermes_tool_block(tools)
+        if out and out[0]["role"] == "system":
+            out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{block}"}
+        else:
+            out.insert(0, {"role": "system", "content": block})
+    return out
+
+
 class PromptRenderer:
     """Renders OpenAI-style messages + tools into prompt text with one chat template."""
 
@@ -141,26 +164,18 @@ class PromptRenderer:
         """Messages as the template should see them.
 
         Assistant turns keep only their raw ``content`` (calls are already in it as text). For
-        templates without tool support, the tool block goes into the system message and tool
-        results become user turns in ``<tool_response>`` tags.
+        templates without tool support, see ``as_hermes_chat``.
         """
+        if not self.native_tools:
+            return as_hermes_chat(messages, tools)
         out: list[dict[str, Any]] = []
         for m in messages:
-            role = m.get("role")
             content = m.get("content") or ""
-            if role == "assistant":
+            if m.get("role") == "assistant":
                 out.append({"role": "assistant", "content": content})
-            elif role == "tool" and not self.native_tools:
-                out.append({"role": "user", "content": f"<tool_response>\n{content}\n</tool_response>"})
             else:
                 out.append({k: v for k, v in m.items() if k in ("role", "content", "name", "tool_call_id")}
                            | {"content": content})
-        if tools and not self.native_tools:
-            block = hermes_tool_block(tools)
-            if out and out[0]["role"] == "system":
-                out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{block}"}
-            else:
-                out.insert(0, {"role": "system", "content": block})
         return out
 
     def _after(self, msgs: list[dict[str, Any]], index: int, tools: list[dict[str, Any]] | None,

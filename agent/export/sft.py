@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 from agent.export.episodes import Episode
 from agent.parsing import format_tool_call, parse_reply
-from agent.prompt import hermes_tool_block
+from agent.prompt import as_hermes_chat
 
 FORMATS = ("exact", "structured")
 
@@ -87,21 +87,7 @@ def to_structured(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
 
 def to_exact(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages a tool-less template must see to render exactly the runtime's prompt."""
-    out: list[dict[str, Any]] = []
-    for m in messages:
-        role = m.get("role")
-        content = m.get("content") or ""
-        if role == "tool":
-            out.append({"role": "user", "content": f"<tool_response>\n{content}\n</tool_response>"})
-        else:
-            out.append({"role": str(role), "content": content})
-    if tools:
-        block = hermes_tool_block(tools)
-        if out and out[0]["role"] == "system":
-            out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{block}"}
-        else:
-            out.insert(0, {"role": "system", "content": block})
-    return out
+    return as_hermes_chat(messages, tools)
 
 
 @dataclass
