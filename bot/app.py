@@ -37,6 +37,8 @@ from bot.access import Access
 from bot.approvals import NOT_YOURS, ApprovalDesk
 from bot.config import BotConfig
 from bot.inbox import Inbox
+from bot.reminders import PREFIX as REMINDER_PREFIX
+from bot.reminders import REAL_TICK_S, Clock, ReminderDesk, ReminderLoop, chat_target, system_clock
 from bot.sending import is_permanent, send_text, with_retry
 from bot.worker import Job, TurnRunner
 
@@ -53,6 +55,10 @@ HELP = (
     "/cancel – stop what I'm doing\n"
     "/help – this text\n\n"
     "Before I delete or change anything I ask with Approve / Deny buttons."
+)
+REMINDER_HELP = (
+    "\n\nReminders come before your events (say e.g. \u201c30분 전에 알려줘\u201d); "
+    "/reminders lists the next ones.\n/agenda on|off|HH:MM – the daily agenda in this chat"
 )
 INTERRUPTED = (
     "I was restarted while working on your message \u201c{text}\u201d, so I did not finish it. "
@@ -79,6 +85,7 @@ class BotServices:
     runtime: Runtime
     desk: ApprovalDesk
     runner: TurnRunner
+    reminders: ReminderLoop | None = None  # when the domain has a Notifier
 
 
 def _services(context: ContextTypes.DEFAULT_TYPE) -> BotServices:
@@ -109,7 +116,7 @@ async def reply_now(update: Update, context: ContextTypes.DEFAULT_TYPE, text: st
 
 
 async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    await reply_now(update, context, HELP)
+    await reply_now(update, context, HELP + (REMINDER_HELP if _services(context).reminders else ""))
 
 
 async def on_cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -131,6 +138,26 @@ async def on_domain_command(update: Update, context: ContextTypes.DEFAULT_TYPE) 
     await services.runner.submit(Job(update.effective_chat.id, update.update_id, "command", argument, name))
 
 
+async def on_agenda(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    """/agenda on|off|HH:MM: this private chat's daily agenda (stored, so it survives restarts)."""
+    services = _services(context)
+    chat = update.effective_chat
+    if services.reminders is None:
+        text = "/agenda is not available here."
+    elif chat.type != "private":
+        text = "The daily agenda goes to private chats: send /agenda to me directly."
+    else:
+        argument = update.message.text.partition(" ")[2]
+        text = services.reminders.notifier.agenda_command(chat_target(chat.id), argument)
+    await reply_now(update, context, text)
+
+
+async def on_reminders(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    reminders = _services(context).reminders
+    text = reminders.notifier.upcoming(reminders.clock()) if reminders else "/reminders is not available here."
+    await reply_now(update, context, text)
+
+
 async def on_unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await reply_now(update, context, "I don't know that command. /help lists what I can do.")
 
@@ -148,7 +175,10 @@ async def on_other_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -
 async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     services = _services(context)
     query = update.callback_query
-    text = await services.desk.answer(query)
+    if services.reminders is not None and (query.data or "").startswith(REMINDER_PREFIX + ":"):
+        text = await services.reminders.answer(query)
+    else:
+        text = await services.desk.answer(query)
     await with_retry(lambda: query.answer(text), "answerCallbackQuery")
     services.inbox.done(update.update_id)
 
@@ -163,9 +193,12 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
     log.error("handler failed for update %s", getattr(update, "update_id", None), exc_info=context.error)
 
 
-def add_handlers(application: Application, domain_commands: list[str]) -> None:
+def add_handlers(application: Application, domain_commands: list[str], reminders: bool = False) -> None:
     application.add_handler(TypeHandler(Update, gate), group=-1)
     application.add_handler(CommandHandler(["start", "help"], on_start))
+    if reminders:
+        application.add_handler(CommandHandler("agenda", on_agenda))
+        application.add_handler(CommandHandler("reminders", on_reminders))
     application.add_handler(CommandHandler("cancel", on_cancel))
     application.add_handler(CommandHandler("new", on_new))
     if domain_commands:
@@ -239,15 +272,31 @@ async def poll(application: Application, inbox: Inbox, stop: asyncio.Event) -> N
             offset = update.update_id + 1
 
 
-async def serve(config: BotConfig, runtime: Runtime, approval_timeout_s: float, inbox: Inbox) -> int:
-    """Run until SIGTERM/SIGINT. The model is already loaded: nothing waits on it here."""
+async def serve(
+    config: BotConfig,
+    runtime: Runtime,
+    approval_timeout_s: float,
+    inbox: Inbox,
+    clock: Clock = system_clock,
+    tick_s: float = REAL_TICK_S,
+) -> int:
+    """Run until SIGTERM/SIGINT. The model is already loaded: nothing waits on it here.
+
+    ``clock`` and ``tick_s`` drive reminders and the agenda (tests pass a file clock).
+    """
     application = build_application(config)
     access = Access(config.allowed_users, config.allowed_chats)
     desk = ApprovalDesk(application.bot, access, approval_timeout_s)
     runner = TurnRunner(application.bot, runtime, desk, inbox)
     services = BotServices(access, inbox, runtime, desk, runner)
+    notifier = runtime.domain.notifier
+    if notifier is not None:
+        services.reminders = ReminderLoop(
+            application.bot, notifier, config.allowed_users, ReminderDesk(access), clock, tick_s
+        )
+        runner.after_job = services.reminders.wake  # a turn may have changed the calendar
     application.bot_data["services"] = services
-    add_handlers(application, sorted(runtime.domain.commands))
+    add_handlers(application, sorted(runtime.domain.commands), reminders=notifier is not None)
 
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -268,6 +317,8 @@ async def serve(config: BotConfig, runtime: Runtime, approval_timeout_s: float, 
         asyncio.create_task(runner.run_forever(), name="turns"),
         asyncio.create_task(poll(application, inbox, stop), name="poll"),
     ]
+    if services.reminders is not None:  # the schedule is the store: a start-up rebuilds it
+        tasks.append(asyncio.create_task(services.reminders.run_forever(), name="reminders"))
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
     status = 0

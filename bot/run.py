@@ -24,6 +24,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--data-dir", help="where sessions, calendar and the update inbox live (env AGENT_DATA_DIR)")
     parser.add_argument("--demo", action="store_true", help="use the small SmolLM2 demo model")
     parser.add_argument("--scripted", type=Path, help=argparse.SUPPRESS)  # tests: replay model outputs
+    # tests: "now" is the ISO instant in this file, re-read on every reminder tick (bot.reminders)
+    parser.add_argument("--clock-file", type=Path, help=argparse.SUPPRESS)
 
 
 def _setup_logging(settings: Settings) -> None:
@@ -62,9 +64,11 @@ def run(args: argparse.Namespace) -> int:
     log.info("model ready (%s); starting the bot", backend.name)
 
     from bot.app import serve
+    from bot.reminders import REAL_TICK_S, TEST_TICK_S, file_clock, system_clock
 
+    clock, tick_s = (file_clock(args.clock_file), TEST_TICK_S) if args.clock_file else (system_clock, REAL_TICK_S)
     try:
-        return asyncio.run(serve(config, runtime, settings.approval_timeout_s, inbox))
+        return asyncio.run(serve(config, runtime, settings.approval_timeout_s, inbox, clock, tick_s))
     finally:
         inbox.close()
         runtime.close()

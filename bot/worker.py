@@ -100,6 +100,7 @@ class TurnRunner:
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
         self._waiting: Counter[int] = Counter()  # queued jobs per chat
         self.running: Job | None = None
+        self.after_job: Callable[[], None] | None = None  # e.g. wake the reminder loop
 
     async def submit(self, job: Job) -> None:
         """Queue a job; tell the chat if it waits behind another chat's work."""
@@ -145,6 +146,8 @@ class TurnRunner:
                         self._done(job)
             finally:
                 self.running = None
+                if self.after_job is not None:
+                    self.after_job()
 
     async def _run(self, job: Job) -> None:
         if job.kind == "turn":
