@@ -253,3 +253,19 @@ def test_repl_shows_due_reminders_once_and_lists_upcoming(tmp_path: Path) -> Non
         assert show_due_reminders(runtime, out, clock) == 1  # type: ignore[arg-type]
         assert show_due_reminders(runtime, out, clock) == 0  # type: ignore[arg-type]
         assert out.getvalue() == "⏰ In 10 min: '치과' at 15:00\n"
+
+
+def test_reminder_settings_from_environment_and_config_file(tmp_path: Path) -> None:
+    from agent.config import load_settings
+
+    env = {"AGENT_DATA_DIR": str(tmp_path), "AGENT_REMIND_MINUTES": "60, 10",
+           "AGENT_AGENDA_TIME": "07:30", "AGENT_REMINDER_GRACE_MINUTES": "15"}
+    settings = load_settings(environ=env)
+    assert (settings.remind_minutes, settings.agenda_time, settings.reminder_grace_minutes) == ((10, 60), "07:30", 15.0)
+    (tmp_path / "config.toml").write_text('remind_minutes = [30]\nagenda_time = "09:00"\n')
+    settings = load_settings(environ={"AGENT_DATA_DIR": str(tmp_path)})
+    assert (settings.remind_minutes, settings.agenda_time, settings.reminder_grace_minutes) == ((30,), "09:00", 30.0)
+    with pytest.raises(ValueError, match="agenda_time"):
+        load_settings(environ={**env, "AGENT_AGENDA_TIME": "8am"})
+    with pytest.raises(ValueError, match="remind_minutes"):
+        load_settings(environ={**env, "AGENT_REMIND_MINUTES": "ten"})
