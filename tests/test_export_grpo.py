@@ -59,7 +59,7 @@ def json_type(hint: Any) -> tuple[str, bool]:
         assert len(inner) == 1, hint
         return json_type(inner[0])[0], True
     if typing.get_origin(hint) is list:
-        assert args and args[0] is str, hint
+        assert args and args[0] in (str, int), hint
         return "array", False
     return JSON_TYPES[hint], False
 

@@ -145,7 +145,8 @@ class CalendarGRPOEnv:
 
     def create_event(self, title: str, date: str, start_time: str, duration_minutes: int | None = None,
                      end_time: str | None = None, attendees: list[str] | None = None, location: str | None = None,
-                     notes: str | None = None, allow_conflict: bool = False) -> str:
+                     notes: str | None = None, remind_minutes_before: list[int] | None = None,
+                     allow_conflict: bool = False) -> str:
         """Add an event. Refuses to overlap another event unless allow_conflict=true.
 
         Args:
@@ -157,6 +158,7 @@ class CalendarGRPOEnv:
             attendees: Names of the people invited.
             location: Where.
             notes: Free-text notes.
+            remind_minutes_before: Minutes before the start to remind the user, e.g. [30]; omit for the default.
             allow_conflict: true only if the user accepts overlapping another event.
 
         Returns:
@@ -164,12 +166,13 @@ class CalendarGRPOEnv:
         """
         return self._call("create_event", title=title, date=date, start_time=start_time,
                           duration_minutes=duration_minutes, end_time=end_time, attendees=attendees,
-                          location=location, notes=notes, allow_conflict=allow_conflict)
+                          location=location, notes=notes, remind_minutes_before=remind_minutes_before,
+                          allow_conflict=allow_conflict)
 
     def update_event(self, event_id: int, title: str | None = None, date: str | None = None,
                      start_time: str | None = None, duration_minutes: int | None = None, end_time: str | None = None,
                      attendees: list[str] | None = None, location: str | None = None, notes: str | None = None,
-                     allow_conflict: bool = False) -> str:
+                     remind_minutes_before: list[int] | None = None, allow_conflict: bool = False) -> str:
         """Change an existing event; give only the fields to change. Needs the user's confirmation.
 
         Args:
@@ -182,6 +185,7 @@ class CalendarGRPOEnv:
             attendees: New list of attendees.
             location: New location ('' clears it).
             notes: New notes ('' clears them).
+            remind_minutes_before: New reminders, minutes before the start, e.g. [30]; [] for none.
             allow_conflict: true only if the user accepts overlapping another event.
 
         Returns:
@@ -189,7 +193,8 @@ class CalendarGRPOEnv:
         """
         return self._call("update_event", event_id=event_id, title=title, date=date, start_time=start_time,
                           duration_minutes=duration_minutes, end_time=end_time, attendees=attendees,
-                          location=location, notes=notes, allow_conflict=allow_conflict)
+                          location=location, notes=notes, remind_minutes_before=remind_minutes_before,
+                          allow_conflict=allow_conflict)
 
     def delete_event(self, event_id: int) -> str:
         """Delete an event by id. Needs the user's confirmation.
