@@ -11,7 +11,6 @@ from agent.config import Settings, load_settings
 NOT_YET = {
     "export": "issue 8 (training-side export)",
     "train": "issue 8 (training-side export)",
-    "bench": "issue 9 (bench)",
 }
 
 
@@ -58,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
         eval_cli.add_parser(sub, parents=[shared])
     except ImportError:
         sub.add_parser("eval", help="score a model on calendar scenarios (not yet available)")
+    bench = sub.add_parser("bench", parents=[shared], help="measure the runtime against llama.cpp itself and a peer (ratios)")
+    from agent import bench as bench_module
+
+    bench_module.add_arguments(bench)
     for name, where in NOT_YET.items():
         sub.add_parser(name, help=f"not yet available: {where}")
     return parser
@@ -78,6 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         from agent.eval import cli as eval_cli
 
         return eval_cli.run(args, settings)
+    if command == "bench":
+        from agent.bench import run as run_bench
+
+        return run_bench(args, settings)
     if command == "doctor":
         from agent.doctor import run_doctor
 

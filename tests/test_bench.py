@@ -1,0 +1,46 @@
+"""``python -m agent bench --quick --json`` runs end to end on SmolLM2 and emits every figure.
+
+No timing assertions: the figures are ratios on a shared machine; only their presence and type
+are checked.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
+
+EXPECTED = {
+    "check_ms", "start_to_first_token_s", "loop_overhead", "loop_overhead_replay", "loop_overhead_vs_backend_timings",
+    "save_state_share", "episode_s", "prefix_reuse", "episode_steps", "rss_overhead_mb", "state_mb", "state_get_s",
+    "state_bytes_slice_s", "state_string_at_s", "interleaved_reuse", "interleaved_reuse_naive", "naive_factor",
+    "grammar_full_mask_49k", "grammar_lazy_49k", "unconstrained_tok_s_49k", "grammar_lazy_151k",
+    "valid_call_rate_runtime", "valid_call_rate_chatml_fc", "seconds_per_episode_ratio",
+}
+
+
+def test_bench_quick_json_has_every_figure(tmp_path: Path, smollm2: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("AGENT_MODEL_PATH", "AGENT_LORA_PATH", "AGENT_CONFIG")}
+    env["AGENT_DATA_DIR"] = str(tmp_path / "data")
+    done = subprocess.run(
+        [sys.executable, "-m", "agent", "bench", "--quick", "--json", "--ctx", "4096"],
+        capture_output=True, text=True, env=env, timeout=1800, cwd=Path(__file__).resolve().parents[1],
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads(done.stdout)
+    figures = report["figures"]
+    assert EXPECTED <= set(figures), EXPECTED - set(figures)
+    for key, value in figures.items():
+        if value is None:  # only a figure the bench could not measure, and it says why
+            assert "skipped" in report["notes"].get(key, ""), key
+        else:
+            assert isinstance(value, (int, float)), (key, value)
+    assert set(report["met"]) == set(report["targets"])
+    assert report["info"]["nproc"] and report["info"]["model"].endswith(".gguf")
+    assert "SmolLM2" in report["info"]["model"]
