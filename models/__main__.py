@@ -40,7 +40,16 @@ def build_parser() -> argparse.ArgumentParser:
     listing = sub.add_parser("list", help="show models present locally (hub cache and local dirs)")
     listing.add_argument("--local-dir", type=Path, action="append", default=[], help="also scan this directory")
 
-    sub.add_parser("convert-lora", help="convert a PEFT LoRA to GGUF: not yet available (issue 8)")
+    convert = sub.add_parser(
+        "convert-lora", help="convert a PEFT LoRA adapter folder to a llama.cpp LoRA GGUF (needs the train extra)",
+        description="Convert a PEFT LoRA (adapter_config.json + adapter_model.safetensors) trained on the base "
+                    "model's weights into a llama.cpp LoRA GGUF that fits --base. Only LoRA pairs on attention "
+                    "and MLP projections convert; adapters touching embeddings or the output head are refused.",
+    )
+    convert.add_argument("peft_dir", type=Path, help="PEFT adapter folder (e.g. the output of python -m agent train sft)")
+    convert.add_argument("--base", required=True, type=Path, help="the base model GGUF the adapter was trained on")
+    convert.add_argument("--out", required=True, type=Path, help="adapter GGUF to write")
+    convert.add_argument("--outtype", choices=("f16", "f32"), default="f16", help="tensor type (default f16)")
     return parser
 
 
@@ -135,6 +144,26 @@ def cmd_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_convert_lora(args: argparse.Namespace) -> int:
+    from models.convert_lora import ConversionError, convert_lora
+
+    try:
+        result = convert_lora(args.peft_dir, args.base, args.out, outtype=args.outtype, progress=True)
+    except ConversionError as exc:
+        print(f"error: {args.peft_dir}: {exc}".replace("\n", " "), file=sys.stderr)
+        return 2
+    except ImportError as exc:
+        print(f"error: convert-lora needs the train extra (pip install -e '.[train]'): {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"{result.path}: {result.tensor_pairs} LoRA pairs ({', '.join(result.targets)}), rank "
+        f"{'/'.join(map(str, result.ranks))}, alpha {result.alpha:g}, {result.architecture}"
+        + (", q/k rows permuted to llama.cpp's rope layout" if result.permuted else "")
+    )
+    print("\n".join(describe(check_adapter(result.path, args.base))))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "verify":
@@ -143,8 +172,7 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_pull(args)
     if args.command == "list":
         return cmd_list(args)
-    print("python -m models convert-lora: not yet available (issue 8).", file=sys.stderr)
-    return 2
+    return cmd_convert_lora(args)
 
 
 if __name__ == "__main__":

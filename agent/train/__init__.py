@@ -1,0 +1,1 @@
+"""Training side (the ``train`` extra): LoRA SFT on exported trajectories. The runtime never imports this."""
