@@ -1,0 +1,231 @@
+"""LoRA SFT on exported trajectories: TRL ``SFTTrainer`` + peft, base weights from the GGUF.
+
+Assistant-only loss without ``{% generation %}`` markers: TRL's ``assistant_only_loss`` needs
+a chat template with generation markers, which neither SmolLM2's ChatML nor Qwen3's template
+in the GGUF has, and a rewritten template could render different tokens from the ones the
+runtime shows the model. So the rows are tokenized here with the model's own template, and
+each assistant turn's span is found by rendering the conversation up to it: the text the
+template adds for message i (after the generation prompt) is what the model wrote. Those
+tokens get ``assistant_masks`` = 1; TRL turns the mask into labels (-100 elsewhere).
+
+Everything heavy (torch, transformers, peft, trl, datasets) is imported inside functions.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+SUMMARY = "train_summary.json"
+
+
+class TrainError(ValueError):
+    """Bad input for training; the message is one line."""
+
+
+@dataclass
+class SftOptions:
+    """Everything ``train sft`` can be told; the defaults suit a small CPU run."""
+
+    base: Path
+    data: Path
+    out: Path
+    rank: int = 16
+    alpha: float = 32.0
+    dropout: float = 0.05
+    targets: tuple[str, ...] = DEFAULT_TARGETS
+    epochs: float = 1.0
+    max_steps: int = -1
+    lr: float = 2e-4
+    batch_size: int = 1
+    grad_accum: int = 1
+    max_length: int = 4096
+    split: str | None = "train"
+    limit: int | None = None
+    save_steps: int = 50
+    seed: int = 0
+    resume: bool = False
+    convert: bool = False
+    progress: bool = True
+    cache: Path | None = None
+
+
+@dataclass
+class SftResult:
+    """What a run produced: the PEFT adapter folder, the GGUF (with --convert) and figures."""
+
+    adapter_dir: Path
+    gguf: Path | None
+    examples: int
+    steps: int
+    approx_tokens_seen: int  # input tokens the steps processed (mean row length x rows seen)
+    seconds: float
+    final_loss: float | None
+    dropped: dict[str, int] = field(default_factory=dict)
+
+
+def read_rows(data: Path, split: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+    """Rows of an SFT export: a folder holding ``sft.jsonl`` or the file itself."""
+    path = data / "sft.jsonl" if data.is_dir() else data
+    if not path.is_file():
+        raise TrainError(f"{data}: no sft.jsonl (pass the folder python -m agent export sft wrote, or the file)")
+    rows: list[dict[str, Any]] = []
+    with path.open(encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+            except ValueError as exc:
+                raise TrainError(f"{path}:{n}: not JSON ({exc})") from exc
+            if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
+                raise TrainError(f"{path}:{n}: a row needs a 'messages' list")
+            if split in (None, "all") or row.get("split") in (None, split):
+                rows.append(row)
+    if not rows:
+        raise TrainError(f"{path}: no rows" + (f" in split {split!r} (use --split all?)" if split not in (None, "all") else ""))
+    return rows[:limit] if limit else rows
+
+
+def _tools(row: dict[str, Any]) -> list[dict[str, Any]] | None:
+    tools = row.get("tools")
+    if isinstance(tools, str):
+        tools = json.loads(tools)
+    return tools or None
+
+
+def assistant_spans(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[tuple[str, list[tuple[int, int]]]]:
+    """Training texts for a conversation, each with the character spans the model wrote.
+
+    At inference, assistant turn i is generated after ``render(messages[:i], generation
+    prompt)``; what ``render(messages[:i + 1])`` adds after that is the turn. When the template
+    renders every such text as a prefix of the whole conversation (ChatML), one text carries
+    all turns. Templates that re-render earlier turns differently (Qwen3 drops the empty think
+    block of earlier turns) get one text per assistant turn, so each turn is trained in the
+    exact context the runtime shows the model.
+    """
+    def render(msgs: list[dict[str, Any]], gen: bool) -> str:
+        return tokenizer.apply_chat_template(msgs, tools=tools, tokenize=False, add_generation_prompt=gen)
+
+    full = render(messages, False)
+    turns: list[tuple[str, tuple[int, int]]] = []
+    for i, m in enumerate(messages):
+        if m.get("role") != "assistant":
+            continue
+        prompt = render(messages[:i], True)
+        upto = render(messages[: i + 1], False)
+        if not upto.startswith(prompt):
+            raise TrainError(f"assistant turn {i}: the chat template's generation prompt is not a prefix of the rendered turn")
+        turns.append((upto, (len(prompt), len(upto))))
+    if all(full.startswith(upto) for upto, _ in turns):
+        return [(full, [span for _, span in turns])] if turns else []
+    return [(upto, [span]) for upto, span in turns]
+
+
+def _bump(counter: dict[str, int], key: str) -> None:
+    counter[key] = counter.get(key, 0) + 1
+
+
+def tokenize_rows(tokenizer: Any, rows: list[dict[str, Any]], max_length: int) -> tuple[list[dict[str, list[int]]], dict[str, int]]:
+    """``input_ids`` + ``assistant_masks`` per training text (truncated to ``max_length``), and what was dropped."""
+    out: list[dict[str, list[int]]] = []
+    dropped: dict[str, int] = {}
+    for row in rows:
+        try:
+            texts = assistant_spans(tokenizer, row["messages"], _tools(row))
+        except TrainError:
+            _bump(dropped, "template renders no generation prompt prefix")
+            continue
+        if not texts:
+            _bump(dropped, "no assistant turn")
+        for text, spans in texts:
+            enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+            mask = [int(end > start and any(s <= start and end <= e for s, e in spans)) for start, end in enc["offset_mapping"]]
+            ids, mask = list(enc["input_ids"])[:max_length], mask[:max_length]
+            if not any(mask):
+                _bump(dropped, "no assistant tokens within --max-length")
+                continue
+            out.append({"input_ids": ids, "assistant_masks": mask})
+    return out, dropped
+
+
+def _last_checkpoint(folder: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
+
+
+def train_sft(opts: SftOptions) -> SftResult:
+    """Train a LoRA on the export at ``opts.data``; write the PEFT adapter to ``opts.out``."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import SFTConfig, SFTTrainer
+
+    from agent.train.base import prepare_base
+
+    rows = read_rows(opts.data, opts.split, opts.limit)
+    base_dir = prepare_base(opts.base, opts.cache)
+    tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    examples, dropped = tokenize_rows(tokenizer, rows, opts.max_length)
+    if not examples:
+        raise TrainError(f"{opts.data}: no usable rows ({dropped})")
+    dataset = Dataset.from_list(examples)
+    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
+    checkpoints = opts.out / "checkpoints"
+    resume_from = _last_checkpoint(checkpoints) if opts.resume else None
+    if opts.resume and resume_from is None:
+        print(f"note: no checkpoint in {checkpoints}: starting from the beginning")
+    config = SFTConfig(
+        output_dir=str(checkpoints),
+        num_train_epochs=opts.epochs,
+        max_steps=opts.max_steps,
+        learning_rate=opts.lr,
+        per_device_train_batch_size=opts.batch_size,
+        gradient_accumulation_steps=opts.grad_accum,
+        max_length=None,  # rows are already truncated to --max-length above
+        save_strategy="steps",
+        save_steps=opts.save_steps,
+        save_total_limit=2,
+        logging_steps=1,
+        report_to="none",
+        seed=opts.seed,
+        disable_tqdm=not opts.progress,
+        use_cpu=not torch.cuda.is_available(),
+        dataloader_num_workers=0,
+    )
+    peft_config = LoraConfig(
+        r=opts.rank, lora_alpha=opts.alpha, lora_dropout=opts.dropout, target_modules=list(opts.targets),
+        task_type="CAUSAL_LM", bias="none",
+    )
+    trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config)
+    started = time.monotonic()
+    output = trainer.train(resume_from_checkpoint=resume_from)
+    seconds = time.monotonic() - started
+    opts.out.mkdir(parents=True, exist_ok=True)
+    trainer.model.save_pretrained(str(opts.out))
+    tokenizer.save_pretrained(str(opts.out))
+    losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    steps = int(output.global_step)
+    seen = steps * opts.batch_size * opts.grad_accum
+    tokens_seen = int(sum(len(e["input_ids"]) for e in examples) * seen / len(examples))
+    gguf_path = None
+    if opts.convert:
+        from models.convert_lora import convert_lora
+
+        gguf_path = convert_lora(opts.out, opts.base, opts.out / "adapter.gguf", progress=opts.progress).path
+    result = SftResult(
+        adapter_dir=opts.out, gguf=gguf_path, examples=len(examples), steps=steps, approx_tokens_seen=tokens_seen,
+        seconds=round(seconds, 1), final_loss=losses[-1] if losses else None, dropped=dropped,
+    )
+    summary = {**asdict(result), "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(opts).items()},
+               "examples_seen": seen, "losses": losses}
+    (opts.out / SUMMARY).write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+    return result

@@ -1,0 +1,181 @@
+"""train sft: assistant-only masks, CLI refusals, and the whole path on SmolLM2.
+
+The end-to-end test runs what the README documents, small: oracle episodes on the train split
+-> export sft -> one LoRA step from the GGUF base -> convert -> the adapter passes the checks,
+moves llama.cpp's logits, and an eval on the test split runs with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from llama_cpp import Llama
+
+from agent.__main__ import model_flags, settings_from
+from agent.train import cli as train_cli
+from agent.train.base import prepare_base
+from agent.train.sft import assistant_spans, read_rows, tokenize_rows
+from models.check import check_adapter
+from tests import model_fixtures as mf
+from tests.model_fixtures import QWEN3_CHAT_TEMPLATE
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+PY = sys.executable
+
+
+def _cli(module: Any, argv: list[str]) -> int:
+    """Run ``python -m agent <export|train> ...`` in-process through the module's own parser."""
+    parser = argparse.ArgumentParser(prog="python -m agent")
+    module.add_parser(parser.add_subparsers(dest="command"), [model_flags()])
+    args = parser.parse_args(argv)
+    return module.run(args, settings_from(args))
+
+
+@pytest.fixture(scope="module")
+def smol_base(smollm2: Path) -> Path:
+    """SmolLM2 as a plain transformers folder, converted once per builder version."""
+    return prepare_base(smollm2, mf.cache_root() / "train-bases")
+
+
+@pytest.fixture(scope="module")
+def export_dir(tmp_path_factory: pytest.TempPathFactory, smollm2: Path) -> Path:
+    """Verified oracle episodes of the train split, exported for SmolLM2's tool-less template."""
+    from agent.export import cli as export_cli
+
+    root = tmp_path_factory.mktemp("export")
+    run = subprocess.run([PY, "-m", "agent", "eval", "--policy", "oracle", "--split", "train", "--limit", "7",
+                          "--out", str(root / "oracle"), "--no-progress"], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert _cli(export_cli, ["export", "sft", "--from", str(root / "oracle"), "--out", str(root / "sft"),
+                             "--success-only", "--model", str(smollm2)]) == 0
+    return root / "sft"
+
+
+@pytest.fixture(scope="module")
+def tokenizer(smol_base: Path) -> Any:
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(smol_base))
+
+
+def _assistant_text(tokenizer: Any, example: dict[str, list[int]]) -> str:
+    return tokenizer.decode([t for t, m in zip(example["input_ids"], example["assistant_masks"]) if m])
+
+
+def test_masks_cover_exactly_what_the_model_wrote(tokenizer: Any, export_dir: Path) -> None:
+    rows = read_rows(export_dir)
+    assert len(rows) == 7
+    examples, dropped = tokenize_rows(tokenizer, rows, 100_000)
+    assert not dropped and len(examples) == len(rows)  # ChatML: one text per conversation
+    for row, example in zip(rows, examples):
+        wrote = "".join(m["content"] + "<|im_end|>\n" for m in row["messages"] if m["role"] == "assistant")
+        assert _assistant_text(tokenizer, example) == wrote
+        first = example["assistant_masks"].index(1)
+        assert tokenizer.decode(example["input_ids"][:first]).endswith("<|im_start|>assistant\n")
+        assert len(example["input_ids"]) == len(example["assistant_masks"])
+
+
+def test_truncation_keeps_the_start_and_drops_rows_without_assistant_tokens(tokenizer: Any, export_dir: Path) -> None:
+    rows = read_rows(export_dir)
+    full, _ = tokenize_rows(tokenizer, rows, 100_000)
+    first = min(e["assistant_masks"].index(1) for e in full)
+    cut, dropped = tokenize_rows(tokenizer, rows, first + 5)
+    assert all(len(e["input_ids"]) == first + 5 for e in cut)
+    assert dropped.get("no assistant tokens within --max-length", 0) == len(rows) - len(cut)
+    _, none_left = tokenize_rows(tokenizer, rows, first)
+    assert none_left == {"no assistant tokens within --max-length": len(rows)}
+
+
+def test_qwen3_style_template_trains_each_turn_in_its_own_context(tokenizer: Any) -> None:
+    """Qwen3's template re-renders earlier turns without the think block: one text per turn."""
+    tokenizer = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)
+    tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
+    call = {"id": "c0", "type": "function", "function": {"name": "search_events", "arguments": {"date": "2027-01-08"}}}
+    messages = [
+        {"role": "system", "content": "You manage a calendar."},
+        {"role": "user", "content": "What is on tomorrow?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "content": "[]", "tool_call_id": "c0", "name": "search_events"},
+        {"role": "assistant", "content": "Nothing is planned."},
+    ]
+    texts = assistant_spans(tokenizer, messages, [{"type": "function", "function": {"name": "search_events"}}])
+    assert len(texts) == 2
+    (first, [(s1, e1)]), (second, [(s2, e2)]) = texts
+    assert first[s1:e1] == '<think>\n\n</think>\n\n<tool_call>\n{"name": "search_events", "arguments": {"date": "2027-01-08"}}\n</tool_call><|im_end|>\n'
+    assert second[s2:e2] == "<think>\n\n</think>\n\nNothing is planned.<|im_end|>\n"
+    assert "<think>" not in second[:s2]  # the earlier turn as the runtime re-renders it
+
+
+@pytest.mark.parametrize(
+    ("argv", "reason"),
+    [
+        (["--data", "{tmp}/missing"], "no sft.jsonl"),
+        (["--data", "{export}", "--split", "dev"], "no rows in split 'dev'"),
+        (["--data", "{export}", "--targets", "q_proj,lm_head"], "embeddings/output head"),
+        (["--data", "{export}", "--base", "{tmp}/nope.gguf"], "no such file"),
+    ],
+)
+def test_cli_refuses_with_one_line(argv: list[str], reason: str, export_dir: Path, smollm2: Path, tmp_path: Path,
+                                   capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [a.format(tmp=tmp_path, export=export_dir) for a in argv]
+    base = [] if "--base" in argv else ["--base", str(smollm2)]
+    assert _cli(train_cli, ["train", "sft", *base, "--out", str(tmp_path / "out"), *argv]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and reason in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def _logits(model: Path, lora: Path | None, tokens: list[int]) -> np.ndarray:
+    llm = Llama(model_path=str(model), n_ctx=4096, n_threads=2, verbose=False, lora_path=str(lora) if lora else None)
+    try:
+        llm.eval(tokens)
+        return np.array(llm.scores[len(tokens) - 1], dtype=np.float32)
+    finally:
+        llm.close()
+
+
+@pytest.mark.slow
+def test_end_to_end_train_convert_load_and_eval(smollm2: Path, smol_base: Path, export_dir: Path, tokenizer: Any,
+                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ILJEONG_TRAIN_CACHE", str(smol_base.parent))
+    out = tmp_path / "lora"
+    argv = ["train", "sft", "--base", str(smollm2), "--data", str(export_dir), "--out", str(out), "--limit", "1",
+            "--max-steps", "1", "--lr", "5e-3", "--rank", "4", "--alpha", "8", "--save-steps", "1", "--convert", "--no-progress"]
+    assert _cli(train_cli, argv) == 0
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["steps"] == 1 and np.isfinite(summary["final_loss"])
+    assert (out / "checkpoints" / "checkpoint-1").is_dir()
+    config = json.loads((out / "adapter_config.json").read_text())
+    assert config["r"] == 4 and set(config["target_modules"]) == set(train_cli.DEFAULT_TARGETS.split(","))
+
+    gguf = out / "adapter.gguf"
+    check = check_adapter(gguf, smollm2)
+    assert check.ok, check.reason
+    assert check.info["tensor_pairs"] == 30 * 7 and check.info["rank"] == 4
+
+    # The trained adapter moves llama.cpp's next-token logits on a training prompt.
+    row = read_rows(export_dir, limit=1)[0]
+    prompt = tokenizer.apply_chat_template(row["messages"][:2], tokenize=False, add_generation_prompt=True)
+    tokens = tokenizer(prompt, add_special_tokens=False).input_ids
+    base, adapted = _logits(smollm2, None, tokens), _logits(smollm2, gguf, tokens)
+    assert np.abs(adapted - base).max() > 0.05
+
+    # Resuming at the last checkpoint picks it up and trains no further step.
+    assert _cli(train_cli, [*argv, "--resume"]) == 0
+    assert json.loads((out / "train_summary.json").read_text())["steps"] == 1
+
+    # The converted adapter runs through the same eval path as any other.
+    run = subprocess.run([PY, "-m", "agent", "eval", "--model", str(smollm2), "--adapter", str(gguf), "--split", "test",
+                          "--limit", "1", "--out", str(tmp_path / "eval"), "--no-progress"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert len(list((tmp_path / "eval" / "episodes").glob("*.json"))) == 1
+    assert json.loads((tmp_path / "eval" / "run.json").read_text())["adapter_sha256"]
