@@ -640,6 +640,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="fewer repeats and shorter outputs (about a minute)")
 
 
+def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """Same shape as the other subcommand modules (``add_parser`` + ``run``)."""
+    parser = subparsers.add_parser("bench", parents=parents,
+                                   help="measure the runtime against llama.cpp itself and a peer (ratios)")
+    add_arguments(parser)
+    return parser
+
+
 def default_model(settings: Any) -> str:
     """The configured model, else the SmolLM2 test model (installed on demand)."""
     if settings.model_path:
