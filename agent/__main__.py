@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from typing import Any
 
 from agent.config import Settings, load_settings
 
-NOT_YET = {
-    "export": "issue 8 (training-side export)",
-    "train": "issue 8 (training-side export)",
+# Subcommands that live in their own module, each with add_parser(subparsers, parents) and
+# run(args, settings) -> exit status. Their modules import heavy libraries only when run.
+SUBCOMMANDS = {
+    "eval": "agent.eval.cli",
+    "export": "agent.export.cli",
+    "train": "agent.train.cli",
+    "bench": "agent.bench",
 }
 
 
@@ -51,40 +56,21 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--yes", action="store_true", help="approve destructive actions without asking")
     doctor = sub.add_parser("doctor", parents=[shared], help="show the configuration, check the model, run one generation")
     doctor.add_argument("--no-generate", action="store_true", help="skip the smoke generation")
-    try:
-        from agent.eval import cli as eval_cli
-
-        eval_cli.add_parser(sub, parents=[shared])
-    except ImportError:
-        sub.add_parser("eval", help="score a model on calendar scenarios (not yet available)")
-    bench = sub.add_parser("bench", parents=[shared], help="measure the runtime against llama.cpp itself and a peer (ratios)")
-    from agent import bench as bench_module
-
-    bench_module.add_arguments(bench)
-    for name, where in NOT_YET.items():
-        sub.add_parser(name, help=f"not yet available: {where}")
+    for module in SUBCOMMANDS.values():
+        importlib.import_module(module).add_parser(sub, parents=[shared])
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = args.command or "chat"
-    if command in NOT_YET:
-        print(f"python -m agent {command}: not yet available ({NOT_YET[command]}).", file=sys.stderr)
-        return 2
     try:
         settings = settings_from(args)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if command == "eval":
-        from agent.eval import cli as eval_cli
-
-        return eval_cli.run(args, settings)
-    if command == "bench":
-        from agent.bench import run as run_bench
-
-        return run_bench(args, settings)
+    if command in SUBCOMMANDS:
+        return int(importlib.import_module(SUBCOMMANDS[command]).run(args, settings))
     if command == "doctor":
         from agent.doctor import run_doctor
 
