@@ -87,3 +87,18 @@ def test_piped_repl_denies_destructive_calls_unless_yes(tmp_path):
         runtime.close()
         assert still_there is survives, out.getvalue()
         assert ("denied" in out.getvalue()) is survives
+
+
+def test_the_runtime_never_imports_the_train_extra():
+    """The runtime must work on a machine without torch: no runtime module may import it."""
+    code = (
+        "import sys, agent.__main__, agent.app, agent.loop, agent.repl, agent.backends.llama, "
+        "agent.backends.openai, agent.eval.cli, agent.export.cli, agent.train.cli, agent.bench, "
+        "bot.app, bot.run, models.check, models.__main__, tools.calendar.domain\n"
+        "agent.__main__.build_parser()\n"
+        "heavy = sorted(m for m in ('torch', 'transformers', 'peft', 'trl', 'datasets') if m in sys.modules)\n"
+        "print(','.join(heavy))"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""
