@@ -108,7 +108,10 @@ class LlamaBackend:
             self._llm.metadata, self._llm._model.token_get_text, enable_thinking=enable_thinking
         )
         self._lock = threading.Lock()
+        # Saved KV caches of conversations that are not live. A state is saved only when another
+        # session takes the context over, not after every step (a state is tens of MB).
         self._states: OrderedDict[str, _SessionState] = OrderedDict()
+        self._live_session: str | None = None  # whose tokens are in the context now
         self._identity: dict[str, Any] | None = None
         self.grammar_fallbacks = 0  # constrained tokens that needed the full-vocabulary mask
 
@@ -154,6 +157,7 @@ class LlamaBackend:
                 result = self._complete_locked(prompt, tools, session_id, max_tokens, assistant_prefix)
             except Exception as exc:  # a llama.cpp failure is a step error; start clean next time
                 self._llm.reset()
+                self._live_session = None
                 return Completion(text="", finish_reason="error", error=f"llama.cpp: {type(exc).__name__}: {exc}")
         result.seconds = time.perf_counter() - started
         return result
@@ -178,6 +182,8 @@ class LlamaBackend:
     def forget_session(self, session_id: str) -> None:
         with self._lock:
             self._states.pop(session_id, None)
+            if self._live_session == session_id:
+                self._live_session = None
 
     # -- internals ------------------------------------------------------------------------
 
@@ -190,6 +196,12 @@ class LlamaBackend:
             return Completion(text="", finish_reason="context_limit", prompt_tokens=len(canonical),
                               error=f"context_limit: prompt is {len(canonical)} tokens, context is {self.n_ctx}")
 
+        if self._live_session is not None and self._live_session != session_id:
+            # Another conversation's KV cache is live: keep it before this one overwrites it.
+            t = time.perf_counter()
+            self._save_state(self._live_session)
+            timings["save_state_s"] = time.perf_counter() - t
+        self._live_session = session_id
         live = llm.input_ids[: llm.n_tokens].tolist()
         tokens = self._align(live, canonical, prompt)
         reuse = _common_prefix(live, tokens)
@@ -218,10 +230,6 @@ class LlamaBackend:
         timings["generate_s"] = time.perf_counter() - t
         timings["constrained_tokens"] = float(n_constrained)
 
-        if session_id:
-            t = time.perf_counter()
-            self._save_state(session_id)
-            timings["save_state_s"] = time.perf_counter() - t
         return Completion(
             text=assistant_prefix + text, finish_reason=finish, prompt_tokens=len(tokens),
             evaluated_tokens=len(tokens) - reuse, reused_tokens=reuse, generated_tokens=n_generated,
@@ -357,7 +365,8 @@ class LlamaBackend:
         buf = (ctypes.c_uint8 * size)()
         written = llama_cpp.llama_state_seq_get_data(ctx, buf, size, 0)
         self._states[session_id] = _SessionState(
-            tokens=self._llm.input_ids[: self._llm.n_tokens].tolist(), data=bytes(buf[:written])
+            tokens=self._llm.input_ids[: self._llm.n_tokens].tolist(),
+            data=ctypes.string_at(buf, written),  # bytes(buf[:n]) builds a list of n ints first: 2 s for 74 MB
         )
         self._states.move_to_end(session_id)
         while len(self._states) > self.max_saved_sessions:
