@@ -77,12 +77,10 @@ def prepare_base(gguf_path: str | os.PathLike[str], cache: Path | None = None) -
     if (target / MARKER).is_file():
         return target
     model, tokenizer = load_gguf_model(gguf_path)
-    model.config.quantization_config = None
-    if hasattr(model, "hf_quantizer"):
-        model.hf_quantizer = None
-    for attr in ("quantization_config",):
-        if attr in model.config.__dict__:
-            delattr(model.config, attr)
+    # The weights are already float32: drop every trace of the GGUF "quantization".
+    if "quantization_config" in model.config.__dict__:
+        del model.config.quantization_config
+    model.hf_quantizer = None
     model.is_quantized = False
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
