@@ -33,7 +33,9 @@ import tempfile
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any, Callable
+
+from agent.backends.llama import common_prefix
 
 # Taken at import, before llama.cpp loads: "process start" is read from /proc when available.
 _IMPORTED_AT = time.time()
@@ -126,15 +128,6 @@ class Report:
 
 def progress(message: str) -> None:
     print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
-def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
 
 
 def process_started_at() -> float:
@@ -495,7 +488,7 @@ class Bench:
         cap = 48 if self.config.quick else 96
 
         def prime() -> None:
-            have = min(common_prefix(llm.input_ids[: llm.n_tokens].tolist(), prompt), len(prompt) - 1)
+                have = min(common_prefix(llm.input_ids[: llm.n_tokens].tolist(), prompt), len(prompt) - 1)
             llm._ctx.kv_cache_seq_rm(-1, have, -1)
             llm.n_tokens = have
             llm.eval(prompt[have:])

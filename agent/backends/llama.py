@@ -52,7 +52,8 @@ def _check_paths(model_path: str, lora_path: str | None) -> None:
         raise ModelRefused(result.error_line())
 
 
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens two sequences share: the part of a prompt the KV cache already holds."""
     n = 0
     for x, y in zip(a, b):
         if x != y:
@@ -204,18 +205,18 @@ class LlamaBackend:
         self._live_session = session_id
         live = llm.input_ids[: llm.n_tokens].tolist()
         tokens = self._align(live, canonical, prompt)
-        reuse = _common_prefix(live, tokens)
+        reuse = common_prefix(live, tokens)
         saved = self._states.get(session_id) if session_id else None
         if saved is not None:
             saved_tokens = self._align(saved.tokens, canonical, prompt)
-            saved_reuse = _common_prefix(saved.tokens, saved_tokens)
+            saved_reuse = common_prefix(saved.tokens, saved_tokens)
             if saved_reuse > reuse:
                 t = time.perf_counter()
                 self._load_state(saved)
                 timings["load_state_s"] = time.perf_counter() - t
                 tokens, reuse = saved_tokens, saved_reuse
         if len(tokens) >= self.n_ctx:
-            tokens, reuse = canonical, _common_prefix(llm.input_ids[: llm.n_tokens].tolist(), canonical)
+            tokens, reuse = canonical, common_prefix(llm.input_ids[: llm.n_tokens].tolist(), canonical)
         reuse = min(reuse, len(tokens) - 1)  # at least one token is evaluated to get fresh logits
         llm._ctx.kv_cache_seq_rm(-1, reuse, -1)
         llm.n_tokens = reuse
@@ -245,7 +246,7 @@ class LlamaBackend:
         their text matches the prompt, and only the rest is tokenized. The model then sees its
         reply exactly as it produced it.
         """
-        m = _common_prefix(cached, canonical)
+        m = common_prefix(cached, canonical)
         if m in (len(cached), len(canonical)):
             return canonical
         data = prompt.encode("utf-8")
