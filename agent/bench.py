@@ -488,7 +488,7 @@ class Bench:
         cap = 48 if self.config.quick else 96
 
         def prime() -> None:
-                have = min(common_prefix(llm.input_ids[: llm.n_tokens].tolist(), prompt), len(prompt) - 1)
+            have = min(common_prefix(llm.input_ids[: llm.n_tokens].tolist(), prompt), len(prompt) - 1)
             llm._ctx.kv_cache_seq_rm(-1, have, -1)
             llm.n_tokens = have
             llm.eval(prompt[have:])
