@@ -32,3 +32,32 @@ def test_transformers_builds_the_registry_schemas_from_the_environment_methods()
         assert schema["description"] == theirs["description"]
         assert set(schema["parameters"]["properties"]) == set(theirs["parameters"]["properties"])
         assert set(schema["parameters"].get("required", [])) == set(theirs["parameters"].get("required", []))
+
+
+def test_one_rollout_of_the_real_small_model_is_scored(smollm2) -> None:
+    """Generate with SmolLM2 in llama.cpp from a GRPO prompt row, run its calls on the environment's
+    tool methods as TRL does, and score the rollout. SmolLM2 never opens a call by itself, so the
+    reply starts with ``<tool_call>`` (the grammar writes the rest)."""
+    from agent.backends.llama import LlamaBackend
+    from agent.export.grpo import prompt_rows
+    from agent.parsing import parse_reply
+    from tools.calendar.grpo_env import reward_func
+
+    row = prompt_rows(suite(), split="train", per_template=2)[0]
+    environment = CalendarGRPOEnv()
+    opening = environment.reset(**row)
+    assert row["prompt"][-1]["content"] == opening
+    tools = {t.__name__: t for t in trl_tools(environment)}
+    schemas = [get_json_schema(t) for t in tools.values()]
+
+    backend = LlamaBackend(smollm2, n_ctx=4096, n_threads=2)
+    completion = backend.complete(row["prompt"], schemas, max_tokens=256, assistant_prefix="<tool_call>")
+    assert completion.error is None
+    calls = parse_reply(completion.text).tool_calls
+    assert calls and calls[0].name in tools  # the grammar admits only known tools
+    results = [tools[c.name](**c.arguments) for c in calls if c.name in tools]
+    assert all(r.startswith('{"ok": ') for r in results)
+
+    (reward,) = reward_func([[{"role": "assistant", "content": "Done."}]], [environment])
+    assert 0.0 <= reward <= 1.0
+    assert reward == environment.get_reward()
