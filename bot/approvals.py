@@ -22,6 +22,7 @@ from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMar
 
 from agent.approval import ApprovalRequest, Decision
 from bot.access import Access
+from bot.buttons import button_data, split_button_data
 from bot.sending import send_text, with_retry
 
 log = logging.getLogger(__name__)
@@ -35,14 +36,11 @@ NOT_YOURS = "Only an allowed user of this chat can answer this. Nothing was chan
 
 def callback_data(approval_id: str, choice: str) -> str:
     """``ap:<id>:y`` — 22 random URL-safe characters, 28 bytes, well inside Telegram's 64."""
-    return f"{PREFIX}:{approval_id}:{choice}"
+    return button_data(PREFIX, approval_id, choice)
 
 
 def parse_callback_data(data: str | None) -> tuple[str, str] | None:
-    parts = (data or "").split(":")
-    if len(parts) != 3 or parts[0] != PREFIX or parts[2] not in (APPROVE, DENY):
-        return None
-    return parts[1], parts[2]
+    return split_button_data(data, PREFIX, (APPROVE, DENY))
 
 
 @dataclass

@@ -9,11 +9,12 @@ their message was interrupted (see ``bot.app``).
 from __future__ import annotations
 
 import json
-import sqlite3
 import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from agent.sessions import connect
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS updates (
@@ -31,9 +32,7 @@ class Inbox:
     """A small SQLite table of updates; safe to call from the event loop and worker threads."""
 
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
-        self._conn.execute("PRAGMA journal_mode=WAL")
+        self._conn = connect(path)
         self._conn.execute("PRAGMA synchronous=FULL")  # the point of this table is durability
         self._lock = threading.Lock()
         with self._lock:

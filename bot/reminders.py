@@ -30,6 +30,7 @@ from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMar
 from agent.domain import Notifier
 from bot.access import Access
 from bot.approvals import EXPIRED, NOT_YOURS
+from bot.buttons import button_data, split_button_data
 from bot.sending import send_text
 
 log = logging.getLogger(__name__)
@@ -63,10 +64,7 @@ def chat_target(chat_id: int) -> str:
 
 
 def parse_callback_data(data: str | None) -> tuple[str, str] | None:
-    parts = (data or "").split(":")
-    if len(parts) != 3 or parts[0] != PREFIX or parts[2] not in (SNOOZE, OPEN):
-        return None
-    return parts[1], parts[2]
+    return split_button_data(data, PREFIX, (SNOOZE, OPEN))
 
 
 class ReminderDesk:
@@ -81,7 +79,7 @@ class ReminderDesk:
         self._open[button_id] = (chat_id, subject_id, action)
         while len(self._open) > MAX_OPEN_BUTTONS:
             self._open.popitem(last=False)
-        return InlineKeyboardButton(label, callback_data=f"{PREFIX}:{button_id}:{action}")
+        return InlineKeyboardButton(label, callback_data=button_data(PREFIX, button_id, action))
 
     def keyboard(self, chat_id: int, subject_id: int) -> InlineKeyboardMarkup:
         return InlineKeyboardMarkup([[

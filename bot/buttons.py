@@ -1,0 +1,15 @@
+"""Inline-button callback data: ``<prefix>:<single-use id>:<choice>``, well inside Telegram's 64 bytes."""
+
+from __future__ import annotations
+
+
+def button_data(prefix: str, button_id: str, choice: str) -> str:
+    return f"{prefix}:{button_id}:{choice}"
+
+
+def split_button_data(data: str | None, prefix: str, choices: tuple[str, ...]) -> tuple[str, str] | None:
+    """(id, choice) of data this kind of button carries; None for anything else (forged, foreign)."""
+    parts = (data or "").split(":")
+    if len(parts) != 3 or parts[0] != prefix or parts[2] not in choices:
+        return None
+    return parts[1], parts[2]
