@@ -77,6 +77,22 @@ def test_without_grammar_the_same_start_is_not_a_valid_call(smollm2: Path, backe
     assert not reply.tool_calls or reply.problems
 
 
+def test_fast_grammar_paths_choose_what_the_full_mask_chooses(backend: LlamaBackend, monkeypatch) -> None:
+    """Offering the sampled token, then the most likely candidates, is an optimisation only: under
+    greedy sampling the call must be token for token the one the full-vocabulary mask gives."""
+    hits = backend.grammar_top_hits
+    fast = backend.complete(conversation("Alice"), TOOLS, max_tokens=80, assistant_prefix="<tool_call>")
+    assert backend.grammar_top_hits > hits  # SmolLM2 needs the candidate path on this call
+
+    def full_mask_only(free, chain, grammar) -> int:
+        return chain.sample(backend._llm._ctx, -1)
+
+    monkeypatch.setattr(backend, "_sample_constrained", full_mask_only)
+    slow = backend.complete(conversation("Alice"), TOOLS, max_tokens=80, assistant_prefix="<tool_call>")
+    assert fast.text == slow.text
+    assert fast.generated_tokens == slow.generated_tokens
+
+
 def test_second_step_reuses_the_prefix(backend: LlamaBackend) -> None:
     messages = conversation("Alice")
     first = backend.complete(messages, TOOLS, max_tokens=60, assistant_prefix="<tool_call>")
