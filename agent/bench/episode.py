@@ -1,0 +1,43 @@
+"""The scripted 6-step episode the loop-overhead and prefix-reuse figures run.
+
+Each reply starts with a fixed ``assistant_prefix`` so that, with greedy sampling, every run
+evaluates the same tokens.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from agent.bench.recording import RecordingBackend, StepTrace
+
+if TYPE_CHECKING:
+    from agent.bench.runner import Bench
+
+DAY = "2026-12-01"
+USER_TEXT = "Book a dentist appointment on 2026-12-01 at 15:00 for an hour, then show me that day."
+
+# The episode's replies start with these (one per step); the model writes the rest.
+EPISODE_PREFIXES: list[str] = [
+    "<tool_call>\n",
+    '<tool_call>\n{"name": "search_events", "arguments": {"date": "%s"}}\n</tool_call>' % DAY,
+    '<tool_call>\n{"name": "create_event", "arguments": {"title": "Dentist", "date": "%s", '
+    '"start_time": "15:00", "duration_minutes": 60}}\n</tool_call>' % DAY,
+    '<tool_call>\n{"name": "find_free_slots", "arguments": {"date": "%s", "duration_minutes": 30}}\n</tool_call>' % DAY,
+    '<tool_call>\n{"name": "search_events", "arguments": {"date": "%s", "query": "Dentist"}}\n</tool_call>' % DAY,
+    "",
+]
+
+
+def run_episode(bench: Bench, recorder: RecordingBackend) -> tuple[float, list[StepTrace], Any]:
+    """One episode on a fresh runtime: its wall time, the steps it recorded, and the turn."""
+    from agent.approval import ApproveAll
+
+    runtime = bench.build_runtime(recorder, max_steps=len(EPISODE_PREFIXES))
+    recorder.prefixes = list(EPISODE_PREFIXES)
+    first = len(recorder.steps)
+    t = time.perf_counter()
+    turn = runtime.handle(f"episode{bench.runs}", USER_TEXT, ApproveAll())
+    seconds = time.perf_counter() - t
+    runtime.close()
+    return seconds, recorder.steps[first:], turn

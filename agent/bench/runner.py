@@ -1,0 +1,75 @@
+"""The bench run: its configuration, what every figure builds on (backends, runtimes on temp
+data), and the order the figure families run in.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from agent.bench import grammar, memory, overhead, peers, prefix
+from agent.bench.report import Report, machine
+
+
+@dataclass
+class BenchConfig:
+    model_path: str
+    n_ctx: int
+    n_threads: int | None
+    quick: bool
+    settings: Any  # agent.config.Settings (data_dir replaced by temp dirs)
+
+    @property
+    def repeats(self) -> int:
+        return 1 if self.quick else 3
+
+    @property
+    def max_tokens(self) -> int:
+        return 24 if self.quick else 48
+
+
+class Bench:
+    """One run's shared state: the config, the report being filled, and the temp data dirs."""
+
+    def __init__(self, config: BenchConfig) -> None:
+        self.config = config
+        self.report = Report()
+        self.tmp = Path(tempfile.mkdtemp(prefix="iljeong-bench-"))
+        self.runs = 0  # runtimes built so far; numbers their data dirs and session ids
+
+    def build_backend(self, model_path: str, n_ctx: int | None = None) -> Any:
+        from agent.backends.llama import LlamaBackend
+
+        return LlamaBackend(model_path, n_ctx=n_ctx or self.config.n_ctx, n_threads=self.config.n_threads)
+
+    def build_runtime(self, backend: Any, max_steps: int) -> Any:
+        """A fresh runtime on a fresh temp calendar, sessions and trajectory log; frozen clock."""
+        from agent.app import build_runtime
+        from agent.loop import Budgets
+
+        self.runs += 1
+        settings = replace(self.config.settings, data_dir=self.tmp / f"run{self.runs}")
+        runtime = build_runtime(settings, backend)
+        runtime.agent.budgets = Budgets(max_steps=max_steps, max_tool_calls=16, max_tokens=self.config.max_tokens)
+        prompt = runtime.system_prompt()
+        runtime.system_prompt = lambda: prompt  # a minute ticking over must not change the prefix mid-bench
+        return runtime
+
+    def run(self) -> Report:
+        """Every family in turn, on one loaded model; the order is the table's order."""
+        cfg = self.config
+        self.report.info.update(machine())
+        self.report.info.update({"model": cfg.model_path, "n_ctx": cfg.n_ctx, "quick": cfg.quick,
+                                 "repeats": cfg.repeats, "max_tokens_per_step": cfg.max_tokens})
+        backend = memory.startup(self)
+        steps = overhead.loop_overhead(self, backend)
+        prefix.episode_reuse(self.report, steps)
+        memory.rss_overhead(self)
+        prefix.state_copy(self.report, backend)
+        prefix.interleaved(self, backend)
+        grammar.constrained(self, backend, "49k", f"vocab {backend._llm.n_vocab()}")
+        grammar.qwen3(self)
+        peers.peers(self, backend)
+        return self.report
