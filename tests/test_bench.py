@@ -21,6 +21,7 @@ EXPECTED = {
     "save_state_share", "episode_s", "prefix_reuse", "episode_steps", "rss_overhead_mb", "state_mb", "state_get_s",
     "state_bytes_slice_s", "state_string_at_s", "interleaved_reuse", "interleaved_reuse_naive", "naive_factor",
     "grammar_full_mask_49k", "grammar_lazy_49k", "unconstrained_tok_s_49k", "grammar_lazy_151k",
+    "grammar_same_tokens_49k", "grammar_cost_ms_49k", "grammar_valid_writer_49k", "grammar_valid_writer_151k",
     "valid_call_rate_runtime", "valid_call_rate_chatml_fc", "seconds_per_episode_ratio",
 }
 

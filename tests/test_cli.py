@@ -43,6 +43,15 @@ def test_a_bad_adapter_is_one_line_and_exit_2_not_a_segfault(tmp_path, smollm2, 
     assert len(lines) == 1 and str(path) in lines[0]
 
 
+def test_bench_refuses_a_grammar_model_that_is_not_a_model_before_loading_anything(tmp_path, smollm2):
+    garbage = tmp_path / "qwen3.gguf"
+    garbage.write_bytes(b"not a gguf at all")
+    result = run_agent(["--model", str(smollm2), "bench", "--grammar-model", str(garbage)], tmp_path)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(garbage) in lines[0]
+
+
 def test_adapter_from_the_environment_that_is_missing_is_an_error(tmp_path, smollm2):
     missing = tmp_path / "gone.gguf"
     result = run_agent([], tmp_path, stdin="hello\n", AGENT_MODEL_PATH=str(smollm2), AGENT_LORA_PATH=str(missing))

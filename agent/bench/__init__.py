@@ -16,8 +16,9 @@ per family, run in this order by ``runner.Bench.run``:
 2. prefix reuse (``prefix``): evaluated ÷ new prompt tokens per step, alone and for two
    interleaved chats with and without per-session saved states.
 3. constrained decoding (``grammar``): tokens/s with the tool-call grammar (llama-cpp-python's
-   full-vocabulary mask, and the runtime's sample-then-check path) ÷ unconstrained, same prompt,
-   same length.
+   full-vocabulary mask, and the runtime's path: the sampled token, then the top candidates,
+   then the full mask) ÷ unconstrained, same prompt, same length; for the model's own choice
+   and for a model steered to write a valid call.
 4. peers (``peers``): llama-cpp-python's ``chatml-function-calling`` handler on the same prompts.
 5. memory and start-up (``memory``).
 
@@ -48,6 +49,9 @@ __all__ = ["Bench", "BenchConfig", "Report", "add_arguments", "add_parser", "def
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object with every figure")
     parser.add_argument("--quick", action="store_true", help="fewer repeats and shorter outputs (about a minute)")
+    parser.add_argument("--grammar-model", metavar="GGUF", type=Path,
+                        help="a model with Qwen3's 151k vocabulary for the constrained-decoding figure "
+                             "(default: the tiny qwen3 test fixture, built from tests/ in a checkout)")
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -70,10 +74,23 @@ def default_model(settings: Any) -> str:
     return str(resolved.model_path)
 
 
+def _checked_grammar_model(path: Path | None) -> str | None:
+    """The extra model goes through the same check as every model llama.cpp loads."""
+    if path is None:
+        return None
+    from models.check import check_model
+
+    result = check_model(path.expanduser())
+    if not result.ok:
+        print(result.error_line(), file=sys.stderr)
+        raise SystemExit(2)
+    return str(path.expanduser())
+
+
 def run(args: argparse.Namespace, settings: Any) -> int:
     config = BenchConfig(
         model_path=default_model(settings), n_ctx=settings.n_ctx, n_threads=settings.n_threads,
-        quick=args.quick, settings=settings,
+        quick=args.quick, settings=settings, grammar_model=_checked_grammar_model(args.grammar_model),
     )
     progress(f"model {config.model_path}, n_ctx {config.n_ctx}, {'quick' if args.quick else 'full'} run")
     report = Bench(config).run()

@@ -20,6 +20,7 @@ class BenchConfig:
     n_threads: int | None
     quick: bool
     settings: Any  # agent.config.Settings (data_dir replaced by temp dirs)
+    grammar_model: str | None = None  # a 151k-vocabulary GGUF for the grammar figure; None: test fixture
 
     @property
     def repeats(self) -> int:
