@@ -6,8 +6,8 @@ model/adapter checks run before llama.cpp ever sees a path.
 
 from __future__ import annotations
 
-from datetime import datetime
-from zoneinfo import ZoneInfo
+from datetime import datetime, timezone
+from typing import Callable
 
 from agent.backends.base import Backend
 from agent.config import Settings
@@ -37,14 +37,29 @@ def build_llama_backend(settings: Settings, demo: bool = False) -> Backend:
     )
 
 
-def system_prompt_factory(settings: Settings, domain: Domain):
+Clock = Callable[[], datetime]
+
+
+def wall_clock() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def system_prompt_factory(settings: Settings, domain: Domain, clock: Clock = wall_clock) -> Callable[[], str]:
+    """The system message for the day of ``clock()`` in the user's zone."""
     from agent.prompt import system_prompt
 
-    zone = ZoneInfo(settings.tz)
-    return lambda: system_prompt(datetime.now(zone), settings.tz, domain.prompt)
+    return lambda: system_prompt(clock(), settings.tz, domain.prompt)
 
 
-def build_runtime(settings: Settings, backend: Backend, domain: Domain | None = None) -> Runtime:
+def user_stamp_factory(settings: Settings, clock: Clock = wall_clock) -> Callable[[str], str]:
+    """Stamps a user's message with the local time of ``clock()`` as it enters the conversation."""
+    from agent.prompt import stamp_user_text
+
+    return lambda text: stamp_user_text(clock(), settings.tz, text)
+
+
+def build_runtime(settings: Settings, backend: Backend, domain: Domain | None = None,
+                  clock: Clock = wall_clock) -> Runtime:
     domain = domain or load_domain(settings)
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     agent = Agent(
@@ -57,6 +72,7 @@ def build_runtime(settings: Settings, backend: Backend, domain: Domain | None = 
         domain=domain,
         sessions=SessionStore(settings.sessions_path),
         log=TrajectoryLog(settings.data_dir / "trajectories.sqlite3"),
-        system_prompt=system_prompt_factory(settings, domain),
+        system_prompt=system_prompt_factory(settings, domain, clock),
+        stamp_user=user_stamp_factory(settings, clock),
         history_turns=settings.history_turns,
     )

@@ -20,6 +20,7 @@ into the system message, and ``tool`` messages rendered as a user turn wrapped i
 from __future__ import annotations
 
 import json
+import re
 from datetime import datetime
 from typing import Any, Iterable
 from zoneinfo import ZoneInfo
@@ -211,19 +212,46 @@ class PromptRenderer:
 
 
 _WEEKDAYS_KO = ["월요일", "화요일", "수요일", "목요일", "금요일", "토요일", "일요일"]
+_STAMP = re.compile(r"\[\d{2}:\d{2}\] ")  # what stamp_user_text puts in front
+_STAMP_EXAMPLE = "[14:05]"
+
+
+def _local(now: datetime, tz: str) -> datetime:
+    """``now`` in the zone ``tz`` (a naive ``now`` is taken as already local there)."""
+    return now.astimezone(ZoneInfo(tz)) if now.tzinfo else now.replace(tzinfo=ZoneInfo(tz))
+
+
+def stamp_user_text(now: datetime, tz: str, text: str) -> str:
+    """A user message as it enters a conversation: ``[HH:MM] text``, the local time it was sent.
+
+    The time of day lives in the user messages, not in the system prompt, so everything before
+    the newest user message (system prompt, tool block, history) stays byte-identical from turn
+    to turn and stays in the KV cache. The stamp is stored with the message, never re-rendered.
+    """
+    return f"[{_local(now, tz):%H:%M}] {text}"
+
+
+def unstamp_user_text(text: str) -> str:
+    """What the user typed: ``text`` without the leading ``[HH:MM] `` stamp, if it has one."""
+    found = _STAMP.match(text)
+    return text[found.end():] if found else text
 
 
 def system_prompt(now: datetime, tz: str, domain_prompt: str = "") -> str:
-    """The runtime's system message: the user's local date and time, and how to behave.
+    """The runtime's system message: the user's local date and zone, and how to behave.
 
     The model has no clock; small models guess dates and fill in missing details unless told
-    not to. Korean lines sit next to English ones because the users write in both.
+    not to. Only day-granularity facts are here (the text changes once a day, or when the UTC
+    offset changes): the time of day is the stamp at the start of each user message
+    (``stamp_user_text``). Korean lines sit next to English ones because the users write in both.
     """
-    local = now.astimezone(ZoneInfo(tz)) if now.tzinfo else now.replace(tzinfo=ZoneInfo(tz))
-    stamp = local.strftime("%Y-%m-%d %H:%M")
+    local = _local(now, tz)
+    offset = local.strftime("%z")
     lines = [
-        f"Now: {stamp} {local.strftime('%A')} ({tz}, UTC{local.strftime('%z')[:3]}:{local.strftime('%z')[3:]}).",
-        f"지금: {local.year}년 {local.month}월 {local.day}일 {_WEEKDAYS_KO[local.weekday()]} {local.strftime('%H:%M')} ({tz}).",
+        f"Today: {local:%Y-%m-%d} {local:%A} ({tz}, UTC{offset[:3]}:{offset[3:]}).",
+        f"오늘: {local.year}년 {local.month}월 {local.day}일 {_WEEKDAYS_KO[local.weekday()]} ({tz}).",
+        f"Each user message begins with the local time it was sent, e.g. {_STAMP_EXAMPLE}.",
+        f"사용자 메시지 앞의 {_STAMP_EXAMPLE} 같은 표시는 그 메시지를 보낸 현지 시각입니다.",
         "If required information is missing, ask the user; never guess it.",
         "필요한 정보가 없으면 추측하지 말고 사용자에게 물어보세요.",
         "Before deleting or changing anything, ask the user to confirm.",

@@ -61,7 +61,7 @@ class StepRecord:
 @dataclass
 class Turn:
     session_id: str | None
-    user_text: str
+    user_text: str  # the user's message as the model saw it: stamped by the runtime, "[HH:MM] text"
     reply: str = ""
     stop_reason: StopReason = StopReason.FINAL_REPLY
     steps: list[StepRecord] = field(default_factory=list)

@@ -1,8 +1,10 @@
 """What a frontend (REPL, bot) holds: the agent plus the session store and trajectory log.
 
 ``Runtime.handle`` is the single entry point for a user's message: it loads the session,
-persists the message before the model sees it (so a crash loses nothing), runs the loop,
-persists every produced message as it appears, and logs the turn.
+stamps the message with the time it was sent, persists it before the model sees it (so a
+crash loses nothing), runs the loop, persists every produced message as it appears, and logs
+the turn. The system prompt holds only the date, so the prompt up to the newest user message
+is the previous turn's prompt and reply, byte for byte, and llama.cpp keeps it cached.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ class Runtime:
     log: TrajectoryLog
     system_prompt: Callable[[], str]
     history_turns: int = 12
+    # The user's text as it is stored and shown to the model: stamped with the local time it
+    # was sent (``agent.prompt.stamp_user_text``; ``agent.app`` builds it). None: stored as typed.
+    stamp_user: Callable[[str], str] | None = None
 
     def handle(
         self,
@@ -45,7 +50,7 @@ class Runtime:
     ) -> Turn:
         session_id = self.sessions.current(conversation)
         history = self.sessions.history(session_id)
-        user = {"role": "user", "content": text}
+        user = {"role": "user", "content": self.stamp_user(text) if self.stamp_user else text}
         self.sessions.append(session_id, user)
         messages = [{"role": "system", "content": self.system_prompt()}]
         messages += recent_turns(history, self.history_turns) + [user]

@@ -8,7 +8,8 @@ write. The file is JSON, either a list of raw outputs (replayed in order), or::
      "default": ["You said: {user}"]}
 
 The step used is the number of model steps already taken in this turn (the last step
-repeats). ``{user}`` is replaced by the user's text, ``{result}`` by the last tool result
+repeats). ``match`` and ``{user}`` see the user's text as typed (without the runtime's
+``[HH:MM]`` stamp). ``{user}`` is replaced by the user's text, ``{result}`` by the last tool result
 and ``{name}`` by the regex's named group ``name``; ``sleep`` (seconds) delays the first step, so a test can kill the bot mid-turn.
 """
 
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.backends.scripted import ScriptedBackend
+from agent.prompt import unstamp_user_text
 
 
 def _fill(template: str, values: dict[str, str]) -> str:
@@ -36,7 +38,7 @@ def rule_script(spec: dict[str, Any]):
 
     def next_output(messages: list[dict[str, Any]]) -> str:
         last_user = max(i for i, m in enumerate(messages) if m.get("role") == "user")
-        user = str(messages[last_user].get("content", ""))
+        user = unstamp_user_text(str(messages[last_user].get("content", "")))
         after = messages[last_user + 1 :]
         step = sum(1 for m in after if m.get("role") == "assistant")
         tools = [str(m.get("content", "")) for m in after if m.get("role") == "tool"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -431,7 +432,7 @@ def test_real_smollm2_model_answers_through_the_bot(tmp_path: Path) -> None:
         with sqlite3.connect(tmp_path / "sessions.sqlite3") as conn:
             stored = [json.loads(m)["content"] for (m,) in conn.execute(
                 "SELECT message FROM messages WHERE session_id LIKE 'telegram:111:%' ORDER BY idx")]
-        assert stored[0] == "Hello! Who are you?" and len(stored) >= 2
+        assert re.fullmatch(r"\[\d\d:\d\d\] Hello! Who are you\?", stored[0]) and len(stored) >= 2  # send time
     finally:
         assert process.stop() == 0
         server.close()

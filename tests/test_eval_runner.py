@@ -5,7 +5,9 @@ from __future__ import annotations
 import csv
 import json
 import threading
+from datetime import datetime
 from pathlib import Path
+from zoneinfo import ZoneInfo
 from typing import Any
 
 import pytest
@@ -83,6 +85,19 @@ def test_episode_record_holds_messages_calls_components_and_stop_reasons(tmp_pat
     assert saved["calls"][1]["approved"] is True and saved["calls"][1]["user_messages"] == 2
     assert [m["role"] for m in saved["messages"]][:2] == ["system", "user"]
     assert saved["verdict"]["components"]["total"] == 1.0 and saved["backend"]["backend"] == "scripted"
+
+
+def test_user_messages_in_the_transcript_are_stamped_with_the_episodes_time(tmp_path: Path) -> None:
+    scenario = SUITE.scenarios(templates=["delete_request"], per_template=1)[0]
+    [record] = run_eval(SUITE, [scenario], Counting(), RunOptions(out_dir=tmp_path, progress=False))
+    saved = json.loads(episode_path(tmp_path, record["key"]).read_text(encoding="utf-8"))
+    local = datetime.fromisoformat(scenario.now).astimezone(ZoneInfo(scenario.tz))
+    stamp = f"[{local:%H:%M}] "
+    users = [m["content"] for m in saved["messages"] if m["role"] == "user"]
+    assert users == [stamp + scenario.opening, stamp + scenario.user_script[0]]  # as the runtime stores them
+    assert [e["user"] for e in saved["exchanges"]] == [e["turn"]["user_text"] for e in saved["exchanges"]] == users
+    assert stamp.strip() not in saved["messages"][0]["content"]  # the system message has the date only
+    assert f"{local:%Y-%m-%d}" in saved["messages"][0]["content"]
 
 
 def test_parallel_run_gives_the_same_outcomes(tmp_path: Path) -> None:

@@ -45,8 +45,7 @@ def test_one_rollout_of_the_real_small_model_is_scored(smollm2) -> None:
 
     row = prompt_rows(suite(), split="train", per_template=2)[0]
     environment = CalendarGRPOEnv()
-    opening = environment.reset(**row)
-    assert row["prompt"][-1]["content"] == opening
+    assert environment.reset(**row) is None  # the row's prompt is complete: TRL appends nothing
     tools = {t.__name__: t for t in trl_tools(environment)}
     schemas = [get_json_schema(t) for t in tools.values()]
 

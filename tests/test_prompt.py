@@ -5,12 +5,14 @@ from __future__ import annotations
 import json
 from datetime import datetime, timezone
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import llama_cpp
 import pytest
 
 from agent.parsing import format_tool_call
-from agent.prompt import PromptError, PromptRenderer, hermes_tool_block, system_prompt
+from agent.prompt import (PromptError, PromptRenderer, hermes_tool_block, stamp_user_text, system_prompt,
+                          unstamp_user_text)
 
 TOOLS = [
     {"type": "function", "function": {
@@ -140,8 +142,37 @@ def test_system_prompt_uses_the_users_zone() -> None:
     now = datetime(2026, 11, 29, 20, 30, tzinfo=timezone.utc)  # Sunday in UTC, Monday in Seoul
     text = system_prompt(now, "Asia/Seoul", "You manage the user's calendar.")
     assert text.startswith("You manage the user's calendar.\n")
-    assert "2026-11-30 05:30 Monday (Asia/Seoul, UTC+09:00)" in text
-    assert "2026년 11월 30일 월요일 05:30" in text
+    assert "Today: 2026-11-30 Monday (Asia/Seoul, UTC+09:00)." in text
+    assert "오늘: 2026년 11월 30일 월요일 (Asia/Seoul)." in text
     assert "ask" in text and "confirm" in text and "물어보세요" in text
-    assert "2026-11-29 20:30 Sunday (America/New_York" not in system_prompt(now, "America/New_York")
-    assert "2026-11-29 15:30 Sunday (America/New_York, UTC-05:00)" in system_prompt(now, "America/New_York")
+    assert "Today: 2026-11-29 Sunday (America/New_York, UTC-05:00)." in system_prompt(now, "America/New_York")
+
+
+def test_system_prompt_is_the_same_all_day_and_changes_with_the_date() -> None:
+    seoul = ZoneInfo("Asia/Seoul")
+    morning = system_prompt(datetime(2026, 11, 30, 0, 1, tzinfo=seoul), "Asia/Seoul", "Calendar.")
+    assert system_prompt(datetime(2026, 11, 30, 10, 7, tzinfo=seoul), "Asia/Seoul", "Calendar.") == morning
+    assert system_prompt(datetime(2026, 11, 30, 23, 59, tzinfo=seoul), "Asia/Seoul", "Calendar.") == morning
+    assert "00:01" not in morning and "10:07" not in morning  # no time of day at all
+    next_day = system_prompt(datetime(2026, 12, 1, 0, 0, tzinfo=seoul), "Asia/Seoul", "Calendar.")
+    assert next_day != morning and "2026-12-01 Tuesday" in next_day and "12월 1일 화요일" in next_day
+    # the UTC offset is a day-level fact too: it changes on the day the clocks change
+    berlin = ZoneInfo("Europe/Berlin")
+    assert "UTC+02:00" in system_prompt(datetime(2026, 10, 24, 12, 0, tzinfo=berlin), "Europe/Berlin")
+    assert "UTC+01:00" in system_prompt(datetime(2026, 10, 25, 12, 0, tzinfo=berlin), "Europe/Berlin")
+
+
+def test_system_prompt_says_that_user_messages_carry_their_send_time() -> None:
+    text = system_prompt(datetime(2026, 11, 30, 9, 0), "Asia/Seoul")
+    assert "Each user message begins with the local time it was sent, e.g. [14:05]." in text
+    assert "[14:05] 같은 표시는 그 메시지를 보낸 현지 시각" in text
+    assert unstamp_user_text("[14:05] hi") == "hi"  # the example is the stamp's own format
+
+
+def test_a_user_message_is_stamped_with_its_local_send_time() -> None:
+    now = datetime(2026, 11, 29, 20, 30, tzinfo=timezone.utc)
+    assert stamp_user_text(now, "Asia/Seoul", "내일 3시 치과") == "[05:30] 내일 3시 치과"
+    assert stamp_user_text(now, "America/New_York", "dentist") == "[15:30] dentist"
+    assert stamp_user_text(datetime(2026, 11, 30, 9, 5), "Asia/Seoul", "x") == "[09:05] x"  # naive = local
+    assert unstamp_user_text(stamp_user_text(now, "UTC", "[10:00] typed by the user")) == "[10:00] typed by the user"
+    assert unstamp_user_text("no stamp [10:00] ") == "no stamp [10:00] "

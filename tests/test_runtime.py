@@ -2,19 +2,38 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
 
 from agent.app import build_runtime
 from agent.approval import DenyAll
 from agent.backends.scripted import ScriptedBackend
 from agent.config import load_settings
+from agent.export.episodes import read_trajectory_log
+from agent.loop import Budgets
 from agent.parsing import format_tool_call
 from agent.runtime import recent_turns
 from agent.trajectory import TrajectoryLog
+from tests.test_prompt import renderer_for
+
+SEOUL = ZoneInfo("Asia/Seoul")  # the settings' default zone
 
 
 def settings_in(tmp_path: Path):
     return load_settings({"data_dir": str(tmp_path)}, environ={})
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
 
 
 CREATE = format_tool_call("create_event", {"title": "Lunch", "date": "2026-12-02", "start_time": "12:00", "duration_minutes": 60})
@@ -56,11 +75,11 @@ def test_the_user_message_is_saved_before_the_model_runs(tmp_path):
     def crash(messages):
         raise RuntimeError("power cut")
 
-    runtime = build_runtime(settings, ScriptedBackend(crash))
+    runtime = build_runtime(settings, ScriptedBackend(crash), clock=Clock(datetime(2026, 11, 30, 9, 41, tzinfo=SEOUL)))
     turn = runtime.handle("telegram:1", "remember me", DenyAll())
     assert turn.stop_reason.value == "model_error"
     session = runtime.sessions.current("telegram:1")
-    assert runtime.sessions.history(session) == [{"role": "user", "content": "remember me"}]
+    assert runtime.sessions.history(session) == [{"role": "user", "content": "[09:41] remember me"}]
     runtime.close()
 
 
@@ -83,3 +102,62 @@ def test_history_window_cuts_on_user_turns():
     kept = recent_turns(history, 2)
     assert [m["content"] for m in kept] == ["u3", "a3", "u4", "a4"]
     assert recent_turns(history, 10) == history
+
+
+def two_turns_seven_minutes_apart(tmp_path: Path, backend) -> tuple:
+    """Turn 1 at 10:00, turn 2 at 10:07 on the same day, in one runtime."""
+    clock = Clock(datetime(2026, 11, 30, 10, 0, tzinfo=SEOUL))
+    runtime = build_runtime(settings_in(tmp_path), backend, clock=clock)
+    first = runtime.handle("repl", "book lunch on 2026-12-02 at noon", DenyAll())
+    clock.now += timedelta(minutes=7)
+    second = runtime.handle("repl", "what did you book?", DenyAll())
+    return runtime, first, second
+
+
+def test_a_turn_minutes_later_renders_the_earlier_prompt_and_reply_unchanged(tmp_path, tiny_qwen3):
+    """Qwen3's template puts the tool block after the system text: a time of day there would
+    change the whole prefix every minute. Text before the new user message must be the last
+    prompt of the previous turn plus the model's reply, byte for byte."""
+    backend = ScriptedBackend([CREATE, "Booked lunch.", "You have lunch at 12:00."])
+    runtime, first, second = two_turns_seven_minutes_apart(tmp_path, backend)
+    tools = runtime.domain.registry.schemas()
+    runtime.close()
+    renderer = renderer_for(tiny_qwen3)
+    earlier = renderer.render(backend.calls[1], tools) + "Booked lunch."  # last step of turn 1 and its output
+    later = renderer.render(backend.calls[2], tools)
+    assert later.startswith(earlier)
+    assert "[10:00] book lunch on 2026-12-02 at noon" in earlier
+    assert "[10:07] what did you book?" in later[len(earlier):]
+    assert "10:0" not in backend.calls[2][0]["content"]  # the system message has no time of day
+
+
+def test_the_stamp_is_kept_in_the_session_history_and_the_trajectory_log(tmp_path):
+    backend = ScriptedBackend([CREATE, "Booked lunch.", "You have lunch at 12:00."])
+    runtime, first, second = two_turns_seven_minutes_apart(tmp_path, backend)
+    history = runtime.sessions.history(runtime.sessions.current("repl"))
+    runtime.close()
+    users = [m["content"] for m in history if m["role"] == "user"]
+    assert users == ["[10:00] book lunch on 2026-12-02 at noon", "[10:07] what did you book?"]
+    assert [first.user_text, second.user_text] == users
+    [episode] = read_trajectory_log(tmp_path / "trajectories.sqlite3")  # what export reads: the same text
+    assert [m["content"] for m in episode.messages if m["role"] == "user"] == users
+
+
+@pytest.mark.slow
+def test_a_turn_minutes_later_evaluates_only_the_new_message(tmp_path, smollm2):
+    """With a real llama.cpp backend: the second turn's first step reuses the cached prompt."""
+    from agent.backends.llama import LlamaBackend
+
+    backend = LlamaBackend(smollm2, n_ctx=4096, n_threads=2)
+    clock = Clock(datetime(2026, 11, 30, 10, 0, tzinfo=SEOUL))
+    runtime = build_runtime(settings_in(tmp_path), backend, clock=clock)
+    runtime.agent.budgets = Budgets(max_steps=1, max_tokens=8)
+    first = runtime.handle("repl", "Hello", DenyAll()).steps[0]
+    clock.now += timedelta(minutes=7)
+    step = runtime.handle("repl", "What is on my calendar today?", DenyAll()).steps[0]
+    runtime.close()
+    assert first.prompt_tokens > 1000  # system prompt + tool block + the first message
+    # all of turn 1's prompt is reused; what is evaluated is turn 1's tail (its reply, maybe a
+    # tool result) and the new message
+    assert step.reused_tokens >= first.prompt_tokens
+    assert step.evaluated_tokens < step.prompt_tokens / 10, (step.evaluated_tokens, step.prompt_tokens)

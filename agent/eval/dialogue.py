@@ -1,7 +1,8 @@
 """Drives one multi-turn episode: the simulated user, the agent, and the scenario's approval gate.
 
 The simulated user, precisely:
-1. It sends ``scenario.opening``; the agent runs one turn.
+1. It sends ``scenario.opening``; the agent runs one turn. Every message it sends is stamped
+   with the episode's fixed "now" (``[HH:MM] text``), as the runtime stamps a real user's.
 2. After each agent turn it sends the next line of ``scenario.user_script`` only if all hold:
    lines are left; fewer than ``max_user_turns`` messages were sent; the turn handed the floor
    back (``FINAL_REPLY`` or ``ASKED_USER``, not a budget stop or an error); and either the turn
@@ -26,7 +27,7 @@ from agent.backends.base import Backend
 from agent.eval.suite import Environment, Scenario
 from agent.eval.trace import HANDED_BACK, EpisodeTrace, Exchange
 from agent.loop import Agent, Budgets
-from agent.prompt import system_prompt
+from agent.prompt import stamp_user_text, system_prompt
 from agent.records import StopReason
 
 DEFAULT_MAX_USER_TURNS = 4
@@ -46,6 +47,16 @@ class ScenarioApprover:
         return Decision(False, "scenario: the user has not agreed to this")
 
 
+def system_message(scenario: Scenario, environment: Environment) -> dict[str, Any]:
+    """The system message of an episode: the runtime's, for the episode's fixed "now"."""
+    return {"role": "system", "content": system_prompt(environment.now, scenario.tz, environment.prompt)}
+
+
+def user_message(scenario: Scenario, environment: Environment, text: str) -> dict[str, Any]:
+    """A simulated user's message as the runtime would store it: stamped with the fixed "now"."""
+    return {"role": "user", "content": stamp_user_text(environment.now, scenario.tz, text)}
+
+
 def run_episode(
     scenario: Scenario,
     backend: Backend,
@@ -59,9 +70,7 @@ def run_episode(
     """Run the dialogue to its end and return the trace (the environment is not closed here)."""
     agent = Agent(backend, environment.registry, budgets)
     approver = ScenarioApprover(scenario)
-    messages: list[dict[str, Any]] = [
-        {"role": "system", "content": system_prompt(environment.now, scenario.tz, environment.prompt)}
-    ]
+    messages: list[dict[str, Any]] = [system_message(scenario, environment)]
     initial = environment.snapshot()
     trace = EpisodeTrace(
         scenario=scenario, exchanges=[], initial=initial, final=initial,
@@ -71,10 +80,10 @@ def run_episode(
     text: str | None = scenario.opening
     changed = False
     while text is not None:
-        messages.append({"role": "user", "content": text})
+        messages.append(user_message(scenario, environment, text))
         approver.delivered += 1
         turn = agent.run_turn(messages, approver, session_id=session_id, cancel=cancel)
-        trace.exchanges.append(Exchange(user_text=text, turn=turn))
+        trace.exchanges.append(Exchange(user_text=turn.user_text, turn=turn))
         changed = changed or environment.snapshot() != initial
         text = None
         if script and approver.delivered < max_user_turns and turn.stop_reason in HANDED_BACK:

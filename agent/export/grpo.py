@@ -3,7 +3,8 @@
 A row names its scenario (``scenario_id``, ``template``, ``index``, generator ``seed``, and the
 scenario's own ``scenario_seed`` as a check) so the environment can rebuild the store with the
 generator; it never carries the expected answer. ``prompt`` is the system message the eval
-uses (the scenario's fixed "now", the domain prompt) and the user's opening message.
+uses (the scenario's fixed "now", the domain prompt) and the user's opening message, stamped with
+that "now" as the eval and the runtime stamp it (``[HH:MM] text``).
 
 Domain-free: scenarios come from the configured domain's eval suite.
 """
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.eval.suite import SPLITS, EvalSuite, Scenario
-from agent.prompt import system_prompt
+from agent.eval.dialogue import system_message, user_message
 
 
 def needs_dialogue(scenario: Scenario) -> bool:
@@ -40,11 +41,11 @@ def prompt_rows(suite: EvalSuite, *, split: str | None = None, per_template: int
             continue
         environment = suite.make_environment(scenario)
         try:
-            system = system_prompt(environment.now, scenario.tz, environment.prompt)
+            prompt = [system_message(scenario, environment), user_message(scenario, environment, scenario.opening)]
         finally:
             environment.close()
         rows.append({
-            "prompt": [{"role": "system", "content": system}, {"role": "user", "content": scenario.opening}],
+            "prompt": prompt,
             "scenario_id": scenario.id,
             "template": scenario.template,
             "index": index,

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from agent.eval.dialogue import ScenarioApprover
+from agent.eval.dialogue import ScenarioApprover, user_message
 from agent.eval.suite import Environment, Scenario, Verdict
 from agent.eval.trace import EpisodeTrace, Exchange
 from agent.loop import QUESTION_ENDINGS
@@ -47,8 +47,9 @@ class CalendarGRPOEnv:
 
     # -- episode -------------------------------------------------------------------------------
 
-    def reset(self, **row: Any) -> str:
-        """Rebuild the scenario of ``row`` and return the user's opening message."""
+    def reset(self, **row: Any) -> None:
+        """Rebuild the scenario of ``row``. Returns None: the row's prompt already ends with the
+        user's opening message, and TRL appends a string that ``reset`` returns to that message."""
         missing = [k for k in ROW_KEYS if k not in row]
         if missing:
             raise KeyError(f"prompt row lacks {missing}; rows come from `python -m agent export grpo`")
@@ -62,9 +63,9 @@ class CalendarGRPOEnv:
         self._scenario = scenario
         self._environment = make_environment(scenario)
         self._approver = ScenarioApprover(scenario, delivered=1)
-        self._turn = Turn(session_id=None, user_text=scenario.opening)
+        opening = user_message(scenario, self._environment, scenario.opening)["content"]  # as in the row
+        self._turn = Turn(session_id=None, user_text=opening)
         self._initial = self._environment.snapshot()
-        return scenario.opening
 
     def _finish(self, reply: str) -> None:
         """Record the model's final answer to the user (the verifier checks that it answered)."""
@@ -78,7 +79,7 @@ class CalendarGRPOEnv:
         turn = self._require_turn()
         assert self._scenario is not None and self._environment is not None
         trace = EpisodeTrace(
-            scenario=self._scenario, exchanges=[Exchange(user_text=self._scenario.opening, turn=turn)],
+            scenario=self._scenario, exchanges=[Exchange(user_text=turn.user_text, turn=turn)],
             initial=self._initial, final=self._environment.snapshot(),
             tool_names=tuple(self._environment.registry.names),
         )
