@@ -128,7 +128,7 @@ def test_interleaved_sessions_restore_their_own_state(backend: LlamaBackend) -> 
 def test_saved_states_are_evicted_least_recently_used(backend: LlamaBackend) -> None:
     backend.max_saved_sessions = 2
     try:
-        for owner in ["Erin", "Frank", "Grace"]:  # Erin is the oldest: evicted
+        for owner in ["Erin", "Frank", "Grace", "Heidi"]:  # saves Erin, Frank, Grace: Erin is evicted
             backend.complete(conversation(owner), TOOLS, session_id=owner, max_tokens=1)
         frank = backend.complete(conversation("Frank"), TOOLS, session_id="Frank", max_tokens=1)
         erin = backend.complete(conversation("Erin"), TOOLS, session_id="Erin", max_tokens=1)
@@ -136,6 +136,30 @@ def test_saved_states_are_evicted_least_recently_used(backend: LlamaBackend) -> 
         backend.max_saved_sessions = 4
     assert "load_state_s" in frank.timings and frank.evaluated_tokens <= 2
     assert "load_state_s" not in erin.timings and erin.evaluated_tokens > 150
+
+
+def test_saved_states_stay_within_their_memory_budget(backend: LlamaBackend) -> None:
+    """A state is KV bytes per token (~144 KB for Qwen3-4B), so states are capped by bytes too."""
+    def turn(owner: str):
+        return backend.complete(conversation(owner), TOOLS, session_id=owner, max_tokens=1)
+
+    turn("Kim")
+    before = backend.saved_state_bytes()  # earlier tests' sessions may still be saved
+    turn("Lee")  # saves Kim's state
+    one_state = backend.saved_state_bytes() - before
+    assert one_state > 0
+    turn("Kim")  # Kim's state is loaded (and leaves the store), Lee's is saved
+    budget = backend.max_saved_state_bytes
+    backend.max_saved_state_bytes = int(one_state * 1.5)  # room for one state of this size, not two
+    try:
+        turn("Park")  # saves Kim's; over budget, so the older ones go, Lee's among them
+        assert backend.saved_state_bytes() <= backend.max_saved_state_bytes
+        lee = turn("Lee")  # saves Park's, which evicts Kim's
+        assert "load_state_s" not in lee.timings and lee.evaluated_tokens > 150
+        park = turn("Park")
+        assert "load_state_s" in park.timings and park.evaluated_tokens <= 2
+    finally:
+        backend.max_saved_state_bytes = budget
 
 
 def test_concurrent_sessions_from_threads_match_sequential_results(backend: LlamaBackend) -> None:

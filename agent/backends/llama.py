@@ -90,6 +90,7 @@ class LlamaBackend:
         grammar: bool = True,
         temperature: float = 0.0,
         max_saved_sessions: int = 4,
+        max_saved_state_mb: float = 1024,
         checked: bool = False,
     ) -> None:
         self.model_path = str(model_path)
@@ -99,6 +100,9 @@ class LlamaBackend:
         self.temperature = temperature
         self.seed = seed
         self.max_saved_sessions = max_saved_sessions
+        # A state costs KV bytes per token: ~23 KB for SmolLM2-135M, ~144 KB for Qwen3-4B (a 3k-token
+        # chat is ~440 MB), so the count alone does not bound the memory.
+        self.max_saved_state_bytes = int(max_saved_state_mb * 2**20)
         if not checked:
             _check_paths(self.model_path, self.lora_path)
         self._llm = Llama(
@@ -201,6 +205,9 @@ class LlamaBackend:
             return Completion(text="", finish_reason="context_limit", prompt_tokens=len(canonical),
                               error=f"context_limit: prompt is {len(canonical)} tokens, context is {self.n_ctx}")
 
+        # This session's saved state leaves the store: once loaded it is the live context, and
+        # saving the other session below must not evict it first.
+        saved = self._states.pop(session_id, None) if session_id else None
         if self._live_session is not None and self._live_session != session_id:
             # Another conversation's KV cache is live: keep it before this one overwrites it.
             t = time.perf_counter()
@@ -210,7 +217,6 @@ class LlamaBackend:
         live = llm.input_ids[: llm.n_tokens].tolist()
         tokens = self._align(live, canonical, prompt)
         reuse = common_prefix(live, tokens)
-        saved = self._states.get(session_id) if session_id else None
         if saved is not None:
             saved_tokens = self._align(saved.tokens, canonical, prompt)
             saved_reuse = common_prefix(saved.tokens, saved_tokens)
@@ -394,8 +400,13 @@ class LlamaBackend:
             data=ctypes.string_at(buf, written),  # bytes(buf[:n]) builds a list of n ints first: 2 s for 74 MB
         )
         self._states.move_to_end(session_id)
-        while len(self._states) > self.max_saved_sessions:
-            self._states.popitem(last=False)
+        while self._states and (len(self._states) > self.max_saved_sessions
+                                or self.saved_state_bytes() > self.max_saved_state_bytes):
+            self._states.popitem(last=False)  # least recently used first; the newest too if it alone is too big
+
+    def saved_state_bytes(self) -> int:
+        """Memory held by the saved KV states of conversations that are not live."""
+        return sum(len(state.data) for state in self._states.values())
 
     def _load_state(self, state: _SessionState) -> None:
         llm = self._llm
