@@ -32,6 +32,7 @@ ENV_NAMES: dict[str, str] = {
     "remind_minutes": "AGENT_REMIND_MINUTES",
     "agenda_time": "AGENT_AGENDA_TIME",
     "reminder_grace_minutes": "AGENT_REMINDER_GRACE_MINUTES",
+    "state_cache_mb": "AGENT_STATE_CACHE_MB",
 }
 
 
@@ -65,6 +66,9 @@ class Settings:
     remind_minutes: tuple[int, ...] = (10,)  # reminders a new event gets when none are asked for
     agenda_time: str = "08:00"  # daily agenda, local time in ``tz`` (each chat can change it)
     reminder_grace_minutes: float = 30.0  # a reminder missed (process down) by more is skipped
+    # RAM for the KV caches of chats that are not live (switching back then costs no re-evaluation);
+    # Qwen3-4B needs ~144 KB per token, so 1024 MB keeps about two 3k-token chats. 0 turns it off.
+    state_cache_mb: float = 1024.0
 
     @property
     def store_path(self) -> Path:
@@ -101,7 +105,7 @@ def _coerce(name: str, value: Any) -> Any:
             return time.fromisoformat(str(value).strip()).strftime("%H:%M")
         except ValueError as exc:
             raise ValueError(f"{name}: expected a 24-hour HH:MM time, e.g. 08:00; got {value!r}") from exc
-    if name in ("lora_scale", "approval_timeout_s", "reminder_grace_minutes"):
+    if name in ("lora_scale", "approval_timeout_s", "reminder_grace_minutes", "state_cache_mb"):
         return float(value)
     if name in ("n_ctx", "n_threads", "max_steps", "max_tool_calls", "history_turns"):
         return int(value)

@@ -161,3 +161,14 @@ def test_a_turn_minutes_later_evaluates_only_the_new_message(tmp_path, smollm2):
     # tool result) and the new message
     assert step.reused_tokens >= first.prompt_tokens
     assert step.evaluated_tokens < step.prompt_tokens / 10, (step.evaluated_tokens, step.prompt_tokens)
+
+
+@pytest.mark.slow
+def test_the_state_cache_budget_comes_from_the_environment(tmp_path, smollm2):
+    from agent.app import build_llama_backend
+
+    settings = load_settings({"data_dir": str(tmp_path)}, environ={
+        "AGENT_MODEL_PATH": str(smollm2), "AGENT_NO_ADAPTER": "1", "AGENT_STATE_CACHE_MB": "64"})
+    backend = build_llama_backend(settings)
+    assert backend.max_saved_state_bytes == 64 * 2**20
+    assert load_settings({"data_dir": str(tmp_path)}, environ={}).state_cache_mb == 1024
