@@ -232,3 +232,27 @@ def test_tiny_qwen3_tool_call_is_one_special_token(tiny_qwen3: Path) -> None:
     # random weights, but the grammar still forces a call to the only tool with an integer id
     calls = parse_reply(result.text).tool_calls
     assert calls and calls[0].name == "delete_event" and isinstance(calls[0].arguments["event_id"], int), result.text
+
+
+class _Script:
+    """Stands in for the sampler: returns the given tokens, then end of generation."""
+
+    def __init__(self, tokens: list[int], eos: int) -> None:
+        self.tokens, self.eos = list(tokens), eos
+
+    def sample(self, ctx, idx) -> int:
+        return self.tokens.pop(0) if self.tokens else self.eos
+
+
+def test_characters_split_across_tokens_are_decoded_exactly(tiny_qwen3: Path, monkeypatch) -> None:
+    """Rare Hangul and emoji are several byte tokens in Qwen3's vocabulary; the reply is decoded
+    piece by piece and must come out as the text, with no NUL padding or replacement marks."""
+    qwen = LlamaBackend(tiny_qwen3, n_ctx=512, n_threads=2)
+    text = "뷁 똠방각하 🦜🪿 내일 3시"
+    tokens = qwen.tokenize(text, add_bos=False)
+    assert len(tokens) < len(text.encode()) and any(qwen._piece(t)[0] & 0xC0 == 0x80 for t in tokens)
+    script = _Script(tokens, qwen._llm.token_eos())
+    monkeypatch.setattr(qwen, "_sampler", lambda gbnf=None: (script, None))
+    result = qwen.complete([{"role": "user", "content": "hi"}], [], max_tokens=64)
+    assert result.text == text
+    assert result.generated_tokens == len(tokens) and result.finish_reason == "stop"

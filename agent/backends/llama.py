@@ -12,6 +12,7 @@ saved state of the calling session); only the differing tail is evaluated.
 
 from __future__ import annotations
 
+import codecs
 import ctypes
 import hashlib
 import os
@@ -135,6 +136,15 @@ class LlamaBackend:
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         return self._llm.detokenize(list(tokens), special=True).decode("utf-8", errors="replace")
+
+    def _piece(self, token: int) -> bytes:
+        """The token's exact bytes (``LlamaModel.token_to_piece`` returns its whole 32-byte buffer)."""
+        buf = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, True)
+        if n < 0:  # a longer piece: -n bytes are needed
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, True)
+        return buf.raw[:n]
 
     def is_special_token(self, text: str) -> bool:
         """True if ``text`` is a single token of the vocabulary (``<tool_call>`` in Qwen3)."""
@@ -350,6 +360,9 @@ class LlamaBackend:
         llm = self._llm
         gbnf = _tool_call_gbnf(tools) if (self.use_grammar and tools) else None
         free, _ = self._sampler()
+        # Decoded piece by piece (a multi-byte character split across tokens waits for its end),
+        # not by detokenizing the whole output after every token.
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
         constrained: tuple[_internals.LlamaSampler, Any] | None = None
         out: list[int] = []
         call_start = -1  # index in the scanned text where the open call's JSON starts
@@ -370,7 +383,7 @@ class LlamaBackend:
                 break
             before = scan
             out.append(token)
-            scan = assistant_prefix + self.detokenize(out)
+            scan += decoder.decode(self._piece(token))
             if constrained is None and gbnf is not None:
                 end = _opens_call(scan, max(0, len(before) - len(CALL_OPEN)))
                 if end is not None:
@@ -378,7 +391,8 @@ class LlamaBackend:
                         # The token ran past "<tool_call>": keep only the tag; the grammar writes the rest.
                         out.pop()
                         out.extend(self.tokenize(scan[len(before):end], add_bos=False))
-                        scan = assistant_prefix + self.detokenize(out)
+                        scan = scan[:end]
+                        decoder.reset()
                     constrained, call_start = self._sampler(gbnf), end
             elif constrained is not None and len(scan) > call_start and scan.endswith(CALL_CLOSE):
                 constrained = None
@@ -388,6 +402,7 @@ class LlamaBackend:
                 break
             llm.eval(out[evaluated:])
             evaluated = len(out)
+        scan += decoder.decode(b"", final=True)  # an unfinished character at the end becomes U+FFFD
         return scan[len(assistant_prefix):], finish, len(out), n_constrained
 
     def _save_state(self, session_id: str) -> None:
