@@ -77,20 +77,30 @@ def test_without_grammar_the_same_start_is_not_a_valid_call(smollm2: Path, backe
     assert not reply.tool_calls or reply.problems
 
 
-def test_fast_grammar_paths_choose_what_the_full_mask_chooses(backend: LlamaBackend, monkeypatch) -> None:
-    """Offering the sampled token, then the most likely candidates, is an optimisation only: under
-    greedy sampling the call must be token for token the one the full-vocabulary mask gives."""
-    hits = backend.grammar_top_hits
-    fast = backend.complete(conversation("Alice"), TOOLS, max_tokens=80, assistant_prefix="<tool_call>")
-    assert backend.grammar_top_hits > hits  # SmolLM2 needs the candidate path on this call
+def greedy_call_by_fast_paths_and_by_full_mask(model: LlamaBackend, monkeypatch) -> tuple[dict, str, str]:
+    """The same call decoded by the runtime's path and by the full-vocabulary mask alone, and which
+    fast paths the first one took."""
+    before = dict(model.grammar_paths)
+    model._llm.reset()  # both runs evaluate the prompt from scratch: batch sizes change the last bits
+    fast = model.complete(conversation("Alice"), TOOLS, max_tokens=80, assistant_prefix="<tool_call>")
+    used = {k: n - before[k] for k, n in model.grammar_paths.items()}
+    with monkeypatch.context() as patch:
+        patch.setattr(model, "_sample_constrained", lambda free, chain, grammar: chain.sample(model._llm._ctx, -1))
+        model._llm.reset()
+        slow = model.complete(conversation("Alice"), TOOLS, max_tokens=80, assistant_prefix="<tool_call>")
+    return used, fast.text, slow.text
 
-    def full_mask_only(free, chain, grammar) -> int:
-        return chain.sample(backend._llm._ctx, -1)
 
-    monkeypatch.setattr(backend, "_sample_constrained", full_mask_only)
-    slow = backend.complete(conversation("Alice"), TOOLS, max_tokens=80, assistant_prefix="<tool_call>")
-    assert fast.text == slow.text
-    assert fast.generated_tokens == slow.generated_tokens
+@pytest.mark.parametrize("path, share", [("narrowed", 1.0), ("top", 0.0)])
+def test_fast_grammar_paths_choose_what_the_full_mask_chooses(backend, tiny_qwen3, monkeypatch, path, share):
+    """The fast paths are an optimisation only: under greedy sampling the call must be token for
+    token the one the full-vocabulary mask gives. Each path is forced in turn, on SmolLM2 (49k)
+    and on the random-weight Qwen3 fixture (151k), whose first choice is rarely valid JSON."""
+    monkeypatch.setattr("agent.backends.llama.NARROWED_MAX_SHARE", share)
+    for model in (backend, LlamaBackend(tiny_qwen3, n_ctx=2048, n_threads=2)):
+        used, fast, slow = greedy_call_by_fast_paths_and_by_full_mask(model, monkeypatch)
+        assert used[path] > 0, used
+        assert fast == slow, model.model_path
 
 
 def test_second_step_reuses_the_prefix(backend: LlamaBackend) -> None:
