@@ -23,6 +23,10 @@ EXPECTED = {
     "grammar_full_mask_49k", "grammar_lazy_49k", "unconstrained_tok_s_49k", "grammar_lazy_151k",
     "grammar_same_tokens_49k", "grammar_cost_ms_49k", "grammar_valid_writer_49k", "grammar_valid_writer_151k",
     "valid_call_rate_runtime", "valid_call_rate_chatml_fc", "seconds_per_episode_ratio",
+    "valid_call_rate_server", "seconds_per_episode_ratio_server", "seconds_per_episode_runtime",
+    "seconds_per_episode_chatml_fc", "seconds_per_episode_server", "calls_per_episode_runtime",
+    "calls_per_episode_chatml_fc", "calls_per_episode_server", "success_rate_runtime", "success_rate_chatml_fc",
+    "success_rate_server",
 }
 
 

@@ -1,78 +1,188 @@
-"""Peers: the runtime against llama-cpp-python's ``chatml-function-calling`` handler, same model,
-same prompts, one model step each (valid tool-call rate and seconds per episode).
+"""Figure 4, peers on the same scenarios: this runtime against llama-cpp-python's own tool calling.
+
+Three agents play the same eval scenarios (the first few of the dev split, taken across the
+templates in turn), each from a fresh calendar, with the same model, greedy sampling, the same
+max tokens per step, step budget and simulated user:
+(a) ``runtime``: the agent loop on the bench's ``LlamaBackend``, exactly as ``python -m agent eval``
+    runs it (``agent.eval.dialogue.run_episode``);
+(b) ``chatml_fc``: ``Llama(chat_format="chatml-function-calling")`` driven by the OpenAI-style
+    client loop (``client_loop``), in-process;
+(c) ``server``: ``llama_cpp.server`` with the same chat format and the same client loop over HTTP.
+The scenarios are interleaved (a, b, c for one scenario, then the next) so drift in a shared
+machine's load hits every peer alike.
+
+Per peer: valid tool-call rate (known tool, arguments that pass ``registry.validate``, over every
+call attempted), mean seconds and tool calls per episode, and the eval verifier's success rate.
+
+Known behaviour of the peer's handler (llama-cpp-python 0.3.36, ``chatml_function_calling``):
+with ``tool_choice="auto"`` it generates function arguments and plain messages with
+``max_tokens=None``, whatever the request asks, so a runaway argument stops only at the context
+size; and its template has no case for ``tool`` messages, so tool results never reach the model.
 """
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
-from typing import TYPE_CHECKING, Any
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from itertools import zip_longest
+from typing import TYPE_CHECKING, Any, Callable
 
 from agent.bench.report import progress
+from tools.registry import ToolResult
 
 if TYPE_CHECKING:
     from agent.bench.runner import Bench
+    from agent.eval.suite import Environment, EvalSuite, Scenario, Verdict
+    from agent.eval.trace import EpisodeTrace
 
-PEER_PROMPTS = [
-    "What is on my calendar on 2026-12-01?",
-    "Add 'Dentist' on 2026-12-01 at 15:00 for 60 minutes.",
-    "Find a free hour on 2026-12-02.",
-]
+CHAT_FORMAT = "chatml-function-calling"
+MAX_TOKENS = 96  # per model step, every peer: room for one tool call with a few arguments
+REQUEST_TIMEOUT_S = 900.0  # one server request; a runaway argument fills the whole context first
+
+
+@dataclass(frozen=True)
+class Plan:
+    scenarios: int
+    max_steps: int  # model steps per user turn
+    max_user_turns: int  # user messages per dialogue (the eval's default is 4)
+
+
+QUICK, FULL = Plan(scenarios=2, max_steps=3, max_user_turns=2), Plan(scenarios=6, max_steps=4, max_user_turns=4)
+
+# (key suffix, label): the JSON keys are ``valid_call_rate_<suffix>`` etc.
+PEERS = (("runtime", "this runtime"), ("chatml_fc", CHAT_FORMAT), ("server", "llama_cpp.server"))
+
+# Plays one scenario in a fresh environment and returns the trace the verifier reads.
+EpisodeFn = Callable[["Scenario", "Environment"], "EpisodeTrace"]
+
+
+@dataclass
+class PeerRun:
+    """What one peer did over the scenarios; the figures are computed from this."""
+
+    seconds: list[float] = field(default_factory=list)
+    attempted: list[int] = field(default_factory=list)  # tool calls attempted, per episode
+    valid: int = 0
+    successes: list[bool] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # the first model/runner error of each episode that had one
+    skipped: str = ""  # why the peer could not run at all
+
+    def add(self, trace: EpisodeTrace, seconds: float, environment: Environment, verdict: Verdict) -> None:
+        calls = trace.calls()
+        self.seconds.append(seconds)
+        self.attempted.append(len(calls) + trace.unreadable_blocks())
+        self.valid += sum(not isinstance(environment.registry.validate(c.name, c.arguments), ToolResult) for c in calls)
+        self.successes.append(verdict.success)
+        error = trace.error or next((e.turn.error for e in trace.exchanges if e.turn.error), None)
+        if error:
+            self.errors.append(error)
+
+
+def pick_scenarios(scenarios: list[Scenario], count: int) -> list[Scenario]:
+    """The first ``count`` scenarios taken across templates in turn: each template's first, then
+    each one's second, ... (so two scenarios are two different templates)."""
+    by_template: dict[str, list[Scenario]] = {}
+    for scenario in scenarios:
+        by_template.setdefault(scenario.template, []).append(scenario)
+    rounds = zip_longest(*by_template.values())
+    return [s for batch in rounds for s in batch if s is not None][:count]
 
 
 def peers(bench: Bench, backend: Any) -> None:
+    """Adds figure 4: every peer plays the same scenarios, interleaved; the server always stops."""
+    import httpx
     from llama_cpp import Llama
 
-    from agent.approval import DenyAll
+    from agent.bench.client_loop import in_process, over_http, run_client_episode
+    from agent.bench.peer_server import ServerUnavailable, llama_server
+    from agent.eval.dialogue import run_episode
+    from agent.eval.suite import load_eval_suite
     from agent.loop import Budgets
 
-    config, report = bench.config, bench.report
-    prompts = PEER_PROMPTS[:1] if config.quick else PEER_PROMPTS
-    runtime = bench.build_runtime(backend, max_steps=1)
-    runtime.agent.budgets = Budgets(max_steps=1, max_tokens=96)
-    registry = runtime.domain.registry
-    progress("peers: loading llama-cpp-python's chatml-function-calling handler")
-    peer = Llama(config.model_path, n_ctx=config.n_ctx, n_batch=min(512, config.n_ctx),
-                 n_threads=config.n_threads, n_threads_batch=config.n_threads, seed=0,
-                 verbose=False, chat_format="chatml-function-calling")
-    ours: list[tuple[bool, float]] = []
-    theirs: list[tuple[bool, float]] = []
-    for i, text in enumerate(prompts):
-        progress(f"peers: prompt {i + 1}/{len(prompts)}")
-        turn = runtime.handle(f"peer{i}", text, DenyAll())
-        calls = [c for s in turn.steps for c in s.calls]
-        ours.append((bool(calls) and calls[0].status.value != "invalid", turn.seconds))
-        t = time.perf_counter()
-        response = peer.create_chat_completion(
-            messages=[{"role": "system", "content": runtime.system_prompt()}, {"role": "user", "content": text}],
-            tools=registry.schemas(), tool_choice="auto", max_tokens=96, temperature=0.0,
-        )
-        seconds = time.perf_counter() - t
-        tool_calls = response["choices"][0]["message"].get("tool_calls") or []
-        valid = False
-        if tool_calls:
-            function = tool_calls[0]["function"]
-            try:
-                arguments = json.loads(function["arguments"])
-                valid = not _is_failure(registry.validate(function["name"], arguments))
-            except (ValueError, KeyError, TypeError):
-                valid = False
-        theirs.append((valid, seconds))
-    runtime.close()
-    del peer
-    note = f"{len(prompts)} prompts, one model step each, same model and settings"
-    report.add("valid_call_rate_runtime", "valid tool-call rate: this runtime",
-               sum(v for v, _ in ours) / len(ours), note=note)
-    report.add("valid_call_rate_chatml_fc", "valid tool-call rate: chatml-function-calling",
-               sum(v for v, _ in theirs) / len(theirs))
-    report.add("seconds_per_episode_ratio", "s/episode: runtime ÷ chatml-function-calling",
-               statistics.median(s for _, s in ours) / statistics.median(s for _, s in theirs),
-               note="llama_cpp.server + OpenAI client loop: not measured")
+    config = bench.config
+    plan = QUICK if config.quick else FULL
+    suite = load_eval_suite(config.settings)
+    scenarios = pick_scenarios(suite.scenarios(split="dev"), plan.scenarios)
+    budgets = Budgets(max_steps=plan.max_steps, max_tool_calls=16, max_tokens=MAX_TOKENS)
+    runs = {key: PeerRun() for key, _ in PEERS}
+    with ExitStack() as stack:
+        progress(f"peers: loading llama-cpp-python's {CHAT_FORMAT} handler")
+        llama = Llama(config.model_path, n_ctx=config.n_ctx, n_batch=min(512, config.n_ctx),
+                      n_threads=config.n_threads, n_threads_batch=config.n_threads, seed=0,
+                      verbose=False, chat_format=CHAT_FORMAT)
+        stack.callback(llama.close)
+        local = in_process(llama)
+        episodes: dict[str, EpisodeFn] = {
+            "runtime": lambda s, env: run_episode(s, backend, env, budgets=budgets, session_id=f"peers-{s.id}",
+                                                  max_user_turns=plan.max_user_turns),
+            "chatml_fc": lambda s, env: run_client_episode(local, s, env, budgets, plan.max_user_turns),
+        }
+        progress("peers: starting llama_cpp.server")
+        try:
+            base_url = stack.enter_context(llama_server(
+                config.model_path, n_ctx=config.n_ctx, n_threads=llama.n_threads,
+                n_threads_batch=llama.n_threads_batch, chat_format=CHAT_FORMAT, log_path=bench.tmp / "server.log"))
+            remote = over_http(stack.enter_context(httpx.Client(base_url=base_url, timeout=REQUEST_TIMEOUT_S)))
+            episodes["server"] = lambda s, env: run_client_episode(remote, s, env, budgets, plan.max_user_turns)
+        except ServerUnavailable as exc:
+            runs["server"].skipped = str(exc)
+        for i, scenario in enumerate(scenarios):
+            for key, episode in episodes.items():
+                progress(f"peers: scenario {i + 1}/{len(scenarios)} ({scenario.id}), {key}")
+                _play(suite, scenario, episode, runs[key])
+    _report(bench, runs, scenarios, plan)
 
 
-def _is_failure(value: Any) -> bool:
-    """``registry.validate`` returns a ToolResult (the error) when the arguments are invalid."""
-    from tools.registry import ToolResult
+def _play(suite: EvalSuite, scenario: Scenario, episode: EpisodeFn, run: PeerRun) -> None:
+    """One timed episode on a fresh environment, scored by the eval's verifier."""
+    environment = suite.make_environment(scenario)
+    try:
+        started = time.perf_counter()
+        trace = episode(scenario, environment)
+        seconds = time.perf_counter() - started
+        run.add(trace, seconds, environment, suite.verifier.verify(trace))
+    finally:
+        environment.close()
 
-    return isinstance(value, ToolResult)
+
+def _report(bench: Bench, runs: dict[str, PeerRun], scenarios: list[Scenario], plan: Plan) -> None:
+    report = bench.report
+    setup = (f"{len(scenarios)} dev scenarios ({', '.join(s.id for s in scenarios)}), whole dialogues of ≤ "
+             f"{plan.max_user_turns} user messages, greedy, ≤ {plan.max_steps} model steps per turn, "
+             f"max_tokens {MAX_TOKENS} per step, same model and n_ctx")
+    for key, label in PEERS:
+        run = runs[key]
+        rate = run.valid / sum(run.attempted) if sum(run.attempted) else None
+        note = (f"skipped: {run.skipped}" if run.skipped
+                else f"skipped: no tool call was attempted in {len(run.attempted)} episodes" if rate is None
+                else f"{run.valid} of {sum(run.attempted)} calls valid (known tool, arguments pass registry.validate)")
+        report.add(f"valid_call_rate_{key}", f"valid tool-call rate: {label}", rate,
+                   note=note + ("; " + setup if key == "runtime" else ""))
+    for key, label in PEERS:
+        run = runs[key]
+        errors = f"{len(run.errors)} of {len(run.seconds)} episodes hit an error, e.g. {run.errors[0][:160]}" if run.errors else ""
+        report.add(f"seconds_per_episode_{key}", f"s/episode: {label}", _mean(run.seconds),
+                   note=f"skipped: {run.skipped}" if run.skipped else errors)
+    runtime = _mean(runs["runtime"].seconds)
+    for key, suffix in (("chatml_fc", ""), ("server", "_server")):
+        theirs = _mean(runs[key].seconds)
+        ratio = runtime / theirs if runtime is not None and theirs else None
+        report.add(f"seconds_per_episode_ratio{suffix}", f"s/episode: runtime ÷ {dict(PEERS)[key]}", ratio,
+                   note=f"skipped: {runs[key].skipped}" if runs[key].skipped
+                   else "mean wall time of the same episodes, each from a fresh calendar")
+    for key, label in PEERS:
+        run = runs[key]
+        report.add(f"calls_per_episode_{key}", f"tool calls/episode: {label}", _mean(run.attempted),
+                   note=f"skipped: {run.skipped}" if run.skipped else "")
+    for key, label in PEERS:
+        run = runs[key]
+        report.add(f"success_rate_{key}", f"task success (eval verifier): {label}",
+                   _mean([float(s) for s in run.successes]),
+                   note=f"skipped: {run.skipped}" if run.skipped else
+                   "the eval verifier on the final calendar and the trace" if key == "runtime" else "")
+
+
+def _mean(values: list[float] | list[int]) -> float | None:
+    return statistics.fmean(values) if values else None

@@ -1,0 +1,153 @@
+"""The OpenAI-style client loop the peers of figure 4 run: how a user of a chat-completions API
+with ``tools`` writes an agent, done once so that every peer gets the same loop.
+
+messages + tools → chat completion (``tool_choice="auto"``) → each returned ``tool_call`` is
+validated with the registry, put to the approval gate if destructive, and executed against the
+scenario's environment → the assistant message and one tool message per call are appended →
+again, until a reply without tool calls or the step budget. The transport is a function
+(``ChatFn``), so the same loop runs in-process (llama-cpp-python's ``create_chat_completion``)
+and over HTTP (``llama_cpp.server``).
+
+The loop records what it did as the runtime's own ``Turn``/``StepRecord``/``CallRecord``, and
+``run_client_episode`` plays the eval's simulated user around it, so the eval verifier scores
+the peers' episodes exactly as it scores the runtime's.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Callable
+
+import httpx
+
+from agent.approval import ApprovalRequest, Approver
+from agent.eval.dialogue import ScenarioApprover, system_message, user_message
+from agent.eval.suite import Environment, Scenario
+from agent.eval.trace import HANDED_BACK, EpisodeTrace, Exchange
+from agent.loop import QUESTION_ENDINGS, Budgets
+from agent.records import CallRecord, CallStatus, StepRecord, StopReason, Turn
+from tools.registry import Registry, ToolResult
+
+# One chat-completions request body in, the ``chat.completion`` response out.
+ChatFn = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+def in_process(llama: Any) -> ChatFn:
+    """llama-cpp-python's own chat API on a ``Llama`` made with the chat format under test."""
+    return lambda request: dict(llama.create_chat_completion(**request))
+
+
+def over_http(client: httpx.Client) -> ChatFn:
+    """The same request POSTed to an OpenAI-compatible server (``client`` has the base URL)."""
+
+    def chat(request: dict[str, Any]) -> dict[str, Any]:
+        response = client.post("/v1/chat/completions", json=request)
+        response.raise_for_status()
+        return response.json()
+
+    return chat
+
+
+def run_client_turn(chat: ChatFn, messages: list[dict[str, Any]], registry: Registry,
+                    approver: Approver, budgets: Budgets) -> Turn:
+    """One user turn (``messages`` ends with the user's message and is appended to).
+
+    Sampling is the runtime's: greedy, no repetition penalty, ``budgets.max_tokens`` asked for
+    per request (a server's chat handler may not honour it: that is the peer's behaviour)."""
+    started = time.perf_counter()
+    turn = Turn(session_id=None, user_text=str(messages[-1].get("content", "")))
+
+    def finish(reason: StopReason, reply: str = "") -> Turn:
+        turn.stop_reason, turn.reply, turn.seconds = reason, reply, time.perf_counter() - started
+        return turn
+
+    tools = registry.schemas()
+    for index in range(budgets.max_steps):
+        request = {"messages": messages, "tools": tools, "tool_choice": "auto", "temperature": 0.0,
+                   "repeat_penalty": 1.0, "max_tokens": budgets.max_tokens}
+        t = time.perf_counter()
+        try:
+            choice = chat(request)["choices"][0]
+        except Exception as exc:  # a failed request ends the turn, as a backend error ends ours
+            turn.error = f"{type(exc).__name__}: {exc}"[:500]
+            return finish(StopReason.MODEL_ERROR)
+        message = choice.get("message") or {}
+        content = message.get("content") or ""
+        tool_calls = message.get("tool_calls") or []
+        step = StepRecord(index=index, raw_output=_as_text(content, tool_calls), content=content,
+                          finish_reason=str(choice.get("finish_reason") or "stop"),
+                          model_seconds=time.perf_counter() - t)
+        turn.steps.append(step)
+        # content "" rather than None: llama_cpp.server's request schema wants a string there
+        messages.append({"role": "assistant", "content": content, **({"tool_calls": tool_calls} if tool_calls else {})})
+        if not tool_calls:
+            if not content.strip():
+                return finish(StopReason.NO_PROGRESS)
+            asked = content.rstrip().endswith(QUESTION_ENDINGS)
+            return finish(StopReason.ASKED_USER if asked else StopReason.FINAL_REPLY, content)
+        for number, call in enumerate(tool_calls):
+            record = _run_call(call, registry, approver, call_id=str(call.get("id") or f"call_{index}_{number}"))
+            step.calls.append(record)
+            messages.append({"role": "tool", "tool_call_id": record.call_id, "content": record.result})
+    return finish(StopReason.STEP_BUDGET)
+
+
+def run_client_episode(chat: ChatFn, scenario: Scenario, environment: Environment, budgets: Budgets,
+                       max_user_turns: int) -> EpisodeTrace:
+    """The scenario's dialogue with the client loop as the agent: the same simulated user, approval
+    gate, system and user messages as ``agent.eval.dialogue.run_episode`` (see its docstring)."""
+    approver = ScenarioApprover(scenario)
+    messages: list[dict[str, Any]] = [system_message(scenario, environment)]
+    initial = environment.snapshot()
+    trace = EpisodeTrace(scenario=scenario, exchanges=[], initial=initial, final=initial,
+                         tool_names=tuple(environment.registry.names), messages=messages)
+    script = list(scenario.user_script)
+    text: str | None = scenario.opening
+    changed = False
+    while text is not None:
+        messages.append(user_message(scenario, environment, text))
+        approver.delivered += 1
+        turn = run_client_turn(chat, messages, environment.registry, approver, budgets)
+        trace.exchanges.append(Exchange(user_text=turn.user_text, turn=turn))
+        changed = changed or environment.snapshot() != initial
+        more = script and approver.delivered < max_user_turns and turn.stop_reason in HANDED_BACK
+        text = script.pop(0) if more and (turn.stop_reason is StopReason.ASKED_USER or not changed) else None
+    trace.final = environment.snapshot()
+    return trace
+
+
+def _run_call(call: dict[str, Any], registry: Registry, approver: Approver, call_id: str) -> CallRecord:
+    """Validate, ask the gate if destructive, execute: every call gets a record and a result text."""
+    function = call.get("function") or {}
+    name, raw = str(function.get("name") or ""), function.get("arguments")
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        failure = ToolResult.failure("invalid_arguments", f"{name}: the arguments are not JSON")
+        return CallRecord(name, raw, CallStatus.INVALID, failure.to_text(), call_id)
+    validated = registry.validate(name, arguments)
+    if isinstance(validated, ToolResult):
+        return CallRecord(name, arguments, CallStatus.INVALID, validated.to_text(), call_id)
+    destructive = registry.is_destructive(name)
+    approval = None
+    if destructive:
+        decision = approver.decide(ApprovalRequest(
+            tool=name, arguments=validated.model_dump(mode="json", exclude_none=True),
+            description=registry.describe(name, validated)))
+        approval = {"approved": decision.approved, "reason": decision.reason}
+        if not decision.approved:
+            denied = ToolResult.failure("denied", f"The user did not approve {name} ({decision.reason}).")
+            return CallRecord(name, arguments, CallStatus.DENIED, denied.to_text(), call_id, True, approval)
+    result = registry.execute(name, validated)
+    status = CallStatus.OK if result.ok else CallStatus.FAILED
+    return CallRecord(name, arguments, status, result.to_text(), call_id, destructive, approval)
+
+
+def _as_text(content: str, tool_calls: list[dict[str, Any]]) -> str:
+    """The step's output as one text for the trace: the content, then one line per call."""
+    lines = [content] if content else []
+    for call in tool_calls:
+        function = call.get("function") or {}
+        lines.append(f"{function.get('name')}: {function.get('arguments')}")
+    return "\n".join(lines)
