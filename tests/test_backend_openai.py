@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import sys
 import threading
-import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-import httpx
 import pytest
 
 from agent.backends.openai import OpenAIBackend
+from agent.bench.peer_server import free_port
+from agent.bench.peer_server import llama_server as start_llama_server
 from agent.parsing import parse_reply
 
 TOOLS = [{"type": "function", "function": {
@@ -23,46 +20,12 @@ TOOLS = [{"type": "function", "function": {
     "parameters": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}}}]
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def llama_server(smollm2: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
-    # llama.cpp logs ~200 kB at load: into a file, a pipe nobody reads would block the server
+    """llama-cpp-python's own server on loopback, with the model's chat template."""
     log_path = tmp_path_factory.mktemp("llama-server") / "server.log"
-    log = log_path.open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2), "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", "2048", "--n_threads", "2", "--model_alias", "smollm2"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"llama_cpp.server exited: {log_path.read_text(errors='replace')[-2000:]}")
-            try:
-                if httpx.get(f"{base}/v1/models", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("llama_cpp.server did not answer /v1/models within 120 s")
-            time.sleep(0.5)
+    with start_llama_server(str(smollm2), n_ctx=2048, n_threads=2, alias="smollm2", log_path=log_path) as base:
         yield base
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @pytest.mark.slow

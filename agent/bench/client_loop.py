@@ -9,7 +9,7 @@ again, until a reply without tool calls or the step budget. The transport is a f
 and over HTTP (``llama_cpp.server``).
 
 The loop records what it did as the runtime's own ``Turn``/``StepRecord``/``CallRecord``, and
-``run_client_episode`` plays the eval's simulated user around it, so the eval verifier scores
+``run_client_episode`` has the eval's simulated user play around it, so the eval verifier scores
 the peers' episodes exactly as it scores the runtime's.
 """
 
@@ -22,9 +22,9 @@ from typing import Any, Callable
 import httpx
 
 from agent.approval import ApprovalRequest, Approver
-from agent.eval.dialogue import ScenarioApprover, system_message, user_message
+from agent.eval.dialogue import play_dialogue
 from agent.eval.suite import Environment, Scenario
-from agent.eval.trace import HANDED_BACK, EpisodeTrace, Exchange
+from agent.eval.trace import EpisodeTrace
 from agent.loop import QUESTION_ENDINGS, Budgets
 from agent.records import CallRecord, CallStatus, StepRecord, StopReason, Turn
 from tools.registry import Registry, ToolResult
@@ -96,25 +96,11 @@ def run_client_turn(chat: ChatFn, messages: list[dict[str, Any]], registry: Regi
 def run_client_episode(chat: ChatFn, scenario: Scenario, environment: Environment, budgets: Budgets,
                        max_user_turns: int) -> EpisodeTrace:
     """The scenario's dialogue with the client loop as the agent: the same simulated user, approval
-    gate, system and user messages as ``agent.eval.dialogue.run_episode`` (see its docstring)."""
-    approver = ScenarioApprover(scenario)
-    messages: list[dict[str, Any]] = [system_message(scenario, environment)]
-    initial = environment.snapshot()
-    trace = EpisodeTrace(scenario=scenario, exchanges=[], initial=initial, final=initial,
-                         tool_names=tuple(environment.registry.names), messages=messages)
-    script = list(scenario.user_script)
-    text: str | None = scenario.opening
-    changed = False
-    while text is not None:
-        messages.append(user_message(scenario, environment, text))
-        approver.delivered += 1
-        turn = run_client_turn(chat, messages, environment.registry, approver, budgets)
-        trace.exchanges.append(Exchange(user_text=turn.user_text, turn=turn))
-        changed = changed or environment.snapshot() != initial
-        more = script and approver.delivered < max_user_turns and turn.stop_reason in HANDED_BACK
-        text = script.pop(0) if more and (turn.stop_reason is StopReason.ASKED_USER or not changed) else None
-    trace.final = environment.snapshot()
-    return trace
+    gate, system and user messages as ``agent.eval.dialogue.run_episode``."""
+    def run_turn(messages: list[dict[str, Any]], approver: Approver) -> Turn:
+        return run_client_turn(chat, messages, environment.registry, approver, budgets)
+
+    return play_dialogue(scenario, environment, run_turn, max_user_turns)
 
 
 def _run_call(call: dict[str, Any], registry: Registry, approver: Approver, call_id: str) -> CallRecord:

@@ -31,18 +31,23 @@ def free_port() -> int:
 
 
 @contextmanager
-def llama_server(model_path: str, *, n_ctx: int, n_threads: int, n_threads_batch: int, chat_format: str,
-                 log_path: Path) -> Iterator[str]:
-    """Yields the server's base URL once it answers ``/v1/models``; raises ``ServerUnavailable``."""
+def llama_server(model_path: str, *, n_ctx: int, n_threads: int, n_threads_batch: int | None = None,
+                 chat_format: str | None = None, alias: str = "peer", log_path: Path) -> Iterator[str]:
+    """Yields the server's base URL once it answers ``/v1/models``; raises ``ServerUnavailable``.
+
+    Without ``chat_format`` the server uses the GGUF's own chat template (what the OpenAI
+    backend's tests talk to)."""
     port = free_port()
     command = [
         sys.executable, "-m", "llama_cpp.server", "--model", model_path, "--host", "127.0.0.1",
-        "--port", str(port), "--chat_format", chat_format, "--n_ctx", str(n_ctx),
-        "--n_batch", str(min(512, n_ctx)), "--n_threads", str(n_threads), "--n_threads_batch", str(n_threads_batch),
-        "--seed", "0", "--model_alias", "peer",
+        "--port", str(port), "--n_ctx", str(n_ctx), "--n_batch", str(min(512, n_ctx)),
+        "--n_threads", str(n_threads), "--n_threads_batch", str(n_threads_batch or n_threads),
+        "--seed", "0", "--model_alias", alias,
         # the server's defaults differ from ``Llama``'s here: align them with the in-process peer
         "--logits_all", "False", "--use_mlock", "False", "--verbose", "False",
     ]
+    if chat_format:
+        command += ["--chat_format", chat_format]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:  # a pipe nobody reads would block the server
         try:

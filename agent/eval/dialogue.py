@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from agent.approval import ApprovalRequest, Decision
 from agent.backends.base import Backend
@@ -28,7 +28,7 @@ from agent.eval.suite import Environment, Scenario
 from agent.eval.trace import HANDED_BACK, EpisodeTrace, Exchange
 from agent.loop import Agent, Budgets
 from agent.prompt import stamp_user_text, system_prompt
-from agent.records import StopReason
+from agent.records import StopReason, Turn
 
 DEFAULT_MAX_USER_TURNS = 4
 
@@ -57,18 +57,14 @@ def user_message(scenario: Scenario, environment: Environment, text: str) -> dic
     return {"role": "user", "content": stamp_user_text(environment.now, scenario.tz, text)}
 
 
-def run_episode(
-    scenario: Scenario,
-    backend: Backend,
-    environment: Environment,
-    *,
-    budgets: Budgets = Budgets(),
-    max_user_turns: int = DEFAULT_MAX_USER_TURNS,
-    session_id: str | None = None,
-    cancel: threading.Event | None = None,
-) -> EpisodeTrace:
-    """Run the dialogue to its end and return the trace (the environment is not closed here)."""
-    agent = Agent(backend, environment.registry, budgets)
+# One turn of whichever agent plays the episode: (messages ending with the user's, approver) -> Turn.
+TurnFn = Callable[[list[dict[str, Any]], ScenarioApprover], Turn]
+
+
+def play_dialogue(scenario: Scenario, environment: Environment, run_turn: TurnFn,
+                  max_user_turns: int = DEFAULT_MAX_USER_TURNS) -> EpisodeTrace:
+    """The simulated user around any agent: the opening, then a scripted reply whenever the agent
+    hands the turn back (asked, or changed nothing yet), up to ``max_user_turns`` messages."""
     approver = ScenarioApprover(scenario)
     messages: list[dict[str, Any]] = [system_message(scenario, environment)]
     initial = environment.snapshot()
@@ -82,7 +78,7 @@ def run_episode(
     while text is not None:
         messages.append(user_message(scenario, environment, text))
         approver.delivered += 1
-        turn = agent.run_turn(messages, approver, session_id=session_id, cancel=cancel)
+        turn = run_turn(messages, approver)
         trace.exchanges.append(Exchange(user_text=turn.user_text, turn=turn))
         changed = changed or environment.snapshot() != initial
         text = None
@@ -91,3 +87,22 @@ def run_episode(
                 text = script.pop(0)
     trace.final = environment.snapshot()
     return trace
+
+
+def run_episode(
+    scenario: Scenario,
+    backend: Backend,
+    environment: Environment,
+    *,
+    budgets: Budgets = Budgets(),
+    max_user_turns: int = DEFAULT_MAX_USER_TURNS,
+    session_id: str | None = None,
+    cancel: threading.Event | None = None,
+) -> EpisodeTrace:
+    """Run the dialogue with this runtime's agent and return the trace (the environment is not closed here)."""
+    agent = Agent(backend, environment.registry, budgets)
+
+    def run_turn(messages: list[dict[str, Any]], approver: ScenarioApprover) -> Turn:
+        return agent.run_turn(messages, approver, session_id=session_id, cancel=cancel)
+
+    return play_dialogue(scenario, environment, run_turn, max_user_turns)
