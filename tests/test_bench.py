@@ -27,6 +27,7 @@ EXPECTED = {
     "seconds_per_episode_chatml_fc", "seconds_per_episode_server", "calls_per_episode_runtime",
     "calls_per_episode_chatml_fc", "calls_per_episode_server", "success_rate_runtime", "success_rate_chatml_fc",
     "success_rate_server",
+    "rss_runtime_minus_model_mb", "rss_bare_minus_model_mb", "kv_cache_mb", "state_kb_per_token",
 }
 
 

@@ -65,9 +65,9 @@ class Bench:
         self.report.info.update({"model": cfg.model_path, "n_ctx": cfg.n_ctx, "quick": cfg.quick,
                                  "repeats": cfg.repeats, "max_tokens_per_step": cfg.max_tokens})
         backend = memory.startup(self)
+        memory.isolated(self)  # two child processes; this one waits
         steps = overhead.loop_overhead(self, backend)
         prefix.episode_reuse(self.report, steps)
-        memory.rss_overhead(self)
         prefix.state_copy(self.report, backend)
         prefix.interleaved(self, backend)
         grammar.constrained(self, backend, "49k", f"vocab {backend._llm.n_vocab()}")
