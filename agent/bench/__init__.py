@@ -19,7 +19,8 @@ per family, run in this order by ``runner.Bench.run``:
    full-vocabulary mask, and the runtime's path: the sampled token, then the top candidates,
    then the full mask) ÷ unconstrained, same prompt, same length; for the model's own choice
    and for a model steered to write a valid call.
-4. peers (``peers``): llama-cpp-python's ``chatml-function-calling`` handler on the same prompts.
+4. peers (``peers``): the same eval scenarios played end to end by this runtime, llama-cpp-python's
+   ``chatml-function-calling`` handler and ``llama_cpp.server`` (one OpenAI-style client loop).
 5. memory and start-up (``memory``).
 
 The instruments live in ``recording``, the figures and their table/JSON in ``report``. This
@@ -48,7 +49,8 @@ __all__ = ["Bench", "BenchConfig", "Report", "add_arguments", "add_parser", "def
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print one JSON object with every figure")
-    parser.add_argument("--quick", action="store_true", help="fewer repeats and shorter outputs (about a minute)")
+    parser.add_argument("--quick", action="store_true",
+                        help="one repeat, shorter outputs, one peer scenario: checks that everything runs")
     parser.add_argument("--grammar-model", metavar="GGUF", type=Path,
                         help="a model with Qwen3's 151k vocabulary for the constrained-decoding figure "
                              "(default: the tiny qwen3 test fixture, built from tests/ in a checkout)")

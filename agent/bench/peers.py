@@ -49,7 +49,7 @@ class Plan:
     max_user_turns: int  # user messages per dialogue (the eval's default is 4)
 
 
-QUICK, FULL = Plan(scenarios=2, max_steps=3, max_user_turns=2), Plan(scenarios=6, max_steps=4, max_user_turns=4)
+QUICK, FULL = Plan(scenarios=1, max_steps=2, max_user_turns=2), Plan(scenarios=6, max_steps=4, max_user_turns=4)
 
 # (key suffix, label): the JSON keys are ``valid_call_rate_<suffix>`` etc.
 PEERS = (("runtime", "this runtime"), ("chatml_fc", CHAT_FORMAT), ("server", "llama_cpp.server"))
