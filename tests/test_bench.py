@@ -22,6 +22,7 @@ EXPECTED = {
     "state_bytes_slice_s", "state_string_at_s", "interleaved_reuse", "interleaved_reuse_naive", "naive_factor",
     "grammar_full_mask_49k", "grammar_lazy_49k", "unconstrained_tok_s_49k", "grammar_lazy_151k",
     "grammar_same_tokens_49k", "grammar_cost_ms_49k", "grammar_valid_writer_49k", "grammar_valid_writer_151k",
+    "grammar_index_build_s_49k",
     "valid_call_rate_runtime", "valid_call_rate_chatml_fc", "seconds_per_episode_ratio",
     "valid_call_rate_server", "seconds_per_episode_ratio_server", "seconds_per_episode_runtime",
     "seconds_per_episode_chatml_fc", "seconds_per_episode_server", "calls_per_episode_runtime",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import tempfile
 from dataclasses import dataclass, replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,7 @@ class Bench:
         self.report = Report()
         self.tmp = Path(tempfile.mkdtemp(prefix="iljeong-bench-"))
         self.runs = 0  # runtimes built so far; numbers their data dirs and session ids
+        self.now = datetime.now(timezone.utc)  # the runtimes' clock, frozen at the start of the run
 
     def build_backend(self, model_path: str, n_ctx: int | None = None) -> Any:
         from agent.backends.llama import LlamaBackend
@@ -52,10 +54,9 @@ class Bench:
 
         self.runs += 1
         settings = replace(self.config.settings, data_dir=self.tmp / f"run{self.runs}")
-        runtime = build_runtime(settings, backend)
+        # one instant for the whole run: every episode's messages are the same text, whatever the hour
+        runtime = build_runtime(settings, backend, clock=lambda: self.now)
         runtime.agent.budgets = Budgets(max_steps=max_steps, max_tool_calls=16, max_tokens=self.config.max_tokens)
-        prompt = runtime.system_prompt()
-        runtime.system_prompt = lambda: prompt  # a minute ticking over must not change the prefix mid-bench
         return runtime
 
     def run(self) -> Report:
