@@ -15,6 +15,7 @@ from __future__ import annotations
 import codecs
 import ctypes
 import hashlib
+import json
 import os
 import threading
 import time
@@ -125,6 +126,8 @@ class LlamaBackend:
         # how constrained tokens were found beyond the model's first choice (see _sample_constrained)
         self.grammar_paths: dict[str, int] = {"top": 0, "narrowed": 0, "full_mask": 0}
         self._candidates: CandidateIndex | None = None
+        self._pieces: dict[int, bytes] = {}  # token -> its bytes, read from llama.cpp once
+        self._grammars: dict[str, str] = {}  # tool schemas (JSON) -> their call grammar
 
     # -- tokens ---------------------------------------------------------------------------
 
@@ -140,6 +143,12 @@ class LlamaBackend:
 
     def _piece(self, token: int) -> bytes:
         """The token's exact bytes (``LlamaModel.token_to_piece`` returns its whole 32-byte buffer)."""
+        piece = self._pieces.get(token)
+        if piece is None:
+            piece = self._pieces[token] = self._read_piece(token)
+        return piece
+
+    def _read_piece(self, token: int) -> bytes:
         buf = ctypes.create_string_buffer(64)
         n = llama_cpp.llama_token_to_piece(self._vocab, token, buf, len(buf), 0, True)
         if n < 0:  # a longer piece: -n bytes are needed
@@ -281,7 +290,7 @@ class LlamaBackend:
         offset = len(spelled)
         k = m
         while k < len(cached):
-            piece = self._llm.detokenize([cached[k]], special=True)
+            piece = self._piece(cached[k])
             if not piece or not data.startswith(piece, offset):
                 break
             offset += len(piece)
@@ -342,11 +351,22 @@ class LlamaBackend:
         self.grammar_paths["full_mask"] += 1
         return chain.sample(self._llm._ctx, -1)  # masks, samples, and advances the grammar
 
+    def _grammar_for(self, tools: list[dict[str, Any]]) -> str:
+        """The tool-call GBNF, built once per set of tools (every step would rebuild it otherwise)."""
+        from agent.grammar import tool_call_gbnf
+
+        key = json.dumps(tools, sort_keys=True)
+        if key not in self._grammars:
+            if len(self._grammars) >= 8:  # tools rarely change; never grow without bound
+                self._grammars.clear()
+            self._grammars[key] = tool_call_gbnf(tools)
+        return self._grammars[key]
+
     def _candidate_index(self) -> CandidateIndex:
         """Built on the first token that needs it (~0.5 s for 151k tokens), then kept."""
         if self._candidates is None:
             self._candidates = CandidateIndex(
-                (self._piece(t) for t in range(self._llm.n_vocab())),
+                (self._read_piece(t) for t in range(self._llm.n_vocab())),
                 lambda t: bool(llama_cpp.llama_vocab_is_eog(self._vocab, t)),
             )
         return self._candidates
@@ -359,7 +379,7 @@ class LlamaBackend:
         until ``</tool_call>``; then free again.
         """
         llm = self._llm
-        gbnf = _tool_call_gbnf(tools) if (self.use_grammar and tools) else None
+        gbnf = self._grammar_for(tools) if (self.use_grammar and tools) else None
         free, _ = self._sampler()
         # Decoded piece by piece (a multi-byte character split across tokens waits for its end),
         # not by detokenizing the whole output after every token.
@@ -450,12 +470,6 @@ def _opens_call(text: str, start: int) -> int | None:
                 return pos + len(CALL_OPEN)
         pos = text.find(CALL_OPEN, pos + 1)
     return None
-
-
-def _tool_call_gbnf(tools: list[dict[str, Any]]) -> str:
-    from agent.grammar import tool_call_gbnf  # issue 4, grammar piece (another engineer)
-
-    return tool_call_gbnf(tools)
 
 
 def _sha256(path: str) -> str:
