@@ -284,7 +284,7 @@ class LlamaBackend:
         bos_text = self.renderer.bos_token
         if head and head[0] == self._llm.token_bos() and not (bos_text and prompt.startswith(bos_text)):
             head = head[1:]  # a BOS the tokenizer added is not in the text
-        spelled = self._llm.detokenize(head, special=True)
+        spelled = b"".join(self._piece(t) for t in head)
         if not data.startswith(spelled):
             return canonical
         offset = len(spelled)
