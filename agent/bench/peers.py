@@ -77,7 +77,7 @@ class PeerRun:
         self.successes.append(verdict.success)
         error = trace.error or next((e.turn.error for e in trace.exchanges if e.turn.error), None)
         if error:
-            self.errors.append(error)
+            self.errors.append(" ".join(str(error).split()))  # one line: notes are table rows
 
 
 def pick_scenarios(scenarios: list[Scenario], count: int) -> list[Scenario]:
