@@ -64,15 +64,20 @@ class CandidateIndex:
                 probe_ids.setdefault(piece[0], token)
             elif piece == NON_ASCII_PROBE:
                 probe_ids.setdefault(NON_ASCII, token)
+        # A character the vocabulary has no single token for cannot be asked about: the tokens
+        # starting with it are always offered (all space-led ones, if there is no " " token).
+        for key in [k for k in first if k not in probe_ids]:
+            always += first.pop(key)
+        space_unprobed: list[int] = []
+        for key in [k for k in second if k not in probe_ids or SPACE not in probe_ids]:
+            (space_unprobed if SPACE in probe_ids else always).extend(second.pop(key))
         self._first = {k: np.array(v, dtype=np.int32) for k, v in first.items()}
         self._second = {k: np.array(v, dtype=np.int32) for k, v in second.items()}
         self._always = np.array(always, dtype=np.int32)
+        self._space_unprobed = np.array(space_unprobed, dtype=np.int32)
         self._probe_keys = np.array(list(probe_ids), dtype=np.int32)
         self._probes = np.array(list(probe_ids.values()), dtype=np.int32)
         self._space = probe_ids.get(SPACE)
-        if NON_ASCII not in probe_ids:  # cannot ask about non-ASCII: always offer those tokens
-            self._always = np.concatenate([self._always, self._first.pop(NON_ASCII, self._always[:0]),
-                                           self._second.pop(NON_ASCII, self._always[:0])])
         self._cache: dict[tuple[frozenset[int], frozenset[int]], np.ndarray] = {}
 
     def candidates(self, grammar: Any) -> np.ndarray:
@@ -91,6 +96,8 @@ class CandidateIndex:
             empty = self._always[:0]
             groups = [self._always] + [self._first.get(k, empty) for k in allowed]
             groups += [self._second.get(k, empty) for k in after_space]
+            if SPACE in allowed:
+                groups.append(self._space_unprobed)
             self._cache[key] = np.concatenate(groups)
         return self._cache[key]
 
