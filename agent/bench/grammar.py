@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from agent.backends.llama import CALL_OPEN, common_prefix
+from agent.backends.llama import CALL_OPEN
 from agent.bench.episode import EPISODE_PREFIXES, USER_TEXT
+from agent.bench.recording import hold
 from agent.bench.report import progress
 
 if TYPE_CHECKING:
@@ -60,13 +61,6 @@ class Decoder:
         backend._candidate_index()  # built once per process, on the first token that needs it
         self.index_build_s = time.perf_counter() - t
 
-    def _prime(self) -> None:
-        llm = self.backend._llm
-        have = min(common_prefix(llm.input_ids[: llm.n_tokens].tolist(), self.prompt), len(self.prompt) - 1)
-        llm._ctx.kv_cache_seq_rm(-1, have, -1)
-        llm.n_tokens = have
-        llm.eval(self.prompt[have:])
-
     def _steer(self, token: int) -> None:
         """Make ``token`` the model's first choice by raising its logit above all others."""
         import llama_cpp
@@ -79,7 +73,7 @@ class Decoder:
         import llama_cpp
 
         backend, llm = self.backend, self.backend._llm
-        self._prime()
+        hold(llm, self.prompt)
         free, _ = backend._sampler()
         chain, grammar = backend._sampler(self.gbnf)
         paths = dict(backend.grammar_paths)

@@ -167,7 +167,5 @@ def stage_deltas(runtime: dict[str, Any], bare: dict[str, Any]) -> str:
 
 def saved_cap(runtime: dict[str, Any]) -> str:
     """The backend's limits on saved session states, as the runtime process reported them."""
-    cap = f"up to max_saved_sessions={runtime['max_saved_sessions']}"
-    if runtime.get("max_saved_state_bytes") is not None:
-        cap += f" and {runtime['max_saved_state_bytes'] / MB:.0f} MB in all"
-    return cap
+    return (f"up to max_saved_sessions={runtime['max_saved_sessions']} "
+            f"and {runtime['max_saved_state_bytes'] / MB:.0f} MB in all")

@@ -154,7 +154,7 @@ def run_runtime(args: argparse.Namespace) -> dict[str, Any]:
         "state_bytes": llama_cpp.llama_state_seq_get_size(llm._ctx.ctx, 0),
         "kv_bytes_per_token": kv_bytes_per_token(llm.metadata),
         "saved_states": len(backend._states), "max_saved_sessions": backend.max_saved_sessions,
-        "max_saved_state_bytes": getattr(backend, "max_saved_state_bytes", None),  # the byte cap, if any
+        "max_saved_state_bytes": backend.max_saved_state_bytes,
     }
 
 

@@ -99,6 +99,16 @@ class LlamaClock:
             setattr(owner, name, original)
 
 
+def hold(llm: Any, tokens: list[int]) -> None:
+    """Make a ``Llama``'s context hold exactly ``tokens``, evaluating only what it does not hold
+    already; the last token is always evaluated, so the logits are fresh."""
+    have = min(common_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens), max(len(tokens) - 1, 0))
+    llm._ctx.kv_cache_seq_rm(-1, have, -1)
+    llm.n_tokens = have
+    if have < len(tokens):
+        llm.eval(tokens[have:])
+
+
 class BareLlama:
     """llama.cpp alone: evaluates and samples given token sequences, nothing else."""
 
@@ -110,12 +120,7 @@ class BareLlama:
 
     def prepare(self, step: StepTrace) -> None:
         """Untimed: make the KV cache hold the step's reused prefix, as the runtime's did."""
-        llm = self.llm
-        have = common_prefix(llm.input_ids[: llm.n_tokens].tolist(), step.prompt[: step.reused])
-        llm._ctx.kv_cache_seq_rm(-1, have, -1)
-        llm.n_tokens = have
-        if have < step.reused:
-            llm.eval(step.prompt[have: step.reused])
+        hold(self.llm, step.prompt[: step.reused])
 
     def replay(self, step: StepTrace) -> None:
         """Timed part: evaluate the step's new prompt tokens, then sample and evaluate its tokens."""
