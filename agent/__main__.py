@@ -7,7 +7,7 @@ import importlib
 import sys
 from typing import Any
 
-from agent.config import Settings, load_settings
+from agent.config import Settings, load_settings, with_model_flag
 
 # Subcommands that live in their own module, each with add_parser(subparsers, parents) and
 # run(args, settings) -> exit status. Their modules import heavy libraries only when run.
@@ -23,7 +23,8 @@ def model_flags() -> argparse.ArgumentParser:
     """Flags shared by every subcommand that loads a model; they override the environment."""
     p = argparse.ArgumentParser(add_help=False)
     g = p.add_argument_group("model and data")
-    g.add_argument("--model", dest="model_path", metavar="GGUF", help="base model file (env AGENT_MODEL_PATH)")
+    g.add_argument("--model", dest="model_path", metavar="GGUF",
+                   help="base model file (env AGENT_MODEL_PATH); with --backend openai the served model's name (env AGENT_REMOTE_MODEL)")
     g.add_argument("--adapter", dest="lora_path", metavar="GGUF", help="LoRA adapter file (env AGENT_LORA_PATH)")
     g.add_argument("--no-adapter", action="store_true", default=None, help="run the base model without an adapter")
     g.add_argument("--lora-scale", type=float, help="adapter strength (default 1.0)")
@@ -32,15 +33,20 @@ def model_flags() -> argparse.ArgumentParser:
     g.add_argument("--tz", help="your time zone, IANA name (env AGENT_TZ, default Asia/Seoul)")
     g.add_argument("--ctx", dest="n_ctx", type=int, help="context length in tokens (default 8192)")
     g.add_argument("--threads", dest="n_threads", type=int, help="CPU threads for llama.cpp")
+    g.add_argument("--backend", choices=("llama", "openai"),
+                   help="llama: a GGUF in-process (default); openai: an OpenAI-compatible API (env AGENT_BACKEND; "
+                        "the key comes from AGENT_API_KEY or <data dir>/api_key, never a flag)")
+    g.add_argument("--base-url", help="the OpenAI-compatible server, e.g. https://api.deepseek.com (env AGENT_BASE_URL)")
     return p
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    keys = ("model_path", "lora_path", "no_adapter", "lora_scale", "data_dir", "tz", "n_ctx", "n_threads")
+    keys = ("model_path", "lora_path", "no_adapter", "lora_scale", "data_dir", "tz", "n_ctx", "n_threads",
+            "backend", "base_url")
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
     if getattr(args, "demo", False):
         overrides["no_adapter"] = True
-    return load_settings(overrides)
+    return with_model_flag(load_settings(overrides), getattr(args, "model_path", None))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,10 +81,10 @@ def main(argv: list[str] | None = None) -> int:
         from agent.doctor import run_doctor
 
         return run_doctor(settings, demo=args.demo, generate=not args.no_generate)
-    from agent.app import build_llama_backend, build_runtime
+    from agent.app import build_backend, build_runtime
     from agent.repl import run_repl
 
-    runtime = build_runtime(settings, build_llama_backend(settings, demo=args.demo))
+    runtime = build_runtime(settings, build_backend(settings, demo=args.demo))
     try:
         return run_repl(runtime, yes=args.yes)
     finally:

@@ -1,13 +1,16 @@
 """Composition root: Settings → checked model → backend → domain → Runtime.
 
 Every entry point that loads a model (REPL, bot, eval, bench) comes through here, so the
-model/adapter checks run before llama.cpp ever sees a path.
+model/adapter checks run before llama.cpp ever sees a path. ``build_backend`` picks the backend
+from ``settings.backend``: the file checks belong to the llama backend only; the openai backend
+needs a base URL, a model name and (for remote APIs) a key.
 """
 
 from __future__ import annotations
 
+import sys
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Callable, Mapping
 
 from agent.backends.base import Backend
 from agent.config import Settings
@@ -36,6 +39,47 @@ def build_llama_backend(settings: Settings, demo: bool = False) -> Backend:
         max_saved_state_mb=settings.state_cache_mb,
         checked=True,  # require_loadable just ran; don't read the headers twice
     )
+
+
+def openai_problem(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:
+    """Why the openai backend cannot start as configured (one line), or None."""
+    from agent.apikey import KeyProblem, read_api_key
+
+    if not settings.base_url:
+        return "the openai backend needs a server: --base-url or AGENT_BASE_URL (e.g. https://api.deepseek.com)"
+    if not settings.base_url.startswith(("http://", "https://")):
+        return f"the base URL must start with http:// or https://, got {settings.base_url!r}"
+    if not settings.remote_model:
+        return "the openai backend needs the served model's name: --model or AGENT_REMOTE_MODEL (e.g. deepseek-chat)"
+    try:
+        read_api_key(settings, environ)
+    except KeyProblem as exc:
+        return str(exc)
+    return None
+
+
+def build_openai_backend(settings: Settings) -> Backend:
+    """The HTTP backend, or one ``error:`` line and exit status 2 if it is not configured."""
+    from agent.apikey import read_api_key
+    from agent.backends.openai import OpenAIBackend
+
+    problem = openai_problem(settings)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        raise SystemExit(2)
+    assert settings.base_url and settings.remote_model  # openai_problem checked them
+    return OpenAIBackend(
+        settings.base_url, settings.remote_model, read_api_key(settings),
+        wire_format=settings.wire_format, tool_choice=settings.tool_choice,
+        timeout=settings.remote_timeout_s, max_retries=settings.remote_retries,
+    )
+
+
+def build_backend(settings: Settings, demo: bool = False) -> Backend:
+    """The backend ``settings.backend`` names (``--demo`` is the local SmolLM2, so it means llama)."""
+    if settings.backend == "openai" and not demo:
+        return build_openai_backend(settings)
+    return build_llama_backend(settings, demo=demo)
 
 
 Clock = Callable[[], datetime]

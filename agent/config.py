@@ -33,7 +33,15 @@ ENV_NAMES: dict[str, str] = {
     "agenda_time": "AGENT_AGENDA_TIME",
     "reminder_grace_minutes": "AGENT_REMINDER_GRACE_MINUTES",
     "state_cache_mb": "AGENT_STATE_CACHE_MB",
+    # the model backend (agent.app.build_backend); the API key itself is read by agent.apikey
+    "backend": "AGENT_BACKEND",
+    "base_url": "AGENT_BASE_URL",
+    "remote_model": "AGENT_REMOTE_MODEL",
+    "api_key_file": "AGENT_API_KEY_FILE",
+    "wire_format": "AGENT_WIRE_FORMAT",
 }
+
+BACKENDS = ("llama", "openai")
 
 
 def default_data_dir() -> Path:
@@ -69,6 +77,19 @@ class Settings:
     # RAM for the KV caches of chats that are not live (switching back then costs no re-evaluation);
     # Qwen3-4B needs ~144 KB per token, so 1024 MB keeps about two 3k-token chats. 0 turns it off.
     state_cache_mb: float = 1024.0
+    # Which model runs the agent: "llama" (a GGUF in-process) or "openai" (any OpenAI-compatible
+    # HTTP API: DeepSeek, OpenAI, vLLM, llama-server). For "openai": the server, the model name it
+    # serves, the owner-only file holding the key (default <data_dir>/api_key; AGENT_API_KEY wins),
+    # and the wire format ("openai", the API's structured tool_calls, or "text" for servers whose
+    # chat template ignores tools; see agent.backends.openai).
+    backend: str = "llama"
+    base_url: str | None = None
+    remote_model: str | None = None
+    api_key_file: str | None = None
+    wire_format: str = "openai"
+    tool_choice: str | None = None  # sent as is when set ("auto", "required"); else the server's default
+    remote_timeout_s: float = 120.0  # per request
+    remote_retries: int = 3  # retries after a 429, a 5xx, a timeout or a dropped connection
 
     @property
     def store_path(self) -> Path:
@@ -105,9 +126,15 @@ def _coerce(name: str, value: Any) -> Any:
             return time.fromisoformat(str(value).strip()).strftime("%H:%M")
         except ValueError as exc:
             raise ValueError(f"{name}: expected a 24-hour HH:MM time, e.g. 08:00; got {value!r}") from exc
-    if name in ("lora_scale", "approval_timeout_s", "reminder_grace_minutes", "state_cache_mb"):
+    if name in ("backend", "wire_format"):
+        allowed = BACKENDS if name == "backend" else ("openai", "text")
+        text = str(value).strip().lower()
+        if text not in allowed:
+            raise ValueError(f"{name}: expected {' or '.join(allowed)}, got {value!r}")
+        return text
+    if name in ("lora_scale", "approval_timeout_s", "reminder_grace_minutes", "state_cache_mb", "remote_timeout_s"):
         return float(value)
-    if name in ("n_ctx", "n_threads", "max_steps", "max_tool_calls", "history_turns"):
+    if name in ("n_ctx", "n_threads", "max_steps", "max_tool_calls", "history_turns", "remote_retries"):
         return int(value)
     if name in ("no_adapter", "enable_thinking"):
         if isinstance(value, str):
@@ -144,3 +171,14 @@ def load_settings(
             values[key] = _coerce(key, value)
 
     return replace(Settings(), **values)
+
+
+def with_model_flag(settings: Settings, model: str | None) -> Settings:
+    """``--model`` names a GGUF for the llama backend and the served model for the openai one.
+
+    Frontends pass their ``--model`` through ``model_path`` (it overrides AGENT_MODEL_PATH);
+    once the backend is known, an openai backend takes it as ``remote_model`` instead.
+    """
+    if settings.backend != "openai" or not model:
+        return settings
+    return replace(settings, remote_model=model, model_path=None)

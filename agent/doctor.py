@@ -1,10 +1,15 @@
-"""``python -m agent doctor``: what is configured, whether the model passes its checks, one generation."""
+"""``python -m agent doctor``: what is configured, whether the model passes its checks, one generation.
+
+For the openai backend there are no files to check: it shows the server, the model name and
+where the key comes from (never the key), then makes one round trip.
+"""
 
 from __future__ import annotations
 
 import sys
 from dataclasses import fields
 
+from agent.backends.base import Backend
 from agent.config import ENV_NAMES, Settings
 
 SECRET = ("telegram_token",)
@@ -19,6 +24,9 @@ def run_doctor(settings: Settings, *, demo: bool = False, generate: bool = True)
             value = "(set, hidden)"
         print(f"  {f.name:24} {value}")
     print(f"  environment variables read: {', '.join(sorted(env_for))}")
+    print(f"backend: {settings.backend}")
+    if settings.backend == "openai" and not demo:
+        return _doctor_openai(settings, generate)
 
     from models.check import check_adapter, check_model
     from models.resolve import resolve_or_exit
@@ -40,10 +48,40 @@ def run_doctor(settings: Settings, *, demo: bool = False, generate: bool = True)
 
     from agent.app import build_llama_backend
 
-    backend = build_llama_backend(settings, demo=demo)
+    return _smoke(build_llama_backend(settings, demo=demo))
+
+
+def _smoke(backend: Backend) -> int:
     completion = backend.complete([{"role": "user", "content": "Say hello in one short sentence."}], [], max_tokens=24)
     if completion.error:
         print(f"smoke generation FAILED: {completion.error}", file=sys.stderr)
         return 1
-    print(f"smoke generation ({completion.generated_tokens} tokens, {completion.seconds:.2f}s): {completion.text.strip()!r}")
+    print(f"smoke generation ({completion.generated_tokens} tokens, {completion.prompt_tokens} prompt tokens, "
+          f"{completion.reused_tokens} cached, {completion.seconds:.2f}s): {completion.text.strip()!r}")
     return 0
+
+
+def _doctor_openai(settings: Settings, generate: bool) -> int:
+    """The remote backend: where it points, where the key comes from (never the key), one round trip."""
+    from agent.apikey import API_KEY_ENV, KeyProblem, key_file, key_from_environment, read_key_file
+    from agent.app import build_openai_backend, openai_problem
+
+    print(f"  server: {settings.base_url}  model: {settings.remote_model}  wire format: {settings.wire_format}")
+    if key_from_environment():
+        print(f"  API key: from {API_KEY_ENV} (hidden)")
+    else:
+        path = key_file(settings)
+        try:
+            found = read_key_file(path)
+        except KeyProblem as exc:
+            found = None
+            print(f"  API key: REFUSED: {exc}")
+        else:
+            print(f"  API key: {'from ' + str(path) + ' (hidden)' if found else 'none (' + str(path) + ' does not exist)'}")
+    problem = openai_problem(settings)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    if not generate:
+        return 0
+    return _smoke(build_openai_backend(settings))

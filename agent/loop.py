@@ -97,7 +97,7 @@ class Agent:
             )
             turn.steps.append(step)
             ids = [f"call_{index}_{i}" for i in range(len(parsed.tool_calls))]
-            emit(_assistant_message(completion.text, parsed.tool_calls, ids))
+            emit(_assistant_message(completion.text, parsed.tool_calls, ids, completion.native_tool_calls))
 
             if not parsed.tool_calls:
                 if parsed.problems and "<tool_call>" in completion.text:
@@ -223,17 +223,27 @@ def _plain(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json", exclude_none=True)
 
 
-def _assistant_message(text: str, calls: list[ToolCall], ids: list[str]) -> dict[str, Any]:
-    """The exact text stays in ``content``; ``tool_calls`` is the parsed view for exports/APIs."""
+def _assistant_message(text: str, calls: list[ToolCall], ids: list[str],
+                       native: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """The exact text stays in ``content``; ``tool_calls`` is the parsed view for exports/APIs.
+
+    ``arguments`` is the server's own text when the calls came back natively (the same calls,
+    in order), else one fixed dump: what is sent back must be the same bytes every turn, so
+    server-side prefix caches stay valid.
+    """
     message: dict[str, Any] = {"role": "assistant", "content": text}
     if calls:
+        served = [None] * len(calls)
+        if native is not None and [c.get("name") for c in native] == [c.name for c in calls]:
+            served = [c.get("arguments_text") for c in native]
         message["tool_calls"] = [
             {
                 "id": call_id,
                 "type": "function",
-                "function": {"name": call.name, "arguments": json.dumps(call.arguments, ensure_ascii=False)},
+                "function": {"name": call.name,
+                             "arguments": exact if isinstance(exact, str) else json.dumps(call.arguments, ensure_ascii=False)},
             }
-            for call, call_id in zip(calls, ids)
+            for call, call_id, exact in zip(calls, ids, served)
         ]
     return message
 

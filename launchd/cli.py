@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from agent.config import with_model_flag
 from bot.config import ConfigProblem, settings_or_problem
 from launchd import service
 from launchd.service import Host
@@ -13,11 +14,16 @@ from launchd.service import Host
 def _settings_options() -> argparse.ArgumentParser:
     """Flags that override the environment and config file for what goes into the plist."""
     parent = argparse.ArgumentParser(add_help=False)
-    parent.add_argument("--model", dest="model_path", help="base model GGUF (else AGENT_MODEL_PATH, config, pulled default)")
+    parent.add_argument("--model", dest="model_path",
+                        help="base model GGUF (else AGENT_MODEL_PATH, config, pulled default); "
+                             "with --backend openai the served model's name (else AGENT_REMOTE_MODEL)")
     parent.add_argument("--lora", dest="lora_path", help="LoRA adapter GGUF (else AGENT_LORA_PATH, config, pulled default)")
     parent.add_argument("--no-adapter", action="store_true", default=None, help="run the base model without an adapter")
     parent.add_argument("--data-dir", help="store, sessions, token file (else AGENT_DATA_DIR)")
     parent.add_argument("--tz", help="time zone (else AGENT_TZ)")
+    parent.add_argument("--backend", choices=("llama", "openai"),
+                        help="llama (a GGUF in-process) or openai (an OpenAI-compatible API; else AGENT_BACKEND)")
+    parent.add_argument("--base-url", help="the OpenAI-compatible server (else AGENT_BASE_URL)")
     return parent
 
 
@@ -48,15 +54,17 @@ def run(args: argparse.Namespace, host: Host | None = None, environ: Any = None)
     if command == "status":
         return service.status(host)
 
-    overrides = {name: getattr(args, name, None) for name in ("model_path", "lora_path", "no_adapter", "data_dir", "tz")}
+    names = ("model_path", "lora_path", "no_adapter", "data_dir", "tz", "backend", "base_url")
+    overrides = {name: getattr(args, name, None) for name in names}
     settings = settings_or_problem(overrides, environ)
     if isinstance(settings, ConfigProblem):
         host.complain(settings.message)
         return 2
+    settings = with_model_flag(settings, getattr(args, "model_path", None))
     if command == "print":
         return service.print_plist(settings, host)
     if command == "install":
-        return service.install(settings, host)
+        return service.install(settings, host, environ)
     if command == "logs":
         return service.logs(settings, host, lines=args.lines, follow=args.follow)
     raise AssertionError(f"unknown launchd command {command!r}")

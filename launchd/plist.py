@@ -3,7 +3,8 @@
 launchd starts programs with a bare PATH, no shell profile and no virtual environment, so
 everything the bot needs is spelled out here as absolute paths and environment variables.
 The token itself never goes in: files in ~/Library/LaunchAgents are readable by other local
-users, so the plist names the owner-only token file instead.
+users, so the plist names the owner-only token file instead. The same holds for a remote
+model's API key: the plist carries the backend, server and model name, and the key file's path.
 """
 
 from __future__ import annotations
@@ -84,6 +85,15 @@ def service_environment(
         env[ENV_NAMES["telegram_allowed_chats"]] = ",".join(map(str, settings.telegram_allowed_chats))
     if settings.telegram_api_base_url:
         env[ENV_NAMES["telegram_api_base_url"]] = settings.telegram_api_base_url
+    if settings.backend == "openai":
+        from agent.apikey import key_file
+
+        env[ENV_NAMES["backend"]] = "openai"
+        env[ENV_NAMES["wire_format"]] = settings.wire_format
+        env[ENV_NAMES["api_key_file"]] = str(key_file(settings))
+        for name in ("base_url", "remote_model"):
+            if getattr(settings, name):
+                env[ENV_NAMES[name]] = str(getattr(settings, name))
     config_file = (os.environ if environ is None else environ).get("AGENT_CONFIG")
     if config_file:
         env["AGENT_CONFIG"] = str(Path(config_file).expanduser().absolute())

@@ -15,7 +15,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence, TextIO
+from typing import Callable, Mapping, Sequence, TextIO
 
 from agent.config import Settings
 from bot.config import ConfigProblem, default_token_file, load_bot_config
@@ -135,8 +135,25 @@ def is_loaded(host: Host) -> bool:
     return host.run([host.launchctl, "print", host.target], True).returncode == 0
 
 
-def install(settings: Settings, host: Host) -> int:
-    """Check, write token file and plist, then (re)load the agent into the user's GUI domain."""
+def check_remote(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:
+    """For the openai backend: server, model name and a usable key (env or owner-only file)."""
+    from agent.apikey import KeyProblem, key_file, key_from_environment, read_key_file
+    from agent.app import openai_problem
+
+    problem = openai_problem(settings, environ)
+    if problem:
+        return problem
+    try:
+        if key_from_environment(environ) is None and read_key_file(key_file(settings)) is None:
+            return (f"no API key for {settings.base_url}: set AGENT_API_KEY (install moves it to "
+                    f"{key_file(settings)}, mode 600) or write it there yourself and chmod 600 it")
+    except KeyProblem as exc:
+        return str(exc)
+    return None
+
+
+def install(settings: Settings, host: Host, environ: Mapping[str, str] | None = None) -> int:
+    """Check, write token (and API key) file and plist, then (re)load the agent into the user's GUI domain."""
     if host.launchctl is None:
         host.complain(NO_LAUNCHCTL)
         return 2
@@ -144,16 +161,31 @@ def install(settings: Settings, host: Host) -> int:
     if isinstance(bot, ConfigProblem):
         host.complain(f"not installing: {bot.message}")
         return 2
-    checked = check_model(settings)
-    if isinstance(checked, str):
-        host.complain(f"not installing: {checked}")
-        return 2
-    model, lora = checked
+    model: Path | None = None
+    lora: Path | None = None
+    if settings.backend == "openai":
+        remote = check_remote(settings, environ)
+        if remote:
+            host.complain(f"not installing: {remote}")
+            return 2
+    else:
+        checked = check_model(settings)
+        if isinstance(checked, str):
+            host.complain(f"not installing: {checked}")
+            return 2
+        model, lora = checked
 
     token_file = default_token_file(settings)
     if bot.token_file is None:
         write_token_file(token_file, bot.token)
         host.say(f"wrote the bot token to {token_file} (mode 600); the plist names only this file")
+    if settings.backend == "openai":
+        from agent.apikey import key_file, key_from_environment, write_key_file
+
+        env_key = key_from_environment(environ)
+        if env_key:
+            write_key_file(key_file(settings), env_key)
+            host.say(f"wrote the API key to {key_file(settings)} (mode 600); the plist names only this file")
     files = host.files
     for directory in (files.log_dir, settings.data_dir):
         directory.mkdir(parents=True, exist_ok=True)

@@ -91,11 +91,12 @@ TOOL_ANSWER = {
 }
 
 
-def test_retries_5xx_then_returns_native_calls_as_hermes_text(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+def test_retries_5xx_then_returns_native_calls_as_hermes_text() -> None:
+    # The key is given by the caller (agent.apikey reads it); the text wire format sends the raw text.
     server = FlakyServer([(503, {"error": "busy"}), (502, {"error": "busy"}), (200, TOOL_ANSWER)])
     try:
-        backend = OpenAIBackend(server.url, "qwen3-lora", max_retries=3, backoff=0.01)
+        backend = OpenAIBackend(server.url, "qwen3-lora", api_key="sk-test", max_retries=3, backoff=0.01,
+                                wire_format="text")
         history = [{"role": "user", "content": "치과 추가"},
                    {"role": "assistant", "content": "<tool_call>\n{}\n</tool_call>", "tool_calls": [{"x": 1}]}]
         result = backend.complete(history, TOOLS, max_tokens=32)
@@ -104,10 +105,13 @@ def test_retries_5xx_then_returns_native_calls_as_hermes_text(monkeypatch: pytes
     assert backend.attempts == 3 and len(server.requests) == 3
     assert server.auth == ["Bearer sk-test"] * 3
     sent = server.requests[-1]
-    assert sent["model"] == "qwen3-lora" and sent["tools"] == TOOLS and sent["max_tokens"] == 32
-    assert sent["messages"][1] == {"role": "assistant", "content": "<tool_call>\n{}\n</tool_call>"}
+    # text format: no tools field, the Hermes tool block in a system message instead
+    assert sent["model"] == "qwen3-lora" and "tools" not in sent and sent["max_tokens"] == 32
+    assert sent["messages"][0]["role"] == "system" and '"name":"create_event"' in sent["messages"][0]["content"]
+    assert sent["messages"][2] == {"role": "assistant", "content": "<tool_call>\n{}\n</tool_call>"}
     assert result.finish_reason == "stop" and result.error is None
-    assert result.native_tool_calls == [{"name": "create_event", "arguments": {"title": "치과"}}]
+    assert result.native_tool_calls == [{"id": "c1", "name": "create_event", "arguments": {"title": "치과"},
+                                         "arguments_text": "{\"title\": \"치과\"}"}]
     assert result.prompt_tokens == 42 and result.generated_tokens == 9
     parsed = parse_reply(result.text)
     assert parsed.content.strip() == "Adding it."

@@ -12,7 +12,8 @@ class Completion:
 
     text: str
     finish_reason: str = "stop"  # "stop" | "length" | "error" | "context_limit"
-    # Calls the server returned natively (OpenAI backends); None when the text must be parsed.
+    # Calls the server returned natively (OpenAI backends): {"id", "name", "arguments" (parsed),
+    # "arguments_text" (exactly as the server wrote it)}; None when the text must be parsed.
     native_tool_calls: list[dict[str, Any]] | None = None
     prompt_tokens: int = 0  # length of the rendered prompt
     evaluated_tokens: int = 0  # prompt tokens the engine actually evaluated this step

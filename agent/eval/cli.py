@@ -31,11 +31,8 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     )
     _add_model_flags(p)
     p.add_argument("--policy", help="scripted policy instead of a model: oracle, deletes_without_asking, ...")
-    p.add_argument("--backend", choices=("llama", "openai", "scripted"),
-                   help="llama (local GGUF, default), openai (HTTP server), scripted (needs --policy)")
-    p.add_argument("--base-url", help="OpenAI-compatible server, e.g. http://localhost:8000/v1 (--backend openai)")
-    p.add_argument("--api-key", help="API key for --backend openai")
-    p.add_argument("--concurrency", type=int, default=1, help="episodes in flight at once (servers that batch)")
+    p.add_argument("--concurrency", type=int, default=1,
+                   help="episodes in flight at once (--backend openai: a server that batches, e.g. vLLM or llama-server -np N)")
     p.add_argument("--samples", type=int, default=1, help="episodes per scenario (pass^k uses all of them)")
     p.add_argument("--split", choices=(*SPLITS, "all"), default="all", help="phrasing split (default all)")
     p.add_argument("--templates", help="comma-separated templates (default: all the domain has)")
@@ -54,11 +51,15 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
 
 
 def _add_model_flags(p: argparse.ArgumentParser) -> None:
-    """--model/--adapter/--demo, unless the shared parent parser already gave them."""
+    """--model/--adapter/--demo/--backend/--base-url, unless the shared parent parser already gave them."""
     for flags, kwargs in (
         (("--model",), {"dest": "model_path", "help": "GGUF model (llama) or served model name (openai)"}),
         (("--adapter",), {"dest": "lora_path", "help": "LoRA adapter GGUF"}),
         (("--demo",), {"action": "store_true", "help": "the small SmolLM2 demo model"}),
+        (("--backend",), {"choices": ("llama", "openai", "scripted"),
+                          "help": "llama (local GGUF, default), openai (HTTP server; key from AGENT_API_KEY "
+                                  "or <data dir>/api_key), scripted (needs --policy)"}),
+        (("--base-url",), {"help": "OpenAI-compatible server, e.g. http://localhost:8000/v1 (--backend openai)"}),
     ):
         try:
             p.add_argument(*flags, **kwargs)
@@ -87,11 +88,18 @@ def select_scenarios(suite: EvalSuite, args: argparse.Namespace) -> list[Scenari
     return balanced(chosen, args.limit)
 
 
-def _label(args: argparse.Namespace) -> str:
+def backend_of(args: argparse.Namespace, settings: Any) -> str:
+    """scripted for a policy, else the flag, else the setting (AGENT_BACKEND, config ``backend``)."""
+    if args.policy or args.backend == "scripted":
+        return "scripted"
+    return args.backend or settings.backend
+
+
+def _label(args: argparse.Namespace, settings: Any) -> str:
     if args.policy:
         return f"policy-{args.policy}"
-    if args.backend == "openai":
-        return f"openai-{(args.model_path or 'model').replace('/', '_')}"
+    if backend_of(args, settings) == "openai":
+        return f"openai-{(settings.remote_model or 'model').replace('/', '_')}"
     if getattr(args, "demo", False) and not args.model_path:
         return "llama-demo"
     stem = Path(args.model_path).stem if args.model_path else "llama"
@@ -106,10 +114,10 @@ def make_backend_for(suite: EvalSuite, args: argparse.Namespace, settings: Any) 
         factory = suite.policies[args.policy]
         return lambda scenario, sample: ScriptedBackend(factory(scenario))
     shared: Backend
-    if args.backend == "openai":
-        from agent.backends.openai import OpenAIBackend
+    if backend_of(args, settings) == "openai":
+        from agent.app import build_openai_backend
 
-        shared = OpenAIBackend(base_url=args.base_url, model=args.model_path, api_key=args.api_key)
+        shared = build_openai_backend(settings)  # thread-safe: one HTTP client for all episodes
     else:
         from agent.app import build_llama_backend
 
@@ -117,15 +125,19 @@ def make_backend_for(suite: EvalSuite, args: argparse.Namespace, settings: Any) 
     return lambda scenario, sample: shared
 
 
-def _usage_error(args: argparse.Namespace, suite: EvalSuite) -> str | None:
+def _usage_error(args: argparse.Namespace, suite: EvalSuite, settings: Any) -> str | None:
     if args.policy and args.policy not in suite.policies:
         return f"unknown policy {args.policy!r}; known: {', '.join(suite.policies)}"
     if args.policy and args.backend not in (None, "scripted"):
         return "--policy runs a scripted backend; leave out --backend"
     if args.backend == "scripted" and not args.policy:
         return "--backend scripted needs --policy"
-    if args.backend == "openai" and not (args.base_url and args.model_path):
-        return "--backend openai needs --base-url and --model (the served model name)"
+    if backend_of(args, settings) == "openai":
+        from agent.app import openai_problem
+
+        problem = openai_problem(settings)
+        if problem:
+            return problem
     if args.samples < 1 or args.concurrency < 1 or args.max_user_turns < 1:
         return "--samples, --concurrency and --max-user-turns must be at least 1"
     return None
@@ -157,10 +169,15 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
     if settings is None:
         from agent.config import load_settings
 
-        settings = load_settings({"model_path": getattr(args, "model_path", None),
-                                  "lora_path": getattr(args, "lora_path", None)})
+        from agent.config import with_model_flag
+
+        backend = args.backend if args.backend in ("llama", "openai") else None
+        settings = with_model_flag(load_settings({"model_path": getattr(args, "model_path", None),
+                                                  "lora_path": getattr(args, "lora_path", None),
+                                                  "backend": backend, "base_url": args.base_url}),
+                                   getattr(args, "model_path", None))
     suite = load_eval_suite(settings)
-    problem = _usage_error(args, suite)
+    problem = _usage_error(args, suite, settings)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return 2
@@ -179,7 +196,7 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    label = _label(args)
+    label = _label(args, settings)
     out_dir: Path = args.out or Path("eval-results") / f"{label}-{args.split}-seed{args.seed}"
     backend_for = make_backend_for(suite, args, settings)
     identity = backend_for(scenarios[0], 0).identity() if scenarios else {}
@@ -193,7 +210,7 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
     write_json_atomic(out_dir / RUN_JSON, {**meta, "identity": identity, "argv": sys.argv[1:]})
     options = RunOptions(
         out_dir=out_dir, samples=args.samples,
-        concurrency=args.concurrency if (args.policy or args.backend == "openai") else 1,  # llama: one context
+        concurrency=args.concurrency if backend_of(args, settings) != "llama" else 1,  # llama: one context
         max_user_turns=args.max_user_turns,
         budgets=Budgets(max_steps=settings.max_steps, max_tool_calls=settings.max_tool_calls),
         progress=not args.no_progress,

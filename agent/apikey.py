@@ -1,0 +1,75 @@
+"""The remote API's key: from ``AGENT_API_KEY`` or an owner-only key file, and nowhere else.
+
+The key is a password that costs money. It is deliberately not a ``Settings`` field (Settings
+are printed by ``doctor`` and written into the launchd plist) and never a command-line flag
+(argv is visible to every local user in ``ps``). It is read once, by the code that builds the
+backend, and lives on only in the HTTP client's Authorization header.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Mapping
+
+from agent.config import Settings
+
+API_KEY_ENV = "AGENT_API_KEY"
+KEY_FILE_NAME = "api_key"
+
+
+class KeyProblem(ValueError):
+    """The key cannot be used as configured; the message is one line saying what to do."""
+
+
+def key_file(settings: Settings) -> Path:
+    """``api_key_file`` (``AGENT_API_KEY_FILE``) if set, else ``<data_dir>/api_key``; absolute."""
+    if settings.api_key_file:
+        return Path(settings.api_key_file).expanduser().absolute()
+    return (settings.data_dir / KEY_FILE_NAME).expanduser().absolute()
+
+
+def key_from_environment(environ: Mapping[str, str] | None = None) -> str | None:
+    value = (os.environ if environ is None else environ).get(API_KEY_ENV, "").strip()
+    return value or None
+
+
+def read_key_file(path: Path) -> str | None:
+    """The key in ``path``; None if there is no such file. A file others can read is refused."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise KeyProblem(f"cannot read the API key file {path}: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(info.st_mode):
+        raise KeyProblem(f"the API key file {path} is not a regular file")
+    if info.st_mode & 0o077:
+        raise KeyProblem(f"the API key file {path} is readable by others "
+                         f"(mode {stat.S_IMODE(info.st_mode):o}): run chmod 600 {path}")
+    try:
+        key = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise KeyProblem(f"cannot read the API key file {path}: {exc}") from exc
+    if not key:
+        raise KeyProblem(f"the API key file {path} is empty")
+    if any(c.isspace() for c in key):
+        raise KeyProblem(f"the API key in {path} contains spaces or line breaks: write the key alone")
+    return key
+
+
+def read_api_key(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:
+    """``AGENT_API_KEY``, else the key file, else None (local servers need no key)."""
+    return key_from_environment(environ) or read_key_file(key_file(settings))
+
+
+def write_key_file(path: Path, key: str) -> None:
+    """Write the key readable by its owner only (``launchd install`` moves an environment key here)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a file that already existed
+        os.write(fd, (key + "\n").encode("utf-8"))
+    finally:
+        os.close(fd)
