@@ -104,8 +104,9 @@ def _plist_for(settings: Settings, host: Host, model: Path | None, lora: Path | 
 
 def print_plist(settings: Settings, host: Host) -> int:
     """Show the plist for the current settings; works on any machine, checks nothing."""
-    model = Path(settings.model_path).expanduser().absolute() if settings.model_path else None
-    lora = Path(settings.lora_path).expanduser().absolute() if settings.lora_path else None
+    local = settings.backend != "openai"  # a remote model has no files to name
+    model = Path(settings.model_path).expanduser().absolute() if settings.model_path and local else None
+    lora = Path(settings.lora_path).expanduser().absolute() if settings.lora_path and local else None
     host.out.write(_plist_for(settings, host, model, lora).decode("utf-8"))
     return 0
 

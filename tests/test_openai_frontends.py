@@ -136,6 +136,19 @@ def test_repl_shows_a_refused_key_in_one_line_and_a_server_fault_without_losing_
     assert toy_server.rejected == []
 
 
+def test_doctor_shows_the_backend_hides_the_key_and_makes_one_round_trip(tmp_path: Path, toy_server) -> None:
+    data = toy_data_dir(tmp_path / "data")
+    argv = [sys.executable, "-m", "agent", "doctor", "--backend", "openai", "--base-url", toy_server.url, "--model", MODEL]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, cwd=ROOT,
+                            env=clean_env(data, AGENT_API_KEY=KEY))
+    assert result.returncode == 0, result.stderr
+    assert "backend: openai" in result.stdout and f"model: {MODEL}" in result.stdout
+    assert "API key: from AGENT_API_KEY (hidden)" in result.stdout and KEY not in result.stdout
+    assert "smoke generation" in result.stdout and "You said: Say hello" in result.stdout
+    assert len(toy_server.requests) == 1 and toy_server.rejected == []
+    assert "adapter:" not in result.stdout  # the model/adapter file checks are the llama backend's
+
+
 # ---- eval -------------------------------------------------------------------------------------
 
 
