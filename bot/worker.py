@@ -20,6 +20,7 @@ from typing import Any, Callable
 from telegram import Bot
 from telegram.constants import ChatAction
 
+from agent.backends.base import KEY_REFUSED
 from agent.records import StopReason, Turn
 from agent.runtime import Runtime
 from bot.approvals import ApprovalDesk, BotApprover
@@ -30,6 +31,8 @@ log = logging.getLogger(__name__)
 
 TYPING_EVERY_S = 4.0  # Telegram shows "typing…" for about 5 s per action
 QUEUED_NOTICE = "Queued: I'm answering another chat first; your message is next in line."
+KEY_REFUSED_REPLY = ("Sorry, the model's API refused this bot's API key. "
+                     "The bot's owner needs to fix AGENT_API_KEY or the key file (see the bot's log).")
 TURN_FAILED = "Sorry, something went wrong with that message. I'm still running; please try again."
 
 
@@ -79,6 +82,8 @@ def reply_for(turn: Turn) -> str:
     """What the user reads for a finished turn; never empty, never a stack trace."""
     if turn.reply.strip():
         return turn.reply
+    if turn.stop_reason is StopReason.MODEL_ERROR and (turn.error or "").startswith(KEY_REFUSED):
+        return KEY_REFUSED_REPLY
     return {
         StopReason.INTERRUPTED: "Stopped.",
         StopReason.MODEL_ERROR: "Sorry, the model failed on that message. Please try again.",

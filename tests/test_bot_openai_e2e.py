@@ -92,3 +92,14 @@ def test_the_key_stays_out_of_argv_logs_and_the_databases(fake, api, bot) -> Non
         with sqlite3.connect(path) as conn:
             dump = "\n".join(conn.iterdump())
         assert KEY not in dump and KEY.encode() not in path.read_bytes()
+
+
+def test_a_refused_key_tells_the_chat_what_to_fix() -> None:
+    from agent.records import StopReason, Turn
+    from bot.worker import KEY_REFUSED_REPLY, reply_for
+
+    refused = Turn(session_id="s", user_text="hi", stop_reason=StopReason.MODEL_ERROR,
+                   error="the API key was refused (HTTP 401 from https://api.deepseek.com/v1)")
+    other = Turn(session_id="s", user_text="hi", stop_reason=StopReason.MODEL_ERROR, error="gave up after 4 attempts: HTTP 503")
+    assert reply_for(refused) == KEY_REFUSED_REPLY and "AGENT_API_KEY" in KEY_REFUSED_REPLY
+    assert reply_for(other) == "Sorry, the model failed on that message. Please try again."

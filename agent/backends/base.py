@@ -5,6 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+# How a remote backend's error line starts when the server refused the key (HTTP 401/403);
+# frontends recognise it to tell the user what to fix instead of "try again".
+KEY_REFUSED = "the API key was refused"
+
 
 @dataclass
 class Completion:

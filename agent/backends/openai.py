@@ -40,7 +40,7 @@ from typing import Any, Callable, Literal
 
 import httpx
 
-from agent.backends.base import Completion
+from agent.backends.base import KEY_REFUSED, Completion
 from agent.parsing import CALL_CLOSE, CALL_OPEN, parse_reply
 from agent.prompt import as_hermes_chat
 
@@ -178,7 +178,7 @@ class OpenAIBackend:
             status = response.status_code
             if status in AUTH_STATUS:
                 hint = "" if self.has_key else " (no key is set: AGENT_API_KEY or the key file)"
-                return None, f"the API key was refused (HTTP {status} from {self.base_url}){hint}"
+                return None, f"{KEY_REFUSED} (HTTP {status} from {self.base_url}){hint}"
             if status == 429:
                 wait = retry_after(response.headers.get("Retry-After"))
                 if wait is not None and wait > self.max_retry_wait:
