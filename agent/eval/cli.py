@@ -167,9 +167,7 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
         print(format_comparison(compare_dirs(args.a, args.b), str(args.a), str(args.b)))
         return 0
     if settings is None:
-        from agent.config import load_settings
-
-        from agent.config import with_model_flag
+        from agent.config import load_settings, with_model_flag
 
         backend = args.backend if args.backend in ("llama", "openai") else None
         settings = with_model_flag(load_settings({"model_path": getattr(args, "model_path", None),
