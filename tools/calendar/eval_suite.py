@@ -24,7 +24,7 @@ def make_environment(scenario: Scenario) -> Environment:
         registry=build_registry(store, now=lambda: now),
         prompt=DOMAIN_PROMPT,
         now=now,
-        snapshot=store.snapshot,
+        snapshot=lambda: store.snapshot(with_ids=True),  # ids: a deleted and re-created event is a change
         close=store.close,
     )
 
