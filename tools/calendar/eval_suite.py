@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.eval.suite import Environment, EvalSuite, Scenario
+from tools.calendar.adversaries import ADVERSARIES
 from tools.calendar.policies import POLICIES
 from tools.calendar.scenarios import CORE_TEMPLATES, TEMPLATES, generate, load_state
 from tools.calendar.store import CalendarStore
@@ -35,7 +36,7 @@ def load_eval_suite(settings: Settings | None = None) -> EvalSuite:
         scenarios=generate,
         make_environment=make_environment,
         verifier=CalendarVerifier(),
-        policies=dict(POLICIES),
+        policies={**POLICIES, **ADVERSARIES},
         templates=TEMPLATES,
         reference_templates=CORE_TEMPLATES,
         reweight=lambda weights: CalendarVerifier(RewardWeights.from_dict(weights)),
