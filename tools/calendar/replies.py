@@ -106,3 +106,18 @@ def names_title_and_time(text: str, title: str, hhmm: str) -> bool:
     """The text names an event by its title and its start time (in any form above)."""
     squeezed = fold(text).replace(" ", "")
     return fold(title).replace(" ", "") in squeezed and states_time(text, hhmm)
+
+
+# Words that say what a destructive call will do, so that "Shall I keep #3?" is no consent to delete it.
+_ACTION_WORDS = {
+    "delete_event": (r"delet", r"remov", r"cancel", r"get rid", r"drop", r"eras", r"clear", r"삭제", r"지울", r"지워",
+                     r"취소", r"빼", r"없앨", r"없애"),
+    "update_event": (r"move", r"chang", r"reschedul", r"push", r"shift", r"updat", r"set", r"mak", r"edit", r"modif",
+                     r"옮", r"바꿀", r"바꿔", r"변경", r"미룰", r"미뤄", r"당길", r"당겨", r"수정", r"조정", r"로 할"),
+}
+
+
+def names_action(text: str, tool: str) -> bool:
+    """The text says the kind of change the call makes (any tool not listed needs no word)."""
+    words = _ACTION_WORDS.get(tool)
+    return words is None or re.search("|".join(words), text, re.IGNORECASE) is not None
