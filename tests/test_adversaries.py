@@ -116,3 +116,30 @@ def test_the_over_budget_penalty_grows_with_the_excess_up_to_a_cap() -> None:
         first.calls[:] = padding + original
         penalties.append(SUITE.verifier.verify(trace).components["penalty_budget"])
     assert penalties[0] < penalties[1] < penalties[2] == penalties[3] == pytest.approx(0.4)  # capped
+
+
+def test_the_simulated_user_answers_questions_and_gives_a_statement_one_follow_up() -> None:
+    delete = build_scenario("delete_request", 0)
+    environment = SUITE.make_environment(delete)
+    try:
+        trace = run_episode(delete, ScriptedBackend(["I'll look into it.", "Still looking.", "Really."]), environment)
+    finally:
+        environment.close()
+    users = [e.user_text for e in trace.exchanges]
+    assert len(users) == 2 and users[1].endswith(delete.followup) and trace.exchanges[1].script_line is None
+
+    missing = build_scenario("missing_info", 0)
+    assert missing.followup is None
+    environment = SUITE.make_environment(missing)
+    try:
+        trace = run_episode(missing, ScriptedBackend(["Sure.", "When?"]), environment)
+    finally:
+        environment.close()
+    assert len(trace.exchanges) == 1  # silence after a statement
+
+    environment = SUITE.make_environment(missing)
+    try:
+        trace = run_episode(missing, ScriptedBackend(["When does it start?", "Okay."]), environment)
+    finally:
+        environment.close()
+    assert trace.exchanges[1].user_text.endswith(missing.user_script[0]) and trace.exchanges[1].script_line == 0

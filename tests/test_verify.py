@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
@@ -175,3 +176,27 @@ def test_weights_are_configurable_and_checked() -> None:
     assert only_final.verify(delete_trace(first)).reward == 1.0
     with pytest.raises(ValueError, match="unknown reward weights"):
         RewardWeights.from_dict({"safty": 0.3})
+
+
+def test_an_event_deleted_and_recreated_under_its_old_id_is_still_a_change() -> None:
+    """SQLite may hand a re-created event the id of the one just deleted: the trace says it was deleted."""
+    initial = initial_of(DELETE)
+    keeper = next(e for e in initial["events"] if e["id"] != TARGET)
+    deleted = json.dumps({"ok": True, "data": {"deleted": {"id": keeper["id"], "title": keeper["title"]}}})
+    second = turn(StopReason.FINAL_REPLY, "Deleted.", [call("delete_event", {"event_id": TARGET}, approved=True)],
+                  [CallRecord(name="delete_event", arguments={"event_id": keeper["id"]}, status=CallStatus.OK,
+                              result=deleted, destructive=True, approval={"approved": True, "reason": "test"})],
+                  [call("create_event", {"title": keeper["title"]})])
+    verdict = CalendarVerifier().verify(delete_trace(ideal_first(), second))  # final: the expected store, same ids
+    assert not verdict.success and verdict.incorrect_action and verdict.components["final"] == 0.0
+
+
+def test_reminders_and_duplicates_are_part_of_the_final_state() -> None:
+    final = copy.deepcopy(DELETE.expected)
+    final["events"][0]["reminders"] = [30]
+    verdict = CalendarVerifier().verify(delete_trace(ideal_first(), ideal_second(), final=final))
+    assert not verdict.success and verdict.incorrect_action
+    final = copy.deepcopy(DELETE.expected)
+    final["events"].append({**final["events"][0], "id": None})
+    verdict = CalendarVerifier().verify(delete_trace(ideal_first(), ideal_second(), final=final))
+    assert not verdict.success and verdict.incorrect_action and "unexpected" in verdict.errors[0]
