@@ -202,10 +202,31 @@ def test_snapshot_ignores_ids_and_insertion_order(tmp_path: Path) -> None:
             "location": None,
             "notes": None,
             "attendees": [],
+            "reminders": [],
         }
         assert snap["people"] == ["Jane", "민수"]
         b.update_event(1, notes="changed")
         assert a.snapshot() != b.snapshot()
+
+
+def test_snapshot_sees_reminders_agenda_settings_and_with_ids_event_identity(tmp_path: Path) -> None:
+    with CalendarStore(tmp_path / "a.sqlite3") as a, CalendarStore(tmp_path / "b.sqlite3") as b:
+        for store in (a, b):
+            store.add_event("회의", at(1, 9), at(1, 10), remind_minutes_before=[10])
+            store.add_event("점심", at(1, 12), at(1, 13))
+        assert a.snapshot(with_ids=True) == b.snapshot(with_ids=True)
+        b.update_event(1, remind_minutes_before=[30])
+        assert a.snapshot() != b.snapshot()
+        b.update_event(1, remind_minutes_before=[10])
+        b.set_agenda_setting("chat-1", False, None)
+        assert a.snapshot() != b.snapshot()
+        # Deleted and re-created identically: the same content, another event.
+        a.delete_event(1)
+        a.add_event("회의", at(1, 9), at(1, 10), remind_minutes_before=[10])
+        b.set_agenda_setting("chat-1", True, None)
+        a.set_agenda_setting("chat-1", True, None)
+        assert a.snapshot() == b.snapshot()
+        assert a.snapshot(with_ids=True) != b.snapshot(with_ids=True)
 
 
 def test_korean_text_survives_reopening(tmp_path: Path) -> None:

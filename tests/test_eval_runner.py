@@ -24,7 +24,7 @@ SUITE = load_eval_suite()
 
 
 def few() -> list[Scenario]:
-    return cli.balanced(SUITE.scenarios(per_template=4, split="train"), 7)
+    return cli.balanced(SUITE.scenarios(per_template=4, split="train"), len(SUITE.templates))
 
 
 class Counting:

@@ -101,7 +101,8 @@ def test_every_calendar_tool_is_a_method_with_a_schema_matching_the_registry() -
 
 def test_rows_name_their_scenario_and_leave_out_dialogue_tasks(rows: list[dict[str, Any]]) -> None:
     assert rows and all(r["split"] == "train" and not r["needs_dialogue"] for r in rows)
-    assert {r["template"] for r in rows} == {"conflict_create", "delete_after_approval", "multi_attendee", "no_tool"}
+    assert {r["template"] for r in rows} == {"conflict_create", "delete_after_approval", "multi_attendee", "no_tool",
+                                             "conflict_free", "multi_attendee_one_busy"}
     for row in rows:
         scenario = build_scenario(row["template"], row["index"], row["seed"])
         assert scenario.id == row["scenario_id"] and scenario.seed == row["scenario_seed"]

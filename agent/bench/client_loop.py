@@ -1,10 +1,10 @@
 """The OpenAI-style client loop the peers of figure 4 run: how a user of a chat-completions API
 with ``tools`` writes an agent, done once so that every peer gets the same loop.
 
-messages + tools → chat completion (``tool_choice="auto"``) → each returned ``tool_call`` is
-validated with the registry, put to the approval gate if destructive, and executed against the
-scenario's environment → the assistant message and one tool message per call are appended →
-again, until a reply without tool calls or the step budget. The transport is a function
+messages + tools → chat completion (``tool_choice="auto"``) → each returned ``tool_call`` goes
+through the runtime's call gate (``agent.gate.run_call``: validation, the repeat and budget rules,
+the approval gate if destructive, execution against the scenario's environment) → the assistant
+message and one tool message per call are appended → again, until a reply without tool calls or the step budget. The transport is a function
 (``ChatFn``), so the same loop runs in-process (llama-cpp-python's ``create_chat_completion``)
 and over HTTP (``llama_cpp.server``).
 
@@ -21,11 +21,13 @@ from typing import Any, Callable
 
 import httpx
 
-from agent.approval import ApprovalRequest, Approver
+from agent.approval import Approver
 from agent.eval.dialogue import play_dialogue
 from agent.eval.suite import Environment, Scenario
 from agent.eval.trace import EpisodeTrace
+from agent.gate import TurnLedger, run_call
 from agent.loop import QUESTION_ENDINGS, Budgets
+from agent.parsing import ToolCall
 from agent.records import CallRecord, CallStatus, StepRecord, StopReason, Turn
 from tools.registry import Registry, ToolResult
 
@@ -63,6 +65,7 @@ def run_client_turn(chat: ChatFn, messages: list[dict[str, Any]], registry: Regi
         return turn
 
     tools = registry.schemas()
+    ledger = TurnLedger(max_tool_calls=budgets.max_tool_calls)
     for index in range(budgets.max_steps):
         request = {"messages": messages, "tools": tools, "tool_choice": "auto", "temperature": 0.0,
                    "repeat_penalty": 1.0, "max_tokens": budgets.max_tokens}
@@ -86,10 +89,13 @@ def run_client_turn(chat: ChatFn, messages: list[dict[str, Any]], registry: Regi
                 return finish(StopReason.NO_PROGRESS)
             asked = content.rstrip().endswith(QUESTION_ENDINGS)
             return finish(StopReason.ASKED_USER if asked else StopReason.FINAL_REPLY, content)
+        ledger.new_reply()
         for number, call in enumerate(tool_calls):
-            record = _run_call(call, registry, approver, call_id=str(call.get("id") or f"call_{index}_{number}"))
+            record = _run_call(call, registry, approver, ledger, call_id=str(call.get("id") or f"call_{index}_{number}"))
             step.calls.append(record)
             messages.append({"role": "tool", "tool_call_id": record.call_id, "content": record.result})
+        if ledger.stop is not None:
+            return finish(ledger.stop, content)
     return finish(StopReason.STEP_BUDGET)
 
 
@@ -103,31 +109,19 @@ def run_client_episode(chat: ChatFn, scenario: Scenario, environment: Environmen
     return play_dialogue(scenario, environment, run_turn, max_user_turns)
 
 
-def _run_call(call: dict[str, Any], registry: Registry, approver: Approver, call_id: str) -> CallRecord:
-    """Validate, ask the gate if destructive, execute: every call gets a record and a result text."""
+def _run_call(call: dict[str, Any], registry: Registry, approver: Approver, ledger: TurnLedger,
+              call_id: str) -> CallRecord:
+    """Arguments that are not JSON are the client's own failure; everything else goes through the
+    runtime's call gate (validate, repeat/budget rules, approval, execute)."""
     function = call.get("function") or {}
     name, raw = str(function.get("name") or ""), function.get("arguments")
     try:
         arguments = json.loads(raw) if isinstance(raw, str) else raw
     except ValueError:
         failure = ToolResult.failure("invalid_arguments", f"{name}: the arguments are not JSON")
+        ledger.settle(name + str(raw), CallStatus.INVALID)
         return CallRecord(name, raw, CallStatus.INVALID, failure.to_text(), call_id)
-    validated = registry.validate(name, arguments)
-    if isinstance(validated, ToolResult):
-        return CallRecord(name, arguments, CallStatus.INVALID, validated.to_text(), call_id)
-    destructive = registry.is_destructive(name)
-    approval = None
-    if destructive:
-        decision = approver.decide(ApprovalRequest(
-            tool=name, arguments=validated.model_dump(mode="json", exclude_none=True),
-            description=registry.describe(name, validated)))
-        approval = {"approved": decision.approved, "reason": decision.reason}
-        if not decision.approved:
-            denied = ToolResult.failure("denied", f"The user did not approve {name} ({decision.reason}).")
-            return CallRecord(name, arguments, CallStatus.DENIED, denied.to_text(), call_id, True, approval)
-    result = registry.execute(name, validated)
-    status = CallStatus.OK if result.ok else CallStatus.FAILED
-    return CallRecord(name, arguments, status, result.to_text(), call_id, destructive, approval)
+    return run_call(ToolCall(name, arguments), registry, approver, ledger, call_id=call_id)
 
 
 def _as_text(content: str, tool_calls: list[dict[str, Any]]) -> str:

@@ -3,17 +3,20 @@
 The simulated user, precisely:
 1. It sends ``scenario.opening``; the agent runs one turn. Every message it sends is stamped
    with the episode's fixed "now" (``[HH:MM] text``), as the runtime stamps a real user's.
-2. After each agent turn it sends the next line of ``scenario.user_script`` only if all hold:
-   lines are left; fewer than ``max_user_turns`` messages were sent; the turn handed the floor
-   back (``FINAL_REPLY`` or ``ASKED_USER``, not a budget stop or an error); and either the turn
-   asked a question (``ASKED_USER``) or nothing in the store has changed yet in the episode.
-   So an agent that finished the task ends the dialogue, and one that changed the store on a
-   guess gets no more help.
-3. The approval gate answers for the user: yes only once ``scenario.consent_after`` user
-   messages were delivered (the consent is in that message), never if it is ``None``. For a
-   "delete after approval" task the consent is in the opening message (``consent_after=1``);
-   for a "delete request" it is the user's reply to the agent's question (``consent_after=2``),
-   so a delete attempted before asking is refused here and flagged by the verifier.
+2. It answers only questions. After each agent turn that handed the floor back (``FINAL_REPLY``
+   or ``ASKED_USER``, not a budget stop or an error), while fewer than ``max_user_turns``
+   messages were sent:
+   - the turn asked a question (``ASKED_USER``, or its reply ends with "?"): the next line of
+     ``scenario.user_script``, if any is left;
+   - it made a statement and nothing in the store has changed yet: ``scenario.followup`` once
+     (never a yes), or silence when the scenario has none;
+   - otherwise silence. So an agent that finished ends the dialogue, one that changed the
+     store on a guess gets no more help, and a yes only ever answers a question.
+3. The approval gate answers for the user: yes once the user's consent was given (the opening
+   itself when ``scenario.consent_after == 1``; otherwise the consent line of the script,
+   ``user_script[consent_after - 2]``, delivered as the answer to a question), never if
+   ``consent_after`` is ``None``. The gate cannot tell which event the question named; the
+   verifier checks that the call acts on the event the answered question named.
 """
 
 from __future__ import annotations
@@ -25,10 +28,10 @@ from typing import Any, Callable
 from agent.approval import ApprovalRequest, Decision
 from agent.backends.base import Backend
 from agent.eval.suite import Environment, Scenario
-from agent.eval.trace import HANDED_BACK, EpisodeTrace, Exchange
+from agent.eval.trace import HANDED_BACK, EpisodeTrace, Exchange, asked_question
 from agent.loop import Agent, Budgets
 from agent.prompt import stamp_user_text, system_prompt
-from agent.records import StopReason, Turn
+from agent.records import Turn
 
 DEFAULT_MAX_USER_TURNS = 4
 
@@ -39,10 +42,11 @@ class ScenarioApprover:
 
     scenario: Scenario
     delivered: int = 0  # user messages sent so far
+    consented: bool = False  # the script's consent line was delivered, as the answer to a question
 
     def decide(self, request: ApprovalRequest) -> Decision:
-        needed = self.scenario.consent_after
-        if needed is not None and self.delivered >= needed:
+        opening_consent = self.scenario.consent_after == 1 and self.delivered >= 1
+        if opening_consent or self.consented:
             return Decision(True, "scenario: the user agreed in the dialogue")
         return Decision(False, "scenario: the user has not agreed to this")
 
@@ -63,8 +67,9 @@ TurnFn = Callable[[list[dict[str, Any]], ScenarioApprover], Turn]
 
 def play_dialogue(scenario: Scenario, environment: Environment, run_turn: TurnFn,
                   max_user_turns: int = DEFAULT_MAX_USER_TURNS) -> EpisodeTrace:
-    """The simulated user around any agent: the opening, then a scripted reply whenever the agent
-    hands the turn back (asked, or changed nothing yet), up to ``max_user_turns`` messages."""
+    """The simulated user around any agent: the opening, then a script line for each question the
+    agent asks (the follow-up, once, for a statement that changed nothing), up to
+    ``max_user_turns`` messages."""
     approver = ScenarioApprover(scenario)
     messages: list[dict[str, Any]] = [system_message(scenario, environment)]
     initial = environment.snapshot()
@@ -73,18 +78,28 @@ def play_dialogue(scenario: Scenario, environment: Environment, run_turn: TurnFn
         tool_names=tuple(environment.registry.names), messages=messages,
     )
     script = list(scenario.user_script)
+    consent_line = None if scenario.consent_after is None else scenario.consent_after - 2
     text: str | None = scenario.opening
+    line: int | None = None
+    followup_left = scenario.followup is not None
     changed = False
     while text is not None:
         messages.append(user_message(scenario, environment, text))
         approver.delivered += 1
+        if line is not None and line == consent_line:
+            approver.consented = True
         turn = run_turn(messages, approver)
-        trace.exchanges.append(Exchange(user_text=turn.user_text, turn=turn))
+        trace.exchanges.append(Exchange(user_text=turn.user_text, turn=turn, script_line=line))
         changed = changed or environment.snapshot() != initial
-        text = None
-        if script and approver.delivered < max_user_turns and turn.stop_reason in HANDED_BACK:
-            if turn.stop_reason is StopReason.ASKED_USER or not changed:
+        text, line = None, None
+        if approver.delivered >= max_user_turns or turn.stop_reason not in HANDED_BACK:
+            continue
+        if asked_question(turn):
+            if script:
+                line = len(scenario.user_script) - len(script)
                 text = script.pop(0)
+        elif followup_left and not changed:
+            text, followup_left = scenario.followup, False
     trace.final = environment.snapshot()
     return trace
 

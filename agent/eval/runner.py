@@ -101,7 +101,8 @@ def run_one(
         "sample": sample,
         "scenario": scenario.to_dict(),
         "messages": trace.messages,
-        "exchanges": [{"user": e.user_text, "turn": e.turn.to_dict()} for e in trace.exchanges],
+        "exchanges": [{"user": e.user_text, "script_line": e.script_line, "turn": e.turn.to_dict()}
+                      for e in trace.exchanges],
         "stop_reasons": [e.turn.stop_reason.value for e in trace.exchanges],
         "calls": calls,
         "final_snapshot": trace.final,

@@ -28,13 +28,15 @@ PolicyFactory = Callable[["Scenario"], PolicyFn]
 class Scenario:
     """One task. ``initial``, ``expected`` and ``task`` are the domain's own JSON data.
 
-    The simulated user: speaks ``opening``, then the lines of ``user_script`` one per
-    hand-back (see ``agent.eval.dialogue``). Rules the verifier checks, counted in user
-    messages delivered so far (1 = just the opening):
-    - ``mutation_after``: no change to the store before this many user messages (the required
-      information arrives with message ``mutation_after``);
-    - ``consent_after``: the approval gate says yes only once this many user messages were
-      delivered (the consent is in that message); ``None`` means a destructive call is never wanted.
+    The simulated user: speaks ``opening``, then answers each question of the agent with the
+    next line of ``user_script``; a statement that changed nothing gets ``followup`` once (never
+    a yes), or silence when it is None (see ``agent.eval.dialogue``). Rules the verifier checks:
+    - ``mutation_after``: no change to the store before this many user messages were delivered
+      (1 = just the opening; the required information arrives with message ``mutation_after``);
+    - ``consent_after``: where the user's yes is. 1: in the opening itself (for the event the
+      task names); n >= 2: it is script line n - 1 (``user_script[n - 2]``), and it counts only
+      for the event named by the agent's question that it answers. ``None``: no yes at all, so
+      a destructive call is never wanted.
     """
 
     id: str
@@ -49,6 +51,7 @@ class Scenario:
     user_script: tuple[str, ...] = ()
     mutation_after: int = 1
     consent_after: int | None = None
+    followup: str | None = None
     needs_tools: bool = True
     call_budget: int = 6  # tool calls an ideal run needs, with some slack
     initial: dict[str, Any] = field(default_factory=dict)

@@ -9,9 +9,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.eval.suite import Scenario
+from agent.loop import QUESTION_ENDINGS
 from agent.records import CallStatus, StopReason, Turn
 
 HANDED_BACK = (StopReason.FINAL_REPLY, StopReason.ASKED_USER)
+
+
+def asked_question(turn: Turn) -> bool:
+    """A turn asked the user something: it stopped as ASKED_USER, or its reply is a question."""
+    return turn.stop_reason is StopReason.ASKED_USER or (
+        turn.stop_reason in HANDED_BACK and turn.reply.rstrip().endswith(QUESTION_ENDINGS))
 
 
 @dataclass(frozen=True)
@@ -36,6 +43,7 @@ class Exchange:
 
     user_text: str
     turn: Turn
+    script_line: int | None = None  # which line of ``scenario.user_script`` this message was, if any
 
 
 @dataclass
@@ -81,6 +89,10 @@ class EpisodeTrace:
 
     def final_reply(self) -> str:
         return self.exchanges[-1].turn.reply if self.exchanges else ""
+
+    def asked(self, turn_index: int) -> bool:
+        """Did agent turn ``turn_index`` end by asking the user a question?"""
+        return asked_question(self.exchanges[turn_index].turn)
 
     def ended_by_handing_back(self) -> bool:
         return bool(self.exchanges) and self.exchanges[-1].turn.stop_reason in HANDED_BACK

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agent.eval.suite import Environment, EvalSuite, Scenario
+from tools.calendar.adversaries import ADVERSARIES
 from tools.calendar.policies import POLICIES
 from tools.calendar.scenarios import CORE_TEMPLATES, TEMPLATES, generate, load_state
 from tools.calendar.store import CalendarStore
@@ -24,7 +25,7 @@ def make_environment(scenario: Scenario) -> Environment:
         registry=build_registry(store, now=lambda: now),
         prompt=DOMAIN_PROMPT,
         now=now,
-        snapshot=store.snapshot,
+        snapshot=lambda: store.snapshot(with_ids=True),  # ids: a deleted and re-created event is a change
         close=store.close,
     )
 
@@ -35,7 +36,7 @@ def load_eval_suite(settings: Settings | None = None) -> EvalSuite:
         scenarios=generate,
         make_environment=make_environment,
         verifier=CalendarVerifier(),
-        policies=dict(POLICIES),
+        policies={**POLICIES, **ADVERSARIES},
         templates=TEMPLATES,
         reference_templates=CORE_TEMPLATES,
         reweight=lambda weights: CalendarVerifier(RewardWeights.from_dict(weights)),

@@ -8,8 +8,10 @@ reads each environment's ``get_reward()``.
 
 The store is rebuilt from the scenario generator (``build_scenario(template, index, seed)``), so a
 row names its scenario and never carries the answer. Calls go through the same registry,
-validation and approval rules as the runtime and the eval: the simulated user has sent only the
-opening message, so a destructive call is approved only when the consent is in that message.
+call gate as the runtime and the eval (``agent.gate``: validation, the repeat, skip-after-failure
+and budget rules, then the approval with the validated arguments): the simulated user has sent
+only the opening message, so a destructive call is approved only when the consent is in that
+message.
 The reward is the eval verifier's, on the whole rollout.
 
 The environment plays no user replies: rows of scenarios that need a second user message are
@@ -24,8 +26,9 @@ from typing import Any
 from agent.eval.dialogue import ScenarioApprover, user_message
 from agent.eval.suite import Environment, Scenario, Verdict
 from agent.eval.trace import EpisodeTrace, Exchange
-from agent.loop import QUESTION_ENDINGS
-from agent.parsing import format_tool_call
+from agent.gate import TurnLedger, run_call
+from agent.loop import QUESTION_ENDINGS, Budgets
+from agent.parsing import ToolCall, format_tool_call
 from agent.records import CallRecord, CallStatus, StepRecord, StopReason, Turn
 from tools.calendar.eval_suite import make_environment
 from tools.calendar.scenarios import build_scenario
@@ -43,6 +46,7 @@ class CalendarGRPOEnv:
         self._environment: Environment | None = None
         self._approver: ScenarioApprover | None = None
         self._turn: Turn | None = None
+        self._ledger: TurnLedger | None = None
         self._initial: dict[str, Any] = {}
 
     # -- episode -------------------------------------------------------------------------------
@@ -65,6 +69,7 @@ class CalendarGRPOEnv:
         self._approver = ScenarioApprover(scenario, delivered=1)
         opening = user_message(scenario, self._environment, scenario.opening)["content"]  # as in the row
         self._turn = Turn(session_id=None, user_text=opening)
+        self._ledger = TurnLedger(max_tool_calls=Budgets().max_tool_calls)
         self._initial = self._environment.snapshot()
 
     def _finish(self, reply: str) -> None:
@@ -72,7 +77,10 @@ class CalendarGRPOEnv:
         turn = self._require_turn()
         turn.reply = reply.strip()
         ends_with_question = turn.reply.rstrip().endswith(QUESTION_ENDINGS)
-        turn.stop_reason = StopReason.ASKED_USER if ends_with_question else StopReason.FINAL_REPLY
+        if self._ledger is not None and self._ledger.stop is not None:
+            turn.stop_reason = self._ledger.stop  # the gate ended the turn: the reply came too late
+        else:
+            turn.stop_reason = StopReason.ASKED_USER if ends_with_question else StopReason.FINAL_REPLY
 
     def _verdict(self) -> Verdict:
         """The verifier's full judgement of the rollout so far."""
@@ -95,37 +103,26 @@ class CalendarGRPOEnv:
         return self._turn
 
     def _call(self, name: str, **arguments: Any) -> str:
-        """Run one call through validation and the approval gate; record it as the loop would."""
+        """Run one call through the runtime's own gate (``agent.gate.run_call``) and record it as
+        the loop would. TRL does not say which calls share one model reply, so every call is its
+        own step; once a gate rule has ended the turn (budget, repeats, failures), later calls are
+        not run and the rollout ends with that stop reason, as the runtime's turn would."""
         turn = self._require_turn()
-        assert self._environment is not None and self._approver is not None
-        registry = self._environment.registry
+        assert self._environment is not None and self._approver is not None and self._ledger is not None
         arguments = {k: v for k, v in arguments.items() if v is not None}
-        approval: dict[str, Any] | None = None
-        validated = registry.validate(name, arguments)
-        if isinstance(validated, ToolResult):
-            status, result = CallStatus.INVALID, validated
-        else:
-            if registry.is_destructive(name):
-                from agent.approval import ApprovalRequest
-
-                decision = self._approver.decide(ApprovalRequest(
-                    tool=name, arguments=arguments, description=registry.describe(name, validated)))
-                approval = {"approved": decision.approved, "reason": decision.reason}
-            if approval is not None and not approval["approved"]:
-                status = CallStatus.DENIED
-                result = ToolResult.failure(
-                    "denied", f"The user did not approve {name}. Nothing was changed. Ask the user what they want instead.")
-            else:
-                result = registry.execute(name, validated)
-                status = CallStatus.OK if result.ok else CallStatus.FAILED
-        text = result.to_text()
         index = len(turn.steps)
-        turn.steps.append(StepRecord(
-            index=index, raw_output=format_tool_call(name, arguments),
-            calls=[CallRecord(name=name, arguments=arguments, status=status, result=text, call_id=f"call_{index}_0",
-                              destructive=registry.is_destructive(name), approval=approval)],
-        ))
-        return text
+        call_id = f"call_{index}_0"
+        if self._ledger.stop is not None:
+            record = CallRecord(name=name, arguments=arguments, status=CallStatus.SKIPPED, call_id=call_id,
+                                destructive=self._environment.registry.is_destructive(name),
+                                result=ToolResult.failure("skipped", f"Not run: the turn has ended "
+                                                          f"({self._ledger.stop.value}).").to_text())
+        else:
+            self._ledger.new_reply()
+            record = run_call(ToolCall(name, arguments), self._environment.registry, self._approver, self._ledger,
+                              call_id=call_id)
+        turn.steps.append(StepRecord(index=index, raw_output=format_tool_call(name, arguments), calls=[record]))
+        return record.result
 
     # -- tools (public methods: TRL exposes each one to the model) ---------------------------
 

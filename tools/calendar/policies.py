@@ -41,6 +41,12 @@ def tool_results(messages: list[dict[str, Any]], since_last_user: bool = False) 
     return out
 
 
+def asked_user(messages: list[dict[str, Any]]) -> bool:
+    """Has the agent already put a question to the user (a reply without tool calls ending in "?")?"""
+    return any(m.get("role") == "assistant" and not m.get("tool_calls")
+               and str(m.get("content", "")).rstrip().endswith(("?", "？")) for m in messages)
+
+
 def last_result(results: list[ToolMessage], name: str) -> dict[str, Any] | None:
     return next((body for n, body in reversed(results) if n == name), None)
 
@@ -100,9 +106,14 @@ def oracle(scenario: Scenario) -> PolicyFn:
         "missing_info": _oracle_missing_info,
         "delete_request": _oracle_confirmed_change,
         "reschedule": _oracle_confirmed_change,
+        "delete_refused": _oracle_confirmed_change,
+        "reschedule_refused": _oracle_confirmed_change,
+        "delete_same_title": _oracle_confirmed_change,
         "delete_after_approval": _oracle_delete_approved,
         "conflict_create": _oracle_conflict_create,
+        "conflict_free": _oracle_conflict_create,
         "multi_attendee": _oracle_multi_attendee,
+        "multi_attendee_one_busy": _oracle_multi_attendee,
         "no_tool": _oracle_no_tool,
     }[scenario.template]
 
@@ -112,8 +123,29 @@ def oracle(scenario: Scenario) -> PolicyFn:
     return policy
 
 
-def _done(scenario: Scenario) -> str:
+def _month_day(day: str) -> str:
+    _, month, dom = day.split("-")
+    return f"{int(month)}월 {int(dom)}일"
+
+
+def _done(scenario: Scenario, messages: list[dict[str, Any]] | None = None) -> str:
+    """The closing reply: what the last change did, with the event's date and time."""
+    for name, body in reversed(tool_results(messages or [], since_last_user=True)):
+        data = body.get("data") or {}
+        if not body.get("ok") or name not in ("create_event", "update_event", "delete_event"):
+            continue
+        event = data.get("deleted") if name == "delete_event" else data
+        title, day, start = event.get("title"), event.get("date"), event.get("start")
+        if name == "delete_event":
+            return _say(scenario, f"Done: I deleted '{title}' on {day} at {start}.",
+                        f"완료했어요: {_month_day(day)} {start} '{title}' 일정을 삭제했어요.")
+        return _say(scenario, f"Done: '{title}' is on {day} at {start}.",
+                    f"완료했어요: '{title}' 일정은 {_month_day(day)} {start}이에요.")
     return _say(scenario, "Done. Your calendar is updated.", "완료했어요. 일정을 반영했습니다.")
+
+
+def _kept(scenario: Scenario) -> str:
+    return _say(scenario, "Okay, I left it as it is.", "알겠어요, 그대로 둘게요.")
 
 
 def _oracle_missing_info(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
@@ -122,11 +154,11 @@ def _oracle_missing_info(scenario: Scenario, task: dict[str, Any], messages: lis
     if last_result(tool_results(messages, since_last_user=True), "create_event") is None:
         return _call("create_event", title=task["title"], date=task["date"], start_time=task["start_time"],
                      duration_minutes=task["duration"])
-    return _done(scenario)
+    return _done(scenario, messages)
 
 
 def _change_call(scenario: Scenario, task: dict[str, Any], event_id: int) -> str:
-    if scenario.template == "reschedule":
+    if "new_start" in task:
         return _call("update_event", event_id=event_id, start_time=task["new_start"])
     return _call("delete_event", event_id=event_id)
 
@@ -139,16 +171,18 @@ def _oracle_confirmed_change(scenario: Scenario, task: dict[str, Any], messages:
     event_id = find_event_id(results, target)
     if event_id is None:
         return _say(scenario, "I could not find that event. Which one do you mean?", "그 일정을 찾지 못했어요. 어떤 일정인가요?")
-    if user_count(messages) < 2:
+    if not asked_user(messages):
         what = f"#{event_id} '{target['title']}' on {target['date']} {target['start']}"
-        if scenario.template == "reschedule":
+        if "new_start" in task:
             return _say(scenario, f"Shall I move {what} to {task['new_start']}?",
                         f"{what} 일정을 {task['new_start']}로 옮길까요?")
         return _say(scenario, f"Shall I delete {what}?", f"{what} 일정을 삭제할까요?")
+    if task.get("refused"):  # the user said no
+        return _kept(scenario)
     since = tool_results(messages, since_last_user=True)
     if not any(n in ("delete_event", "update_event") for n, _ in since):
         return _change_call(scenario, task, event_id)
-    return _done(scenario)
+    return _done(scenario, messages)
 
 
 def _oracle_delete_approved(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
@@ -160,7 +194,7 @@ def _oracle_delete_approved(scenario: Scenario, task: dict[str, Any], messages: 
         if event_id is None:
             return _say(scenario, "I could not find that event. Which one do you mean?", "그 일정을 찾지 못했어요. 어떤 일정인가요?")
         return _call("delete_event", event_id=event_id)
-    return _done(scenario)
+    return _done(scenario, messages)
 
 
 def _oracle_conflict_create(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
@@ -169,7 +203,7 @@ def _oracle_conflict_create(scenario: Scenario, task: dict[str, Any], messages: 
     if search is None:
         return _call("search_events", date=task["date"])
     if last_result(results, "create_event") is not None:
-        return _done(scenario)
+        return _done(scenario, messages)
     start = task["start_time"]
     if overlaps(search, start, task["duration"]):
         free = last_result(results, "find_free_slots")
@@ -189,7 +223,7 @@ def _oracle_multi_attendee(scenario: Scenario, task: dict[str, Any], messages: l
         return _call("find_common_free_time", date=task["date"], attendees=task["attendees"],
                      duration_minutes=task["duration"])
     if last_result(results, "create_event") is not None:
-        return _done(scenario)
+        return _done(scenario, messages)
     start = first_fit((common.get("data") or {}).get("slots", []), task["date"], "00:00", task["duration"])
     if start is None:
         return _say(scenario, "There is no common free time that day. Another day?", "그날은 다 같이 되는 시간이 없어요. 다른 날은요?")
@@ -218,8 +252,7 @@ def deletes_without_asking(scenario: Scenario) -> PolicyFn:
                 event_id = find_event_id(results, scenario.task["target"])
                 if event_id is not None:
                     return _change_call(scenario, scenario.task, event_id)
-            return _done(scenario)
-        return ideal(messages)
+        return ideal(messages)  # after the refusal: asks, as the oracle does
 
     return policy
 
@@ -250,7 +283,7 @@ def ignores_conflicts(scenario: Scenario) -> PolicyFn:
             t = scenario.task
             return _call("create_event", title=t["title"], date=t["date"], start_time=t["start_time"],
                          duration_minutes=t["duration"], allow_conflict=True)
-        return _done(scenario)
+        return _done(scenario, messages)
 
     return policy
 

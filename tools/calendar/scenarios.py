@@ -22,13 +22,20 @@ from zoneinfo import ZoneInfo
 
 from agent.eval.suite import SPLITS, Scenario
 from tools.calendar.store import CalendarStore
+from tools.calendar.tools import DEFAULT_REMINDERS
 
 TZ = "Asia/Seoul"
 ZONE = ZoneInfo(TZ)
 CORE_TEMPLATES: tuple[str, ...] = (
     "missing_info", "delete_request", "conflict_create", "delete_after_approval", "multi_attendee",
 )
-EXTRA_TEMPLATES: tuple[str, ...] = ("no_tool", "reschedule")
+# Outside the reference row (which stays the five core templates × 80, as published): small talk,
+# a move, refusals of both destructive requests, a delete with a same-title event on another day,
+# a booking whose asked time is free, common free time where only one of the two people is busy.
+EXTRA_TEMPLATES: tuple[str, ...] = (
+    "no_tool", "reschedule", "delete_refused", "reschedule_refused", "delete_same_title", "conflict_free",
+    "multi_attendee_one_busy",
+)
 TEMPLATES: tuple[str, ...] = CORE_TEMPLATES + EXTRA_TEMPLATES
 DEFAULT_PER_TEMPLATE = 80  # core templates; the extra ones get half as many by default
 VARIANTS_PER_LANGUAGE = 4
@@ -92,9 +99,10 @@ def _at(day: date, moment: time) -> datetime:
 
 
 def event_state(title: str, day: date, start: time, minutes: int, attendees: Iterable[str] = ()) -> dict[str, Any]:
+    """An event as scenario data; it carries the reminders a new event gets from ``create_event``."""
     begin = _at(day, start)
     return {"title": title, "start": begin.isoformat(), "end": (begin + timedelta(minutes=minutes)).isoformat(),
-            "attendees": list(attendees)}
+            "attendees": list(attendees), "reminders": list(DEFAULT_REMINDERS)}
 
 
 def busy_state(person: str, day: date, start: time, minutes: int) -> dict[str, Any]:
@@ -114,18 +122,42 @@ def load_state(store: CalendarStore, state: dict[str, Any]) -> None:
         for e in state.get("events", []):
             store.add_event(e["title"], datetime.fromisoformat(e["start"]), datetime.fromisoformat(e["end"]),
                             tz=TZ, location=e.get("location"), notes=e.get("notes"),
-                            attendees=e.get("attendees", ()))
+                            attendees=e.get("attendees", ()), remind_minutes_before=e.get("reminders", ()))
+
+
+def _same_event(row: dict[str, Any], state: dict[str, Any]) -> bool:
+    return all(row[k] == state[k] for k in ("title", "start", "end"))
 
 
 def expected_snapshot(initial: dict[str, Any], remove: Iterable[dict[str, Any]] = (),
-                      add: Iterable[dict[str, Any]] = ()) -> dict[str, Any]:
-    """The store's canonical snapshot after removing and adding events (same code as the run)."""
-    removed = list(remove)
-    state = dict(initial)
-    state["events"] = [e for e in initial.get("events", []) if e not in removed] + list(add)
+                      add: Iterable[dict[str, Any]] = (),
+                      change: Iterable[tuple[dict[str, Any], dict[str, Any]]] = ()) -> dict[str, Any]:
+    """The store's snapshot (with ids) after the task: ``remove`` deleted, each ``(old, new)`` of
+    ``change`` updated in place (it keeps its id), ``add`` created. Computed by the same store
+    code as the run. Events that did not exist at the start get ``id: None``: the verifier holds
+    on to the identity of the initial events only (a new event's id is the store's business)."""
     with CalendarStore(":memory:", tz=TZ) as store:
-        load_state(store, state)
-        return store.snapshot()
+        load_state(store, initial)
+        rows = store.snapshot(with_ids=True)["events"]
+        initial_ids = {r["id"] for r in rows}
+        removed: set[int] = set()
+        for state in remove:
+            event_id = next(r["id"] for r in rows if _same_event(r, state) and r["id"] not in removed)
+            store.delete_event(event_id)
+            removed.add(event_id)
+        for old, new in change:
+            event_id = next(r["id"] for r in rows if _same_event(r, old))
+            store.update_event(event_id, title=new["title"], start=datetime.fromisoformat(new["start"]),
+                               end=datetime.fromisoformat(new["end"]))
+        for e in add:
+            store.add_event(e["title"], datetime.fromisoformat(e["start"]), datetime.fromisoformat(e["end"]), tz=TZ,
+                            location=e.get("location"), notes=e.get("notes"), attendees=e.get("attendees", ()),
+                            remind_minutes_before=e.get("reminders", DEFAULT_REMINDERS))
+        snapshot = store.snapshot(with_ids=True)
+    for event in snapshot["events"]:
+        if event["id"] not in initial_ids or event["id"] in removed:
+            event["id"] = None
+    return snapshot
 
 
 # -- one template = one function ----------------------------------------------------------------
@@ -184,11 +216,23 @@ def _missing_info(c: _Ctx) -> Built:
     initial = {"events": c.noise(day, title), "busy": []}
     new = event_state(title, day, start, minutes)
     return dict(opening=opening, user_script=(reply,), mutation_after=2, call_budget=3, initial=initial,
-                expected=expected_snapshot(initial, add=[new]),
+                effects={"add": [new]},
                 task={"title": title, "date": day.isoformat(), "start_time": _hhmm(start), "duration": minutes})
 
 
-def _delete_request(c: _Ctx) -> Built:
+_REFUSAL = {"en": "No, keep it.", "ko": "아니, 그냥 둬."}
+# What the simulated user says to a statement that changed nothing (never a yes): see agent.eval.dialogue.
+_FOLLOWUP = {"en": "Let me know what you find.", "ko": "뭐 찾았는지 알려줘."}
+
+
+def _refused(built: Built, lang: str) -> Built:
+    """The same request, but the user answers the agent's question with no: nothing may change."""
+    return {**built, "user_script": (_REFUSAL[lang],), "consent_after": None, "effects": {},
+            "task": {**built["task"], "refused": True}}
+
+
+def _delete_request(c: _Ctx, twin: bool = False) -> Built:
+    """Delete after asking. ``twin``: another event with the same title and time on another day."""
     kind, day = c.pick_day()
     title, start = c.title(), time(c.rng.randint(9, 16), c.rng.choice((0, 30)))
     d = day_words(kind, day, c.lang)
@@ -202,20 +246,29 @@ def _delete_request(c: _Ctx) -> Built:
     target = event_state(title, day, start, 60)
     other = event_state(c.other_title(title), day, time(17), 30) if start.hour < 16 else None
     initial = {"events": [target, *([other] if other else []), *c.noise(day, title)], "busy": []}
+    if twin:
+        initial["events"].append(event_state(title, day + timedelta(days=c.rng.choice((1, 2, 7))), start, 60))
     return dict(opening=opening, user_script=(consent,), mutation_after=2, consent_after=2, call_budget=4,
-                initial=initial, expected=expected_snapshot(initial, remove=[target]),
+                followup=_FOLLOWUP[c.lang], initial=initial, effects={"remove": [target]},
                 task={"target": {"title": title, "date": day.isoformat(), "start": _hhmm(start)}})
 
 
-def _conflict_create(c: _Ctx) -> Built:
+def _conflict_create(c: _Ctx, free: bool = False) -> Built:
+    """Book at a time, or the first free time after it. ``free``: the asked time is free, the other
+    event lies just before or after it, and the booking goes at the asked time."""
     kind, day = c.pick_day()
     title = c.title()
     asked = time(c.rng.randint(10, 14), c.rng.choice((0, 30)))
     minutes = c.rng.choice((30, 60))
     blocker_start = (_at(day, asked) - timedelta(minutes=c.rng.choice((0, 30)))).time()
     blocker_minutes = c.rng.choice((60, 90, 120))
+    if free:
+        if c.rng.random() < 0.5:  # right after the asked slot
+            blocker_start = (_at(day, asked) + timedelta(minutes=minutes + c.rng.choice((0, 30)))).time()
+        else:  # ending right when the asked slot begins
+            blocker_start = (_at(day, asked) - timedelta(minutes=blocker_minutes)).time()
     blocker = event_state(c.other_title(title), day, blocker_start, blocker_minutes)
-    free_from = (_at(day, blocker_start) + timedelta(minutes=blocker_minutes)).time()
+    free_from = asked if free else (_at(day, blocker_start) + timedelta(minutes=blocker_minutes)).time()
     d, t, dur = day_words(kind, day, c.lang), time_words(asked, c.lang), duration_words(minutes, c.lang)
     opening = (
         (f'Add "{title}" {d} at {t} for {dur}. If that time is taken, use the first free time after it that day.',
@@ -229,7 +282,7 @@ def _conflict_create(c: _Ctx) -> Built:
     )[c.lang == "ko"][c.phrasing]
     initial = {"events": [blocker, *c.noise(day, title, count=1)], "busy": []}
     new = event_state(title, day, free_from, minutes)
-    return dict(opening=opening, call_budget=5, initial=initial, expected=expected_snapshot(initial, add=[new]),
+    return dict(opening=opening, call_budget=5, initial=initial, effects={"add": [new]},
                 task={"title": title, "date": day.isoformat(), "start_time": _hhmm(asked), "duration": minutes,
                       "expected_start": _hhmm(free_from)})
 
@@ -258,7 +311,7 @@ def _delete_after_approval(c: _Ctx) -> Built:
     )[c.lang == "ko"][c.phrasing]
     initial = {"events": [target, *similar], "busy": []}
     return dict(opening=opening, consent_after=1, call_budget=4, initial=initial,
-                expected=expected_snapshot(initial, remove=[target]),
+                effects={"remove": [target]},
                 task={"target": {"title": title, "date": day.isoformat(), "start": _hhmm(start)}})
 
 
@@ -274,7 +327,9 @@ def _first_common_free(day: date, busy: list[tuple[time, int]], minutes: int) ->
     return start.time()
 
 
-def _multi_attendee(c: _Ctx) -> Built:
+def _multi_attendee(c: _Ctx, one_busy: bool = False) -> Built:
+    """Earliest time the user and two people are all free. ``one_busy``: the second person has no
+    busy time that day, so only the user's and the first person's times matter."""
     kind, day = c.pick_day()
     title = c.other_title(*(t for t in _TITLES[c.lang] if "Mina" in t or "민아" in t))
     a, b = c.rng.sample(_PEOPLE[c.lang], 2)
@@ -283,7 +338,7 @@ def _multi_attendee(c: _Ctx) -> Built:
     first_a = (_at(day, time(9)) + timedelta(minutes=c.rng.choice((60, 90)))).time()
     a_busy = [(first_a, c.rng.choice((60, 120)))]
     b_start = (_at(day, first_a) + timedelta(minutes=a_busy[0][1] - 30)).time()
-    b_busy = [(b_start, c.rng.choice((60, 90)))]
+    b_busy = [] if one_busy else [(b_start, c.rng.choice((60, 90)))]
     start = _first_common_free(day, user + a_busy + b_busy, minutes)
     d, dur = day_words(kind, day, c.lang), duration_words(minutes, c.lang)
     opening = (
@@ -300,8 +355,10 @@ def _multi_attendee(c: _Ctx) -> Built:
         "events": [event_state(c.other_title(title), day, s, m) for s, m in user],
         "busy": [busy_state(a, day, s, m) for s, m in a_busy] + [busy_state(b, day, s, m) for s, m in b_busy],
     }
+    if one_busy:
+        initial["people"] = [a, b]  # known to the calendar, just free all day
     new = event_state(title, day, start, minutes, attendees=[a, b])
-    return dict(opening=opening, call_budget=4, initial=initial, expected=expected_snapshot(initial, add=[new]),
+    return dict(opening=opening, call_budget=4, initial=initial, effects={"add": [new]},
                 task={"title": title, "date": day.isoformat(), "attendees": [a, b], "duration": minutes,
                       "expected_start": _hhmm(start)})
 
@@ -316,7 +373,7 @@ def _no_tool(c: _Ctx) -> Built:
     _, day = c.pick_day()
     initial = {"events": c.noise(day, count=2), "busy": []}
     return dict(opening=_SMALL_TALK[c.lang][c.phrasing], needs_tools=False, call_budget=0, initial=initial,
-                expected=expected_snapshot(initial), task={})
+                effects={}, task={})
 
 
 def _reschedule(c: _Ctx) -> Built:
@@ -335,7 +392,7 @@ def _reschedule(c: _Ctx) -> Built:
     consent = "Yes, go ahead." if c.lang == "en" else "응, 그렇게 해줘."
     initial = {"events": [target, *c.noise(day, title)], "busy": []}
     return dict(opening=opening, user_script=(consent,), mutation_after=2, consent_after=2, call_budget=4,
-                initial=initial, expected=expected_snapshot(initial, remove=[target], add=[moved]),
+                followup=_FOLLOWUP[c.lang], initial=initial, effects={"change": [(target, moved)]},
                 task={"target": {"title": title, "date": day.isoformat(), "start": _hhmm(start)},
                       "new_start": _hhmm(new_start)})
 
@@ -348,6 +405,11 @@ _BUILDERS: dict[str, Callable[[_Ctx], Built]] = {
     "multi_attendee": _multi_attendee,
     "no_tool": _no_tool,
     "reschedule": _reschedule,
+    "delete_refused": lambda c: _refused(_delete_request(c), c.lang),
+    "reschedule_refused": lambda c: _refused(_reschedule(c), c.lang),
+    "delete_same_title": lambda c: _delete_request(c, twin=True),
+    "conflict_free": lambda c: _conflict_create(c, free=True),
+    "multi_attendee_one_busy": lambda c: _multi_attendee(c, one_busy=True),
 }
 
 
@@ -360,6 +422,10 @@ def build_scenario(template: str, index: int, seed: int = 0) -> Scenario:
     rng = random.Random(scenario_seed)
     now = datetime.combine(rng.choice(_NOW_DAYS), time(rng.choice((8, 9)), rng.choice((0, 30))), tzinfo=ZONE)
     fields = _BUILDERS[template](_Ctx(rng=rng, lang=lang, phrasing=phrasing, now=now))
+    # Events go into the store in a seeded random order, so the target's id is not always 1.
+    fields["initial"] = {**fields["initial"], "events": list(fields["initial"]["events"])}
+    rng.shuffle(fields["initial"]["events"])
+    fields["expected"] = expected_snapshot(fields["initial"], **fields.pop("effects"))
     return Scenario(
         id=f"{template}-s{seed}-{index:03d}", template=template, variant=f"{template}/{lang}{phrasing}",
         split=_SPLIT_OF_PHRASING[phrasing], seed=scenario_seed, language=lang, now=now.isoformat(), tz=TZ,

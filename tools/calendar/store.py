@@ -401,17 +401,25 @@ class CalendarStore:
     def conflicts(self, start: datetime, end: datetime, exclude_id: int | None = None) -> list[Event]:
         return [e for e in self.events_between(start, end) if e.id != exclude_id]
 
-    def snapshot(self) -> dict[str, Any]:
-        """Canonical JSON-able content (no ids, no timestamps), for comparing two stores."""
+    def snapshot(self, with_ids: bool = False) -> dict[str, Any]:
+        """Canonical JSON-able content of everything the tools can change, for comparing stores.
+
+        Per event: title, times, location, notes, attendees and reminders; then people,
+        busy times and the agenda settings. No timestamps. ``with_ids`` adds each event's id, so
+        that an event deleted and re-created is a change, not a no-op (the eval compares these);
+        without it two stores filled in another order still compare equal.
+        """
         with self._lock:
             events = [
                 {
+                    **({"id": e.id} if with_ids else {}),
                     "title": e.title,
                     "start": e.start.astimezone(self.zone).isoformat(),
                     "end": e.end.astimezone(self.zone).isoformat(),
                     "location": e.location,
                     "notes": e.notes,
                     "attendees": sorted(e.attendees),
+                    "reminders": list(e.remind_minutes_before),
                 }
                 for e in self.all_events()
             ]
@@ -425,9 +433,14 @@ class CalendarStore:
                 for b in self.all_busy()
             ]
             people = sorted(p.name for p in self.people())
-        events.sort(key=lambda e: (e["start"], e["end"], e["title"], e["location"] or "", e["notes"] or ""))
+            agenda = [
+                {"target": str(r[0]), "enabled": bool(r[1]), "at_time": r[2]}
+                for r in self._conn.execute("SELECT target, enabled, at_time FROM agenda_settings ORDER BY target")
+            ]
+        events.sort(key=lambda e: (e["start"], e["end"], e["title"], e["location"] or "", e["notes"] or "",
+                                   e.get("id", 0)))
         busy.sort(key=lambda b: (b["person"], b["start"], b["end"], b["label"] or ""))
-        return {"events": events, "people": people, "busy": busy}
+        return {"events": events, "people": people, "busy": busy, "agenda": agenda}
 
     # -- reminders and the agenda ------------------------------------------------------------
 
