@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import signal
+import warnings
 from dataclasses import dataclass
 
 from telegram import BotCommand, Update
@@ -31,20 +32,26 @@ from telegram.ext import (
     filters,
 )
 from telegram.request import HTTPXRequest
+from telegram.warnings import PTBUserWarning
 
 from agent.runtime import Runtime
 from bot.access import Access
 from bot.approvals import NOT_YOURS, ApprovalDesk
 from bot.config import BotConfig
-from bot.inbox import Inbox
+from bot.inbox import Inbox, clean
 from bot.reminders import PREFIX as REMINDER_PREFIX
 from bot.reminders import REAL_TICK_S, Clock, ReminderDesk, ReminderLoop, chat_target, system_clock
 from bot.sending import is_permanent, send_text, with_retry
+from bot.timing import TIME
 from bot.worker import Job, TurnRunner
 
 log = logging.getLogger(__name__)
+# poll() asks for getUpdates through do_api_request on purpose (to get the raw JSON).
+warnings.filterwarnings("ignore", message=r"Please use 'Bot\.get_updates'", category=PTBUserWarning)
 
 POLL_TIMEOUT_S = 25
+ALLOWED_UPDATES = ["message", "callback_query"]
+FIRST_POLL_DELAY_S, MAX_POLL_DELAY_S = 1.0, 60.0
 DEFAULT_API = "https://api.telegram.org"
 
 HELP = (
@@ -175,7 +182,8 @@ async def on_other_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -
 async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     services = _services(context)
     query = update.callback_query
-    if services.reminders is not None and (query.data or "").startswith(REMINDER_PREFIX + ":"):
+    data = query.data if isinstance(query.data, str) else None  # a forged update may carry 5 or [..]
+    if services.reminders is not None and data is not None and data.startswith(REMINDER_PREFIX + ":"):
         text = await services.reminders.answer(query)
     else:
         text = await services.desk.answer(query)
@@ -185,27 +193,36 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 async def finish_unhandled(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Group 1: updates no handler owns (edits, reactions, …) are done once seen."""
-    if isinstance(update, Update) and update.effective_message is None and update.callback_query is None:
+    if isinstance(update, Update) and update.message is None and update.callback_query is None:
         _services(context).inbox.done(update.update_id)
 
 
 async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-    log.error("handler failed for update %s", getattr(update, "update_id", None), exc_info=context.error)
+    """A handler raised: the update is marked failed with the error (so a restart neither
+    re-runs it nor reports it as interrupted) and the bot goes on with the next one."""
+    update_id = getattr(update, "update_id", None)
+    error = context.error
+    log.error("handler failed for update %s", update_id, exc_info=error)
+    if isinstance(update_id, int):
+        _services(context).inbox.failed(update_id, f"handler failed: {type(error).__name__}: {error}")
 
 
 def add_handlers(application: Application, domain_commands: list[str], reminders: bool = False) -> None:
     application.add_handler(TypeHandler(Update, gate), group=-1)
-    application.add_handler(CommandHandler(["start", "help"], on_start))
+    # Handlers read update.message: an edited message (which has none) is left to
+    # finish_unhandled rather than crash them.
+    new = filters.UpdateType.MESSAGE
+    application.add_handler(CommandHandler(["start", "help"], on_start, filters=new))
     if reminders:
-        application.add_handler(CommandHandler("agenda", on_agenda))
-        application.add_handler(CommandHandler("reminders", on_reminders))
-    application.add_handler(CommandHandler("cancel", on_cancel))
-    application.add_handler(CommandHandler("new", on_new))
+        application.add_handler(CommandHandler("agenda", on_agenda, filters=new))
+        application.add_handler(CommandHandler("reminders", on_reminders, filters=new))
+    application.add_handler(CommandHandler("cancel", on_cancel, filters=new))
+    application.add_handler(CommandHandler("new", on_new, filters=new))
     if domain_commands:
-        application.add_handler(CommandHandler(domain_commands, on_domain_command))
-    application.add_handler(MessageHandler(filters.COMMAND, on_unknown_command))
-    application.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, on_text))
-    application.add_handler(MessageHandler(filters.ALL, on_other_message))
+        application.add_handler(CommandHandler(domain_commands, on_domain_command, filters=new))
+    application.add_handler(MessageHandler(new & filters.COMMAND, on_unknown_command))
+    application.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, on_text))
+    application.add_handler(MessageHandler(new, on_other_message))
     application.add_handler(CallbackQueryHandler(on_button))
     application.add_handler(TypeHandler(Update, finish_unhandled), group=1)
     application.add_error_handler(on_error)
@@ -232,7 +249,9 @@ def build_application(config: BotConfig) -> Application:
 async def answer_interrupted(application: Application, services: BotServices) -> None:
     """Tell chats whose messages a previous run never finished; then mark those done."""
     for update_id, body in services.inbox.pending():
-        update = Update.de_json(body, application.bot)
+        update = read_update(body, application, services.inbox)
+        if update is None:  # marked failed
+            continue
         message, chat, user = update.message, update.effective_chat, update.effective_user
         allowed = chat is not None and services.access.allows(chat.id, chat.type, user.id if user else None)
         if allowed and message is not None and message.text:
@@ -248,28 +267,54 @@ async def answer_interrupted(application: Application, services: BotServices) ->
 
 
 async def poll(application: Application, inbox: Inbox, stop: asyncio.Event) -> None:
-    """Long polling that records each update before acknowledging it with the next offset."""
+    """Long polling that records each update before acknowledging it with the next offset.
+
+    Updates are fetched as raw JSON and stored before PTB parses them: an update PTB cannot
+    build (a field it does not know how to read, a lone surrogate in a stranger's text) is
+    marked failed and skipped, and the offset moves past it, so it can never stop this loop
+    or be fetched again by every restart.
+    """
     offset = inbox.next_offset()
-    delay = 1.0
+    delay = FIRST_POLL_DELAY_S
     while not stop.is_set():
         try:
-            updates = await application.bot.get_updates(
-                offset=offset, timeout=POLL_TIMEOUT_S, allowed_updates=["message", "callback_query"]
+            raw_updates = await application.bot.do_api_request(
+                "get_updates",
+                api_kwargs={"offset": offset, "timeout": POLL_TIMEOUT_S, "allowed_updates": ALLOWED_UPDATES},
+                read_timeout=POLL_TIMEOUT_S + 15,
             )
-            delay = 1.0
+            delay = FIRST_POLL_DELAY_S
         except TimedOut:
             continue
         except InvalidToken:
             raise
-        except (NetworkError, TelegramError) as exc:
-            log.warning("getUpdates failed (%s); retrying in %.0f s", exc, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 60.0)
+        except Exception as exc:  # NetworkError, 5xx, a garbled answer: wait and ask again
+            log.warning("getUpdates failed (%s: %s); retrying in %.1f s", type(exc).__name__, exc, delay * TIME.scale)
+            await TIME.sleep(delay)
+            delay = min(delay * 2, MAX_POLL_DELAY_S)
             continue
-        for update in updates:
-            if inbox.record(update.update_id, update.to_dict()):
-                await application.update_queue.put(update)
-            offset = update.update_id + 1
+        for raw in raw_updates if isinstance(raw_updates, list) else []:
+            update_id = raw.get("update_id") if isinstance(raw, dict) else None
+            if not isinstance(update_id, int) or isinstance(update_id, bool):
+                log.error("getUpdates returned an item without an update id; skipped")
+                continue
+            fresh = inbox.record(update_id, raw)
+            offset = max(offset or 0, update_id + 1)
+            if fresh:
+                update = read_update(raw, application, inbox)
+                if update is not None:
+                    await application.update_queue.put(update)
+
+
+def read_update(raw: dict, application: Application, inbox: Inbox) -> Update | None:
+    """The update PTB builds from ``raw``; None (and the row marked failed) if it cannot."""
+    update_id = raw["update_id"]
+    try:
+        return Update.de_json(clean(raw), application.bot)
+    except Exception as exc:
+        inbox.failed(update_id, f"unreadable update: {type(exc).__name__}: {exc}")
+        log.error("update %s could not be read (%s: %s); skipped", update_id, type(exc).__name__, _short(str(exc)))
+        return None
 
 
 async def serve(
