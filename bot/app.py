@@ -102,6 +102,10 @@ def _services(context: ContextTypes.DEFAULT_TYPE) -> BotServices:
 # ---- handlers -------------------------------------------------------------------------------
 
 
+def _user_id(update: Update) -> int | None:
+    return update.effective_user.id if update.effective_user else None
+
+
 async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Group -1: strangers and unlisted groups get silence; only their ids reach the log."""
     services = _services(context)
@@ -132,7 +136,8 @@ async def on_cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def on_new(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    await _services(context).runner.submit(Job(update.effective_chat.id, update.update_id, "new"))
+    job = Job(update.effective_chat.id, update.update_id, "new", user_id=_user_id(update))
+    await _services(context).runner.submit(job)
 
 
 async def on_domain_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -142,7 +147,8 @@ async def on_domain_command(update: Update, context: ContextTypes.DEFAULT_TYPE) 
     if name not in services.runtime.domain.commands:
         await reply_now(update, context, f"/{name} is not available here. /help lists what is.")
         return
-    await services.runner.submit(Job(update.effective_chat.id, update.update_id, "command", argument, name))
+    job = Job(update.effective_chat.id, update.update_id, "command", argument, name, user_id=_user_id(update))
+    await services.runner.submit(job)
 
 
 async def on_agenda(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -171,7 +177,7 @@ async def on_unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE)
 
 async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await _services(context).runner.submit(
-        Job(update.effective_chat.id, update.update_id, "turn", update.message.text)
+        Job(update.effective_chat.id, update.update_id, "turn", update.message.text, user_id=_user_id(update))
     )
 
 

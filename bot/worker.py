@@ -20,11 +20,13 @@ from typing import Any, Callable
 from telegram import Bot
 from telegram.constants import ChatAction
 
+from agent.approval import ApprovalRequest
 from agent.records import StopReason, Turn
 from agent.runtime import Runtime
 from bot.approvals import ApprovalDesk, BotApprover
 from bot.inbox import Inbox
 from bot.sending import is_permanent, send_text
+from tools.registry import ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,7 @@ class Job:
     kind: str  # "turn" (model), "new" (/new), "command" (a domain command, e.g. /today)
     text: str = ""
     command: str = ""
+    user_id: int | None = None  # who sent it: only they may answer its approval questions
     cancel: threading.Event = field(default_factory=threading.Event)
 
 
@@ -163,7 +166,7 @@ class TurnRunner:
 
     async def _turn(self, job: Job) -> str:
         loop = asyncio.get_running_loop()
-        approver = BotApprover(self.desk, loop, job.chat_id, job.cancel)
+        approver = BotApprover(self.desk, loop, job.chat_id, job.user_id, job.cancel, self._describe_now)
         typing = asyncio.create_task(self._keep_typing(job.chat_id))
         try:
             turn: Turn = await self.model.run(
@@ -174,6 +177,14 @@ class TurnRunner:
         if turn.error:
             log.error("turn in chat %s ended with %s: %s", job.chat_id, turn.stop_reason.value, turn.error)
         return reply_for(turn)
+
+    def _describe_now(self, request: ApprovalRequest) -> str | None:
+        """The domain's words for ``request``'s call as it would run now (worker thread)."""
+        registry = self.runtime.domain.registry
+        validated = registry.validate(request.tool, request.arguments)
+        if isinstance(validated, ToolResult):
+            return None
+        return registry.describe(request.tool, validated)
 
     async def _keep_typing(self, chat_id: int) -> None:
         while True:

@@ -13,11 +13,13 @@ from typing import Iterator
 
 import pytest
 
-from bot.approvals import EXPIRED
+from bot.approvals import EXPIRED, NOT_YOURS
 from tests.fake_telegram import FakeTelegram
 from tests.test_bot_e2e import (
-    ALICE, BOB, BURST_USERS, GROUP_ALLOWED, SCRIPT, TOKEN, BotProcess, answers, replies, wait_reply,
+    ALICE, BOB, BURST_USERS, GROUP_ALLOWED, SCRIPT, TOKEN, BotProcess, answers, approval_message, buttons,
+    replies, wait_reply,
 )
+from tests.test_bot_toy_domain import titles
 
 
 @pytest.fixture(scope="module")
@@ -113,3 +115,79 @@ def test_an_edited_message_is_finished_without_a_reply(fake: FakeTelegram, bot: 
     fake.send_text(chat, chat, "plain")
     wait_reply(fake, chat, "You said: plain")
     assert replies(fake, chat) == ["You said: plain"]
+
+
+# ---- approvals belong to the asker and to the call ------------------------------------------
+
+
+def answered(fake: FakeTelegram, count: int) -> list[str]:
+    return fake.wait_for(lambda: len(answers(fake)) >= count and answers(fake), 30, f"{count} callback answers")
+
+
+def test_in_a_group_only_the_asker_can_approve(fake: FakeTelegram, bot: BotProcess) -> None:
+    fake.send_text(GROUP_ALLOWED, ALICE, "add Alice's dentist", chat_type="group")
+    wait_reply(fake, GROUP_ALLOWED, "Created: Alice's dentist")
+    fake.send_text(GROUP_ALLOWED, ALICE, "delete Alice's dentist", chat_type="group")
+    ask = approval_message(fake, GROUP_ALLOWED)
+    start = len(answers(fake))
+    fake.tap(GROUP_ALLOWED, BOB, buttons(ask)["Approve"], chat_type="group")  # allowed in the group, not the asker
+    assert answered(fake, start + 1)[start:] == [NOT_YOURS]
+    assert "Alice's dentist" in titles(bot.data_dir)
+    assert not any(r.startswith("Result:") for r in replies(fake, GROUP_ALLOWED))
+
+    fake.tap(GROUP_ALLOWED, ALICE, buttons(ask)["Approve"], chat_type="group")
+    assert '"ok": true' in wait_reply(fake, GROUP_ALLOWED, "Result:")
+    assert answered(fake, start + 2)[start + 1:] == ["Approved."]
+    assert "Alice's dentist" not in titles(bot.data_dir)
+
+
+def test_a_forged_tap_in_someone_elses_private_chat_changes_nothing(fake: FakeTelegram, bot: BotProcess) -> None:
+    fake.send_text(ALICE, ALICE, "add Private thing")
+    wait_reply(fake, ALICE, "Created: Private thing")
+    fake.send_text(ALICE, ALICE, "delete Private thing")
+    approve = buttons(approval_message(fake, ALICE))["Approve"]
+    start = len(answers(fake))
+    fake.tap(ALICE, BOB, approve)  # Alice's private chat, but Bob's user id: Telegram never sends this
+    assert answered(fake, start + 1)[start:] == [NOT_YOURS]
+    assert "Private thing" in titles(bot.data_dir)
+    fake.tap(ALICE, ALICE, approve)
+    assert '"ok": true' in wait_reply(fake, ALICE, "Result:")
+
+
+def test_an_approval_does_not_cover_an_event_that_changed_after_the_question(tmp_path: Path) -> None:
+    """The real calendar domain: the question names the event as it was; the event is then
+    changed (here straight in the calendar file, as another client would); the tap is refused,
+    the question says so and the model is told why."""
+    import json
+    from datetime import datetime
+    from zoneinfo import ZoneInfo
+
+    today = datetime.now(ZoneInfo("Asia/Seoul")).date().isoformat()
+    create = {"name": "create_event", "arguments": {
+        "title": "Dentist", "date": today, "start_time": "15:00", "duration_minutes": 30}}
+    delete = {"name": "delete_event", "arguments": {"event_id": 1}}
+    script = {"rules": [
+        {"match": "^book", "steps": [f"<tool_call>{json.dumps(create)}</tool_call>", "Booked: {result}"]},
+        {"match": "^cancel it", "steps": [f"<tool_call>{json.dumps(delete)}</tool_call>", "Result: {result}"]},
+    ]}
+    server = FakeTelegram(TOKEN).start()
+    process = BotProcess(server, tmp_path, script, domain="tools.calendar.domain",
+                         extra_config='tz = "Asia/Seoul"\n').start()
+    try:
+        server.send_text(ALICE, ALICE, "book the dentist")
+        assert '"ok": true' in wait_reply(server, ALICE, "Booked:")
+        server.send_text(ALICE, ALICE, "cancel it please")
+        ask = approval_message(server, ALICE)
+        assert "Dentist" in ask.text
+        with sqlite3.connect(tmp_path / "calendar.sqlite3") as conn:
+            conn.execute("UPDATE events SET title = 'Board meeting' WHERE id = 1")
+        server.tap(ALICE, ALICE, buttons(ask)["Approve"])
+        result = wait_reply(server, ALICE, "Result:")
+        assert '"error": "denied"' in result and "changed after the question" in result
+        edit = server.wait_for(lambda: server.requests("editMessageText", ALICE), 30, "the question edited")[-1]
+        assert "Not done: this changed after I asked" in edit.text
+        with sqlite3.connect(tmp_path / "calendar.sqlite3") as conn:
+            assert conn.execute("SELECT title FROM events WHERE id = 1").fetchone() == ("Board meeting",)
+    finally:
+        assert process.stop() == 0
+        server.close()
