@@ -144,3 +144,13 @@ def load_settings(
             values[key] = _coerce(key, value)
 
     return replace(Settings(), **values)
+
+
+def config_file_path(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The config file ``load_settings`` reads (same rule: AGENT_CONFIG, else
+    ``<data dir>/config.toml``); the bot checks its permissions when it holds a token."""
+    env = os.environ if environ is None else environ
+    data_dir_hint = (overrides or {}).get("data_dir") or env.get("AGENT_DATA_DIR")
+    if env.get("AGENT_CONFIG"):
+        return Path(env["AGENT_CONFIG"])
+    return Path(data_dir_hint).expanduser() / "config.toml" if data_dir_hint else default_data_dir() / "config.toml"

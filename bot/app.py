@@ -15,11 +15,14 @@ import asyncio
 import logging
 import os
 import signal
+import sys
+import threading
 import warnings
 from dataclasses import dataclass
+from typing import Awaitable, Callable
 
 from telegram import BotCommand, Update
-from telegram.error import InvalidToken, NetworkError, TelegramError, TimedOut
+from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
 from telegram.ext import (
     Application,
     ApplicationBuilder,
@@ -37,7 +40,7 @@ from telegram.warnings import PTBUserWarning
 from agent.runtime import Runtime
 from bot.access import Access
 from bot.approvals import NOT_YOURS, ApprovalDesk
-from bot.config import BotConfig
+from bot.config import BotConfig, mask
 from bot.inbox import Inbox, clean
 from bot.reminders import PREFIX as REMINDER_PREFIX
 from bot.reminders import REAL_TICK_S, Clock, ReminderDesk, ReminderLoop, chat_target, system_clock
@@ -52,6 +55,8 @@ warnings.filterwarnings("ignore", message=r"Please use 'Bot\.get_updates'", cate
 POLL_TIMEOUT_S = 25
 ALLOWED_UPDATES = ["message", "callback_query"]
 FIRST_POLL_DELAY_S, MAX_POLL_DELAY_S = 1.0, 60.0
+TASK_BOUND_S = 3.0  # each group of tasks gets this long to end once cancelled
+SHUTDOWN_BOUND_S = 10.0  # after a stop signal the process ends within this, whatever hangs
 DEFAULT_API = "https://api.telegram.org"
 
 HELP = (
@@ -323,6 +328,90 @@ def read_update(raw: dict, application: Application, inbox: Inbox) -> Update | N
         return None
 
 
+class ShutdownGuard:
+    """The last resort: once a stop is asked for, the process ends within ``bound_s``.
+
+    Every task is cancelled and awaited with a bound of its own; this timer (a daemon thread,
+    so it never holds the process up) covers whatever still hangs -- a library call that
+    ignores cancellation, a close that blocks. ``action`` is ``os._exit(0)`` in the bot; a
+    test passes something that records the miss instead.
+    """
+
+    def __init__(self, bound_s: float = SHUTDOWN_BOUND_S, action: Callable[[], None] | None = None) -> None:
+        self.bound_s = bound_s
+        self.action = action or self._exit
+        self._timer: threading.Timer | None = None
+
+    @staticmethod
+    def _exit() -> None:
+        log.error("shutdown did not finish in time; exiting anyway")
+        logging.shutdown()
+        os._exit(0)
+
+    def arm(self) -> None:
+        if self._timer is None:
+            self._timer = threading.Timer(self.bound_s, self.action)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+async def connect(application: Application, config: BotConfig) -> None:
+    """getMe until it answers. A network failure at start-up is retried for as long as it
+    lasts (said on the console too, where the person who started the bot is looking); a
+    refused token is raised (retrying cannot fix it)."""
+    delay = FIRST_POLL_DELAY_S
+    while True:
+        try:
+            await application.initialize()
+            return
+        except InvalidToken:
+            raise
+        except (NetworkError, RetryAfter) as exc:  # TimedOut and 5xx are NetworkErrors
+            where = config.api_base_url or DEFAULT_API
+            line = f"cannot reach the Bot API at {where} ({type(exc).__name__}: {exc}); retrying in {delay:g} s"
+            log.warning("%s", line)
+            print(f"python -m bot: {mask(line, config.token)}", file=sys.stderr, flush=True)
+            await TIME.sleep(delay)
+            delay = min(delay * 2, MAX_POLL_DELAY_S)
+
+
+async def start(application: Application, services: BotServices, config: BotConfig) -> None:
+    """Everything before polling: getMe, no webhook, the commands menu, interrupted updates."""
+    await connect(application, config)
+    await with_retry(lambda: application.bot.delete_webhook(drop_pending_updates=False), "deleteWebhook")
+    try:
+        await with_retry(lambda: application.bot.set_my_commands(COMMANDS), "setMyCommands")
+    except TelegramError as exc:  # the menu is a convenience
+        log.warning("setMyCommands failed: %s", exc)
+    await application.start()
+    await answer_interrupted(application, services)
+
+
+async def _first(stop: asyncio.Event, work: asyncio.Task) -> bool:
+    """Wait for ``work`` or a stop, whichever comes first; True if it was the stop."""
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([work, stopper], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    return not work.done()
+
+
+async def _end(tasks: list[asyncio.Task], bound_s: float) -> None:
+    """Cancel ``tasks`` and wait for them, at most ``bound_s`` (a task that swallows its
+    cancellation is left behind rather than waited on forever)."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        _, stuck = await asyncio.wait(tasks, timeout=bound_s)
+        for task in stuck:
+            log.error("task %s did not stop within %g s", task.get_name(), bound_s)
+
+
 async def serve(
     config: BotConfig,
     runtime: Runtime,
@@ -330,11 +419,43 @@ async def serve(
     inbox: Inbox,
     clock: Clock = system_clock,
     tick_s: float = REAL_TICK_S,
+    guard: ShutdownGuard | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT. The model is already loaded: nothing waits on it here.
 
-    ``clock`` and ``tick_s`` drive reminders and the agenda (tests pass a file clock).
+    ``clock`` and ``tick_s`` drive reminders and the agenda (tests pass a file clock). A stop
+    is honoured at any point, also while start-up is still retrying: every task is cancelled
+    and awaited within ``TASK_BOUND_S``, and ``guard`` ends the process if even that hangs.
+    Returns 0 after a stop, 1 if a task died.
     """
+    guard = guard or ShutdownGuard()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        if not stop.is_set():
+            log.info("stop requested")
+            stop.set()
+            guard.arm()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal)
+    try:
+        return await _serve(config, runtime, approval_timeout_s, inbox, clock, tick_s, stop)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
+async def _serve(
+    config: BotConfig,
+    runtime: Runtime,
+    approval_timeout_s: float,
+    inbox: Inbox,
+    clock: Clock,
+    tick_s: float,
+    stop: asyncio.Event,
+) -> int:
     application = build_application(config)
     access = Access(config.allowed_users, config.allowed_chats)
     desk = ApprovalDesk(application.bot, access, approval_timeout_s)
@@ -349,39 +470,38 @@ async def serve(
     application.bot_data["services"] = services
     add_handlers(application, sorted(runtime.domain.commands), reminders=notifier is not None)
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-
-    await with_retry(application.initialize, "getMe", attempts=10)
-    me = application.bot.username
-    await with_retry(lambda: application.bot.delete_webhook(drop_pending_updates=False), "deleteWebhook")
-    try:
-        await with_retry(lambda: application.bot.set_my_commands(COMMANDS), "setMyCommands")
-    except TelegramError as exc:  # the menu is a convenience
-        log.warning("setMyCommands failed: %s", exc)
-    await application.start()
-    await answer_interrupted(application, services)
-    log.info("polling as @%s; allowed users %s, chats %s", me, sorted(access.users), sorted(access.chats))
-    tasks = [
-        asyncio.create_task(runner.run_forever(), name="turns"),
-        asyncio.create_task(poll(application, inbox, stop), name="poll"),
-    ]
-    if services.reminders is not None:  # the schedule is the store: a start-up rebuilds it
-        tasks.append(asyncio.create_task(services.reminders.run_forever(), name="reminders"))
-    stopper = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+    starting = asyncio.create_task(start(application, services, config), name="start-up")
+    tasks: list[asyncio.Task] = []
     status = 0
-    for task in done:
-        if task is not stopper and task.exception() is not None:
-            log.error("bot stopped by an error", exc_info=task.exception())
-            status = 1
-    for task in [*tasks, stopper]:
-        task.cancel()
-    await asyncio.gather(*tasks, stopper, return_exceptions=True)
-    await application.stop()
-    await application.shutdown()
+    try:
+        if await _first(stop, starting):
+            log.info("stopped during start-up")
+            await _end([starting], TASK_BOUND_S)
+            return 0
+        starting.result()  # raises InvalidToken (handled by the caller) or a bug
+        log.info("polling as @%s; allowed users %s, chats %s", application.bot.username,
+                 sorted(access.users), sorted(access.chats))
+        tasks = [
+            asyncio.create_task(runner.run_forever(), name="turns"),
+            asyncio.create_task(poll(application, inbox, stop), name="poll"),
+        ]
+        if services.reminders is not None:  # the schedule is the store: a start-up rebuilds it
+            tasks.append(asyncio.create_task(services.reminders.run_forever(), name="reminders"))
+        watch = asyncio.ensure_future(asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED))
+        await _first(stop, watch)
+        watch.cancel()
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.error("bot stopped by an error", exc_info=task.exception())
+                status = 1
+    finally:
+        await _end(tasks, TASK_BOUND_S)
+        for step in (application.stop, application.shutdown):
+            try:
+                await _end([asyncio.create_task(_quietly(step))], TASK_BOUND_S)
+            except Exception:
+                log.exception("closing the Bot API connection failed")
+        runner.close()
     if runner.model.busy:
         # A turn is still inside the model (or a tool). Tidying up under it (closing its
         # databases, finalising the interpreter) could crash mid-write; its update stays
@@ -391,3 +511,11 @@ async def serve(
         os._exit(status)
     log.info("stopped")
     return status
+
+
+async def _quietly(step: Callable[[], Awaitable[None]]) -> None:
+    """application.stop/shutdown, where "was not running" is not an error."""
+    try:
+        await step()
+    except RuntimeError as exc:
+        log.debug("%s: %s", getattr(step, "__name__", step), exc)

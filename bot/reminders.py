@@ -153,10 +153,14 @@ class ReminderLoop:
         delay = self.tick_s
         if upcoming is not None:
             delay = min(delay, max((upcoming - now).total_seconds(), 0.05))
+        # Not ``wait_for(self._wake.wait(), delay)``: on Python 3.11 that can swallow a
+        # cancellation arriving just as the event is set (right after a turn), and the bot
+        # then never stops. ``asyncio.wait`` always lets the cancellation through.
+        waiter = asyncio.ensure_future(self._wake.wait())
         try:
-            await asyncio.wait_for(self._wake.wait(), delay)
-        except asyncio.TimeoutError:
-            pass
+            await asyncio.wait([waiter], timeout=delay)
+        finally:
+            waiter.cancel()
         self._wake.clear()
 
     async def answer(self, query: CallbackQuery) -> str:

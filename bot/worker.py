@@ -55,13 +55,15 @@ class ModelThread:
     never keeps a stopping process alive)."""
 
     def __init__(self) -> None:
-        self._jobs: queue.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.Queue()
+        self._jobs: queue.Queue[tuple[Any, concurrent.futures.Future[Any] | None]] = queue.Queue()
         self.busy = False  # a job is running right now (the process must not tidy up under it)
         threading.Thread(target=self._serve, name="model-worker", daemon=True).start()
 
     def _serve(self) -> None:
         while True:
             fn, future = self._jobs.get()
+            if future is None:  # close()
+                return
             if not future.set_running_or_notify_cancel():
                 continue
             self.busy = True
@@ -71,6 +73,10 @@ class ModelThread:
                 future.set_exception(exc)
             finally:
                 self.busy = False
+
+    def close(self) -> None:
+        """End the thread once the job in hand (if any) is done; jobs after it never run."""
+        self._jobs.put((None, None))
 
     async def run(self, fn: Callable[[], Any]) -> Any:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -118,6 +124,9 @@ class TurnRunner:
                 await send_text(self.bot, job.chat_id, QUEUED_NOTICE)
             except Exception:
                 log.exception("could not send the queued notice to chat %s", job.chat_id)
+
+    def close(self) -> None:
+        self.model.close()
 
     def cancel(self, chat_id: int) -> bool:
         """/cancel: stop this chat's running turn (and deny its open approval)."""
