@@ -42,9 +42,10 @@ from bot.access import Access
 from bot.approvals import NOT_YOURS, ApprovalDesk
 from bot.config import BotConfig, mask
 from bot.inbox import Inbox, clean
+from bot.outbox import Outbox, OutboxSender
 from bot.reminders import PREFIX as REMINDER_PREFIX
 from bot.reminders import REAL_TICK_S, Clock, ReminderDesk, ReminderLoop, chat_target, system_clock
-from bot.sending import is_permanent, send_text, with_retry
+from bot.sending import with_retry
 from bot.timing import TIME
 from bot.worker import Job, TurnRunner
 
@@ -97,6 +98,7 @@ class BotServices:
     runtime: Runtime
     desk: ApprovalDesk
     runner: TurnRunner
+    outbox: Outbox
     reminders: ReminderLoop | None = None  # when the domain has a Notifier
 
 
@@ -127,8 +129,8 @@ async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def reply_now(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str) -> None:
-    await send_text(context.bot, update.effective_chat.id, text)
-    _services(context).inbox.done(update.update_id)
+    """Answer without the model: through the outbox, which also finishes the update."""
+    _services(context).outbox.put(update.effective_chat.id, text, update.update_id)
 
 
 async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -267,14 +269,9 @@ async def answer_interrupted(application: Application, services: BotServices) ->
         allowed = chat is not None and services.access.allows(chat.id, chat.type, user.id if user else None)
         if allowed and message is not None and message.text:
             log.info("update %s in chat %s was interrupted by a restart", update_id, chat.id)
-            try:
-                await send_text(application.bot, chat.id, INTERRUPTED.format(text=_short(message.text)))
-            except Exception as exc:
-                # Never a crash loop at start-up: a passing outage keeps it for the next start.
-                log.exception("could not tell chat %s about interrupted update %s", chat.id, update_id)
-                if not is_permanent(exc):
-                    continue
-        services.inbox.done(update_id)
+            services.outbox.put(chat.id, INTERRUPTED.format(text=_short(message.text)), update_id)
+        else:
+            services.inbox.done(update_id)
 
 
 async def poll(application: Application, inbox: Inbox, stop: asyncio.Event) -> None:
@@ -459,8 +456,9 @@ async def _serve(
     application = build_application(config)
     access = Access(config.allowed_users, config.allowed_chats)
     desk = ApprovalDesk(application.bot, access, approval_timeout_s)
-    runner = TurnRunner(application.bot, runtime, desk, inbox)
-    services = BotServices(access, inbox, runtime, desk, runner)
+    outbox = Outbox(inbox.path)
+    runner = TurnRunner(application.bot, runtime, desk, inbox, outbox)
+    services = BotServices(access, inbox, runtime, desk, runner, outbox)
     notifier = runtime.domain.notifier
     if notifier is not None:
         services.reminders = ReminderLoop(
@@ -485,6 +483,9 @@ async def _serve(
             asyncio.create_task(runner.run_forever(), name="turns"),
             asyncio.create_task(poll(application, inbox, stop), name="poll"),
         ]
+        sender = OutboxSender(application.bot, outbox)
+        sending = asyncio.create_task(sender.run_forever(), name="outbox")
+        tasks.append(sending)
         if services.reminders is not None:  # the schedule is the store: a start-up rebuilds it
             tasks.append(asyncio.create_task(services.reminders.run_forever(), name="reminders"))
         watch = asyncio.ensure_future(asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED))
@@ -494,6 +495,10 @@ async def _serve(
             if task.done() and not task.cancelled() and task.exception() is not None:
                 log.error("bot stopped by an error", exc_info=task.exception())
                 status = 1
+        # Nothing new comes in; then the send in hand (if any) is let finish, not cut off.
+        await _end([task for task in tasks if task is not sending], TASK_BOUND_S)
+        sender.finish_up()
+        await asyncio.wait([sending], timeout=TASK_BOUND_S)
     finally:
         await _end(tasks, TASK_BOUND_S)
         for step in (application.stop, application.shutdown):
@@ -502,6 +507,7 @@ async def _serve(
             except Exception:
                 log.exception("closing the Bot API connection failed")
         runner.close()
+        outbox.close()
     if runner.model.busy:
         # A turn is still inside the model (or a tool). Tidying up under it (closing its
         # databases, finalising the interpreter) could crash mid-write; its update stays

@@ -52,6 +52,7 @@ class Inbox:
     """A small SQLite table of updates; safe to call from the event loop and worker threads."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         self._conn = connect(path)
         self._conn.execute("PRAGMA synchronous=FULL")  # the point of this table is durability
         self._lock = threading.Lock()

@@ -25,7 +25,8 @@ from agent.records import StopReason, Turn
 from agent.runtime import Runtime
 from bot.approvals import ApprovalDesk, BotApprover
 from bot.inbox import Inbox
-from bot.sending import is_permanent, send_text
+from bot.outbox import Outbox
+from bot.sending import send_text
 from tools.registry import ToolResult
 
 log = logging.getLogger(__name__)
@@ -100,11 +101,12 @@ def reply_for(turn: Turn) -> str:
 
 
 class TurnRunner:
-    def __init__(self, bot: Bot, runtime: Runtime, desk: ApprovalDesk, inbox: Inbox) -> None:
+    def __init__(self, bot: Bot, runtime: Runtime, desk: ApprovalDesk, inbox: Inbox, outbox: Outbox) -> None:
         self.bot = bot
         self.runtime = runtime
         self.desk = desk
         self.inbox = inbox
+        self.outbox = outbox  # replies go here: durable, retried until sent (bot.outbox)
         self.model = ModelThread()
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
         self._waiting: Counter[int] = Counter()  # queued jobs per chat
@@ -147,15 +149,8 @@ class TurnRunner:
             try:
                 await self._run(job)
             except Exception:
-                # The job's update stays pending only if even the apology cannot be sent.
                 log.exception("job %s for chat %s failed", job.kind, job.chat_id)
-                try:
-                    await send_text(self.bot, job.chat_id, TURN_FAILED)
-                    self._done(job)
-                except Exception as exc:
-                    log.exception("could not tell chat %s about the failure", job.chat_id)
-                    if is_permanent(exc):  # e.g. the user blocked the bot: no point keeping it
-                        self._done(job)
+                self.outbox.put(job.chat_id, TURN_FAILED, job.update_id)
             finally:
                 self.running = None
                 if self.after_job is not None:
@@ -170,8 +165,7 @@ class TurnRunner:
         else:
             command = self.runtime.domain.commands[job.command]
             text = await self.model.run(lambda: command(job.text))
-        await send_text(self.bot, job.chat_id, text)
-        self._done(job)
+        self.outbox.put(job.chat_id, text, job.update_id)  # marks the update done
 
     async def _turn(self, job: Job) -> str:
         loop = asyncio.get_running_loop()
@@ -202,7 +196,3 @@ class TurnRunner:
             except Exception as exc:  # cosmetic: never let it disturb the turn
                 log.debug("typing action for %s failed: %s", chat_id, exc)
             await asyncio.sleep(TYPING_EVERY_S)
-
-    def _done(self, job: Job) -> None:
-        if job.update_id is not None:
-            self.inbox.done(job.update_id)

@@ -191,3 +191,80 @@ def test_an_approval_does_not_cover_an_event_that_changed_after_the_question(tmp
     finally:
         assert process.stop() == 0
         server.close()
+
+
+# ---- replies outlive an outage --------------------------------------------------------------
+
+SCALE = 0.05  # --time-scale: every retry wait is 20 times shorter, so 45 s of outage take 2.25 s
+
+
+def outbox_rows(data_dir: Path, chat_id: int) -> list[tuple[str, str]]:
+    with sqlite3.connect(data_dir / "telegram_inbox.sqlite3") as conn:
+        return conn.execute("SELECT state, text FROM outbox WHERE chat_id = ? ORDER BY id", (chat_id,)).fetchall()
+
+
+def test_replies_outlive_a_45_second_outage_in_order(tmp_path: Path) -> None:
+    server = FakeTelegram(TOKEN).start()
+    script = {"rules": [{"match": "^slow", "sleep": 0.5, "steps": ["slow answer"]}], "default": ["You said: {user}"]}
+    process = BotProcess(server, tmp_path, script)
+    process.model_args += ["--time-scale", str(SCALE)]
+    try:
+        process.start()
+        server.send_text(ALICE, ALICE, "slow one")
+        second = server.send_text(ALICE, ALICE, "quick two")
+        server.wait_for(lambda: server.confirmed_below() > second, 30, "both messages received")
+        server.outage(45 * SCALE)  # the first reply is still being written
+        server.wait_for(lambda: len(replies(server, ALICE)) == 2, 60, "both replies")
+        assert replies(server, ALICE) == ["slow answer", "You said: quick two"]
+        refused = [c for c in server.requests("sendMessage", ALICE) if c.status == 502]
+        assert refused and all(c.text == "slow answer" for c in refused)  # the second waited its turn
+        assert "not sent (NetworkError" in process.log()
+        server.wait_for(lambda: [state for state, _ in outbox_rows(tmp_path, ALICE)] == ["sent", "sent"],
+                        30, "both marked sent")
+    finally:
+        assert process.stop() == 0
+        server.close()
+
+
+def test_replies_older_than_a_day_become_one_apology(tmp_path: Path) -> None:
+    from bot.outbox import LATE
+
+    server = FakeTelegram(TOKEN).start()
+    process = BotProcess(server, tmp_path, {"default": ["You said: {user}"]})
+    process.model_args += ["--time-scale", str(SCALE)]
+    try:
+        process.start()
+        server.fail_next("sendMessage", 10_000)  # Telegram keeps failing our sends
+        server.send_text(ALICE, ALICE, "one")
+        server.send_text(ALICE, ALICE, "two")
+        server.wait_for(lambda: len(outbox_rows(tmp_path, ALICE)) == 2, 30, "two replies queued")
+        assert process.stop() == 0
+        with sqlite3.connect(tmp_path / "telegram_inbox.sqlite3") as conn:  # a day passes
+            conn.execute("UPDATE outbox SET created_at = created_at - 25 * 3600, next_at = next_at - 25 * 3600")
+        server.fail_next("sendMessage", 0)
+        process.start()
+        wait_reply(server, ALICE, "Sorry, this answer is late")
+        server.send_text(ALICE, ALICE, "three")
+        wait_reply(server, ALICE, "You said: three")
+        assert replies(server, ALICE) == [LATE, "You said: three"]
+        server.wait_for(lambda: [state for state, _ in outbox_rows(tmp_path, ALICE)] == ["sent", "late", "sent"],
+                        30, "the apology in place of the first, the second dropped")
+    finally:
+        assert process.stop() == 0
+        server.close()
+
+
+def test_a_blocked_or_unknown_chat_drops_its_reply_with_a_log_line(fake: FakeTelegram, bot: BotProcess) -> None:
+    blocked, gone = BURST_USERS[4], BURST_USERS[3]
+    fake.refuse_chat(blocked, 403, "Forbidden: bot was blocked by the user")
+    fake.refuse_chat(gone, 400, "Bad Request: chat not found")
+    fake.send_text(blocked, blocked, "hello?")
+    fake.send_text(gone, gone, "anyone?")
+    for chat in (blocked, gone):
+        fake.wait_for(lambda: [s for s, _ in outbox_rows(bot.data_dir, chat)][-1:] == ["dropped"], 30, "dropped")
+        tries = [c for c in fake.requests("sendMessage", chat) if c.text in ("You said: hello?", "You said: anyone?")]
+        assert len(tries) == 1 and tries[0].status in (400, 403)  # not retried
+    assert "dropped: Telegram refused it for good (Forbidden: bot was blocked by the user)" in bot.log()
+    assert "dropped: Telegram refused it for good (Chat not found)" in bot.log()
+    fake.send_text(BOB, BOB, "others still get answers")
+    wait_reply(fake, BOB, "You said: others still get answers")
