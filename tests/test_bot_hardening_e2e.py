@@ -7,7 +7,11 @@ refused, taps from the wrong person, outages, refused chats and a wrong token.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Iterator
 
@@ -16,7 +20,7 @@ import pytest
 from bot.approvals import EXPIRED, NOT_YOURS
 from tests.fake_telegram import FakeTelegram
 from tests.test_bot_e2e import (
-    ALICE, BOB, BURST_USERS, GROUP_ALLOWED, SCRIPT, TOKEN, BotProcess, answers, approval_message, buttons,
+    ALICE, BOB, BURST_USERS, GROUP_ALLOWED, ROOT, SCRIPT, TOKEN, BotProcess, answers, approval_message, buttons,
     replies, wait_reply,
 )
 from tests.test_bot_toy_domain import titles
@@ -31,7 +35,10 @@ def fake() -> Iterator[FakeTelegram]:
 
 @pytest.fixture(scope="module")
 def bot(fake: FakeTelegram, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotProcess]:
-    process = BotProcess(fake, tmp_path_factory.mktemp("bot"), SCRIPT).start()
+    process = BotProcess(fake, tmp_path_factory.mktemp("bot"), SCRIPT)
+    process.data_dir.chmod(0o755)  # as an older version (or a careless mkdir) left it
+    (process.data_dir / "calendar.sqlite3").write_bytes(b"")  # a file left 0644
+    process.start()
     yield process
     assert process.stop() == 0, process.log()[-3000:]
 
@@ -268,3 +275,93 @@ def test_a_blocked_or_unknown_chat_drops_its_reply_with_a_log_line(fake: FakeTel
     assert "dropped: Telegram refused it for good (Chat not found)" in bot.log()
     fake.send_text(BOB, BOB, "others still get answers")
     wait_reply(fake, BOB, "You said: others still get answers")
+
+
+# ---- secrets --------------------------------------------------------------------------------
+
+
+def test_the_data_dir_is_0700_and_every_file_in_it_0600(fake: FakeTelegram, bot: BotProcess) -> None:
+    fake.send_text(BOB, BOB, "write something")
+    wait_reply(fake, BOB, "You said: write something")
+    assert stat.S_IMODE(bot.data_dir.stat().st_mode) == 0o700
+    files = [p for p in bot.data_dir.rglob("*") if p.is_file()]
+    assert {"calendar.sqlite3", "sessions.sqlite3", "telegram_inbox.sqlite3", "bot.log", "config.toml"} <= {
+        p.name for p in files}
+    assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in files} == {p.name: "0o600" for p in files}
+
+
+def test_a_token_in_a_world_readable_config_file_is_refused(tmp_path: Path) -> None:
+    server = FakeTelegram(TOKEN).start()
+    try:
+        process = BotProcess(server, tmp_path, SCRIPT, extra_config=f'telegram_token = "{TOKEN}"\n')
+        env = process.env()
+        env.pop("TELEGRAM_BOT_TOKEN")
+        config = tmp_path / "config.toml"
+        config.chmod(0o644)
+        run = lambda: subprocess.run([sys.executable, "-m", "bot", "run", *process.model_args], cwd=ROOT, env=env,
+                                     capture_output=True, text=True, timeout=120)
+        refused = run()
+        assert refused.returncode == 2
+        assert refused.stderr.strip() == (f"python -m bot: {config} holds telegram_token but is readable by others "
+                                          f"(mode 644): run chmod 600 {config}, or move the token to a token file")
+        assert server.requests() == []  # Telegram never contacted
+        config.chmod(0o600)
+        process.proc = subprocess.Popen([sys.executable, "-m", "bot", "run", *process.model_args], cwd=ROOT, env=env,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server.wait_for(lambda: server.requests("getUpdates"), 60, "the bot polling with the 0600 file's token")
+        assert process.stop() == 0
+    finally:
+        if process.proc and process.proc.poll() is None:
+            process.proc.kill()
+        server.close()
+
+
+def test_a_refused_token_gives_one_line_exit_0_and_no_retries(tmp_path: Path) -> None:
+    server = FakeTelegram(TOKEN).start()
+    wrong = "987654321:" + "Z" * 35
+    try:
+        process = BotProcess(server, tmp_path, SCRIPT)
+        done = subprocess.run([sys.executable, "-m", "bot", "run", *process.model_args], cwd=ROOT,
+                              env=process.env(TELEGRAM_BOT_TOKEN=wrong), capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0  # launchd's KeepAlive {SuccessfulExit: false} leaves it stopped
+        lines = [line for line in done.stderr.splitlines() if not line.startswith("python -m bot: logging to")]
+        assert lines == ["python -m bot: Telegram refused the bot token from TELEGRAM_BOT_TOKEN (401 Unauthorized): "
+                         "get the current token from @BotFather, store it there, then start the bot again. "
+                         "Not restarting."]
+        assert len(server.requests("?getMe")) == 1 and server.requests("getUpdates") == []
+        everything = done.stdout + done.stderr + process.log()
+        assert wrong not in everything and wrong.split(":")[1] not in everything
+        assert "Telegram refused the bot token" in process.log()
+    finally:
+        server.close()
+
+
+def test_every_exception_path_masks_the_token(tmp_path: Path) -> None:
+    """After ``masking.install``: a logged traceback, an uncaught exception in a thread and in
+    the main thread, and a plain print all come out with the token masked."""
+    code = f"""
+import logging, threading
+from bot import masking
+from launchd.logs import configure_logging
+masking.install({TOKEN!r})
+configure_logging(__import__('pathlib').Path({str(tmp_path)!r}))
+masking.mask_handlers({TOKEN!r})
+logging.getLogger().addHandler(logging.StreamHandler())
+masking.mask_handlers({TOKEN!r})
+log = logging.getLogger('t')
+try:
+    raise ValueError('The token `{TOKEN}` was rejected by the server.')
+except ValueError:
+    log.exception('getMe failed')
+print('url https://api.telegram.org/bot{TOKEN}/getMe')
+t = threading.Thread(target=lambda: (_ for _ in ()).throw(RuntimeError('{TOKEN.split(':')[1]}')))
+t.start(); t.join()
+raise SystemError('bot{TOKEN}/getUpdates')
+"""
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(ROOT)})
+    log_text = (tmp_path / "bot.log").read_text()
+    everything = done.stdout + done.stderr + log_text
+    assert "getMe failed" in log_text and "Traceback" in log_text and "SystemError" in done.stderr
+    assert "Exception in thread" in done.stderr and "url https://api.telegram.org/bot<token>/getMe" in done.stdout
+    assert TOKEN not in everything and TOKEN.split(":")[1] not in everything
