@@ -218,6 +218,9 @@ async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
     log.error("handler failed for update %s", update_id, exc_info=error)
     if isinstance(update_id, int):
         _services(context).inbox.failed(update_id, f"handler failed: {type(error).__name__}: {error}")
+    # PTB would otherwise go on to the next handler group: after a failing gate, that would be
+    # the handlers the gate exists to keep a stranger's update away from.
+    raise ApplicationHandlerStop
 
 
 def add_handlers(application: Application, domain_commands: list[str], reminders: bool = False) -> None:

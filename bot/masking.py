@@ -17,6 +17,8 @@ from typing import Any, TextIO
 
 from bot.config import mask
 
+__all__ = ["MaskingFormatter", "MaskingStream", "install", "mask", "mask_handlers"]
+
 
 class MaskingFormatter(logging.Formatter):
     """Formats with ``inner`` (messages, tracebacks, stack info), then masks the result."""

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
     inbox = Inbox(settings.data_dir / "telegram_inbox.sqlite3")
     log.info("model ready (%s); starting the bot", backend.name)
 
-    from telegram.error import InvalidToken
+    from telegram.error import InvalidToken, TelegramError
 
     from bot.app import ShutdownGuard, serve
     from bot.reminders import REAL_TICK_S, TEST_TICK_S, file_clock, system_clock
@@ -115,6 +115,11 @@ def run(args: argparse.Namespace) -> int:
         log.error("%s", line)
         print(f"python -m bot: {line}", file=sys.stderr)
         return EXIT_TOKEN_REFUSED
+    except TelegramError as exc:  # e.g. deleteWebhook refused at start-up: one line, launchd retries
+        line = f"stopped: the Bot API failed ({type(exc).__name__}: {exc})"
+        log.error("%s", line, exc_info=exc)
+        print(f"python -m bot: {masking.mask(line, config.token)}", file=sys.stderr)
+        return 1
     finally:
         inbox.close()
         runtime.close()

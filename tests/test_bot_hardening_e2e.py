@@ -365,3 +365,21 @@ raise SystemError('bot{TOKEN}/getUpdates')
     assert "getMe failed" in log_text and "Traceback" in log_text and "SystemError" in done.stderr
     assert "Exception in thread" in done.stderr and "url https://api.telegram.org/bot<token>/getMe" in done.stdout
     assert TOKEN not in everything and TOKEN.split(":")[1] not in everything
+
+
+# ---- own attacks ----------------------------------------------------------------------------
+
+
+def test_a_failing_gate_does_not_let_a_strangers_update_through_to_the_handlers(
+    fake: FakeTelegram, bot: BotProcess
+) -> None:
+    stranger = 4444
+    before = len(fake.requests("answerCallbackQuery"))
+    fake.fail_next("answerCallbackQuery", 1, 400, "Bad Request: query is too old and response timeout expired")
+    tap = fake.tap(stranger, stranger, "ap:" + "x" * 22 + ":y")
+    assert settled(fake, bot, tap)[0] == "failed"
+    fake.send_text(BOB, BOB, "after the stranger")  # updates are handled in order: the tap is behind us
+    wait_reply(fake, BOB, "You said: after the stranger")
+    # Only the gate's (failed) answer: the button handler never saw the stranger's tap.
+    assert [c.status for c in fake.requests("answerCallbackQuery")[before:]] == [400]
+    assert fake.requests(chat_id=stranger) == []
