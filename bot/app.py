@@ -2,11 +2,15 @@
 
 Polling is our own loop rather than PTB's Updater, because the Updater acknowledges a batch
 (by asking for the next offset) before any handler has seen it. Here every update is written
-to the ``Inbox`` first; only then is the next ``getUpdates`` sent. An update is marked done
-once its reply is out. At start-up, updates still pending from a run that died are not
-re-run (a half-finished turn may already have changed the calendar, and running it again
-could do it twice): the chat is told the message was interrupted and asked to check and
-resend.
+to the ``Inbox`` first, as raw JSON; only then is the next ``getUpdates`` sent. An update is
+marked done once its reply is in the durable outbox (``bot.outbox``), and failed (never to
+be retried) if it cannot be read or its handler raises. At start-up, updates still pending
+from a run that died are not re-run (a half-finished turn may already have changed the
+calendar, and running it again could do it twice): the chat is told the message was
+interrupted and asked to check and resend.
+
+Stopping: SIGTERM/SIGINT are handled from before the first Bot API call, so they work
+during start-up retries too; see ``serve`` and ``ShutdownGuard``.
 """
 
 from __future__ import annotations
