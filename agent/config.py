@@ -182,3 +182,13 @@ def with_model_flag(settings: Settings, model: str | None) -> Settings:
     if settings.backend != "openai" or not model:
         return settings
     return replace(settings, remote_model=model, model_path=None)
+
+
+def config_file_path(overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> Path:
+    """The config file ``load_settings`` reads (same rule: AGENT_CONFIG, else
+    ``<data dir>/config.toml``); the bot checks its permissions when it holds a token."""
+    env = os.environ if environ is None else environ
+    data_dir_hint = (overrides or {}).get("data_dir") or env.get("AGENT_DATA_DIR")
+    if env.get("AGENT_CONFIG"):
+        return Path(env["AGENT_CONFIG"])
+    return Path(data_dir_hint).expanduser() / "config.toml" if data_dir_hint else default_data_dir() / "config.toml"

@@ -2,11 +2,15 @@
 
 Polling is our own loop rather than PTB's Updater, because the Updater acknowledges a batch
 (by asking for the next offset) before any handler has seen it. Here every update is written
-to the ``Inbox`` first; only then is the next ``getUpdates`` sent. An update is marked done
-once its reply is out. At start-up, updates still pending from a run that died are not
-re-run (a half-finished turn may already have changed the calendar, and running it again
-could do it twice): the chat is told the message was interrupted and asked to check and
-resend.
+to the ``Inbox`` first, as raw JSON; only then is the next ``getUpdates`` sent. An update is
+marked done once its reply is in the durable outbox (``bot.outbox``), and failed (never to
+be retried) if it cannot be read or its handler raises. At start-up, updates still pending
+from a run that died are not re-run (a half-finished turn may already have changed the
+calendar, and running it again could do it twice): the chat is told the message was
+interrupted and asked to check and resend.
+
+Stopping: SIGTERM/SIGINT are handled from before the first Bot API call, so they work
+during start-up retries too; see ``serve`` and ``ShutdownGuard``.
 """
 
 from __future__ import annotations
@@ -15,10 +19,14 @@ import asyncio
 import logging
 import os
 import signal
+import sys
+import threading
+import warnings
 from dataclasses import dataclass
+from typing import Awaitable, Callable
 
 from telegram import BotCommand, Update
-from telegram.error import InvalidToken, NetworkError, TelegramError, TimedOut
+from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
 from telegram.ext import (
     Application,
     ApplicationBuilder,
@@ -31,20 +39,29 @@ from telegram.ext import (
     filters,
 )
 from telegram.request import HTTPXRequest
+from telegram.warnings import PTBUserWarning
 
 from agent.runtime import Runtime
 from bot.access import Access
 from bot.approvals import NOT_YOURS, ApprovalDesk
-from bot.config import BotConfig
-from bot.inbox import Inbox
+from bot.config import BotConfig, mask
+from bot.inbox import Inbox, clean
+from bot.outbox import Outbox, OutboxSender
 from bot.reminders import PREFIX as REMINDER_PREFIX
 from bot.reminders import REAL_TICK_S, Clock, ReminderDesk, ReminderLoop, chat_target, system_clock
-from bot.sending import is_permanent, send_text, with_retry
+from bot.sending import with_retry
+from bot.timing import TIME
 from bot.worker import Job, TurnRunner
 
 log = logging.getLogger(__name__)
+# poll() asks for getUpdates through do_api_request on purpose (to get the raw JSON).
+warnings.filterwarnings("ignore", message=r"Please use 'Bot\.get_updates'", category=PTBUserWarning)
 
 POLL_TIMEOUT_S = 25
+ALLOWED_UPDATES = ["message", "callback_query"]
+FIRST_POLL_DELAY_S, MAX_POLL_DELAY_S = 1.0, 60.0
+TASK_BOUND_S = 3.0  # each group of tasks gets this long to end once cancelled
+SHUTDOWN_BOUND_S = 10.0  # after a stop signal the process ends within this, whatever hangs
 DEFAULT_API = "https://api.telegram.org"
 
 HELP = (
@@ -85,6 +102,7 @@ class BotServices:
     runtime: Runtime
     desk: ApprovalDesk
     runner: TurnRunner
+    outbox: Outbox
     reminders: ReminderLoop | None = None  # when the domain has a Notifier
 
 
@@ -93,6 +111,10 @@ def _services(context: ContextTypes.DEFAULT_TYPE) -> BotServices:
 
 
 # ---- handlers -------------------------------------------------------------------------------
+
+
+def _user_id(update: Update) -> int | None:
+    return update.effective_user.id if update.effective_user else None
 
 
 async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -111,8 +133,8 @@ async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def reply_now(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str) -> None:
-    await send_text(context.bot, update.effective_chat.id, text)
-    _services(context).inbox.done(update.update_id)
+    """Answer without the model: through the outbox, which also finishes the update."""
+    _services(context).outbox.put(update.effective_chat.id, text, update.update_id)
 
 
 async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -125,7 +147,8 @@ async def on_cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def on_new(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    await _services(context).runner.submit(Job(update.effective_chat.id, update.update_id, "new"))
+    job = Job(update.effective_chat.id, update.update_id, "new", user_id=_user_id(update))
+    await _services(context).runner.submit(job)
 
 
 async def on_domain_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -135,7 +158,8 @@ async def on_domain_command(update: Update, context: ContextTypes.DEFAULT_TYPE) 
     if name not in services.runtime.domain.commands:
         await reply_now(update, context, f"/{name} is not available here. /help lists what is.")
         return
-    await services.runner.submit(Job(update.effective_chat.id, update.update_id, "command", argument, name))
+    job = Job(update.effective_chat.id, update.update_id, "command", argument, name, user_id=_user_id(update))
+    await services.runner.submit(job)
 
 
 async def on_agenda(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -164,7 +188,7 @@ async def on_unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE)
 
 async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await _services(context).runner.submit(
-        Job(update.effective_chat.id, update.update_id, "turn", update.message.text)
+        Job(update.effective_chat.id, update.update_id, "turn", update.message.text, user_id=_user_id(update))
     )
 
 
@@ -175,7 +199,8 @@ async def on_other_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -
 async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     services = _services(context)
     query = update.callback_query
-    if services.reminders is not None and (query.data or "").startswith(REMINDER_PREFIX + ":"):
+    data = query.data if isinstance(query.data, str) else None  # a forged update may carry 5 or [..]
+    if services.reminders is not None and data is not None and data.startswith(REMINDER_PREFIX + ":"):
         text = await services.reminders.answer(query)
     else:
         text = await services.desk.answer(query)
@@ -185,27 +210,39 @@ async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 async def finish_unhandled(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
     """Group 1: updates no handler owns (edits, reactions, …) are done once seen."""
-    if isinstance(update, Update) and update.effective_message is None and update.callback_query is None:
+    if isinstance(update, Update) and update.message is None and update.callback_query is None:
         _services(context).inbox.done(update.update_id)
 
 
 async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-    log.error("handler failed for update %s", getattr(update, "update_id", None), exc_info=context.error)
+    """A handler raised: the update is marked failed with the error (so a restart neither
+    re-runs it nor reports it as interrupted) and the bot goes on with the next one."""
+    update_id = getattr(update, "update_id", None)
+    error = context.error
+    log.error("handler failed for update %s", update_id, exc_info=error)
+    if isinstance(update_id, int):
+        _services(context).inbox.failed(update_id, f"handler failed: {type(error).__name__}: {error}")
+    # PTB would otherwise go on to the next handler group: after a failing gate, that would be
+    # the handlers the gate exists to keep a stranger's update away from.
+    raise ApplicationHandlerStop
 
 
 def add_handlers(application: Application, domain_commands: list[str], reminders: bool = False) -> None:
     application.add_handler(TypeHandler(Update, gate), group=-1)
-    application.add_handler(CommandHandler(["start", "help"], on_start))
+    # Handlers read update.message: an edited message (which has none) is left to
+    # finish_unhandled rather than crash them.
+    new = filters.UpdateType.MESSAGE
+    application.add_handler(CommandHandler(["start", "help"], on_start, filters=new))
     if reminders:
-        application.add_handler(CommandHandler("agenda", on_agenda))
-        application.add_handler(CommandHandler("reminders", on_reminders))
-    application.add_handler(CommandHandler("cancel", on_cancel))
-    application.add_handler(CommandHandler("new", on_new))
+        application.add_handler(CommandHandler("agenda", on_agenda, filters=new))
+        application.add_handler(CommandHandler("reminders", on_reminders, filters=new))
+    application.add_handler(CommandHandler("cancel", on_cancel, filters=new))
+    application.add_handler(CommandHandler("new", on_new, filters=new))
     if domain_commands:
-        application.add_handler(CommandHandler(domain_commands, on_domain_command))
-    application.add_handler(MessageHandler(filters.COMMAND, on_unknown_command))
-    application.add_handler(MessageHandler(filters.TEXT & ~filters.COMMAND, on_text))
-    application.add_handler(MessageHandler(filters.ALL, on_other_message))
+        application.add_handler(CommandHandler(domain_commands, on_domain_command, filters=new))
+    application.add_handler(MessageHandler(new & filters.COMMAND, on_unknown_command))
+    application.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, on_text))
+    application.add_handler(MessageHandler(new, on_other_message))
     application.add_handler(CallbackQueryHandler(on_button))
     application.add_handler(TypeHandler(Update, finish_unhandled), group=1)
     application.add_error_handler(on_error)
@@ -232,44 +269,151 @@ def build_application(config: BotConfig) -> Application:
 async def answer_interrupted(application: Application, services: BotServices) -> None:
     """Tell chats whose messages a previous run never finished; then mark those done."""
     for update_id, body in services.inbox.pending():
-        update = Update.de_json(body, application.bot)
+        update = read_update(body, application, services.inbox)
+        if update is None:  # marked failed
+            continue
         message, chat, user = update.message, update.effective_chat, update.effective_user
         allowed = chat is not None and services.access.allows(chat.id, chat.type, user.id if user else None)
         if allowed and message is not None and message.text:
             log.info("update %s in chat %s was interrupted by a restart", update_id, chat.id)
-            try:
-                await send_text(application.bot, chat.id, INTERRUPTED.format(text=_short(message.text)))
-            except Exception as exc:
-                # Never a crash loop at start-up: a passing outage keeps it for the next start.
-                log.exception("could not tell chat %s about interrupted update %s", chat.id, update_id)
-                if not is_permanent(exc):
-                    continue
-        services.inbox.done(update_id)
+            services.outbox.put(chat.id, INTERRUPTED.format(text=_short(message.text)), update_id)
+        else:
+            services.inbox.done(update_id)
 
 
 async def poll(application: Application, inbox: Inbox, stop: asyncio.Event) -> None:
-    """Long polling that records each update before acknowledging it with the next offset."""
+    """Long polling that records each update before acknowledging it with the next offset.
+
+    Updates are fetched as raw JSON and stored before PTB parses them: an update PTB cannot
+    build (a field it does not know how to read, a lone surrogate in a stranger's text) is
+    marked failed and skipped, and the offset moves past it, so it can never stop this loop
+    or be fetched again by every restart.
+    """
     offset = inbox.next_offset()
-    delay = 1.0
+    delay = FIRST_POLL_DELAY_S
     while not stop.is_set():
         try:
-            updates = await application.bot.get_updates(
-                offset=offset, timeout=POLL_TIMEOUT_S, allowed_updates=["message", "callback_query"]
+            raw_updates = await application.bot.do_api_request(
+                "get_updates",
+                api_kwargs={"offset": offset, "timeout": POLL_TIMEOUT_S, "allowed_updates": ALLOWED_UPDATES},
+                read_timeout=POLL_TIMEOUT_S + 15,
             )
-            delay = 1.0
+            delay = FIRST_POLL_DELAY_S
         except TimedOut:
             continue
         except InvalidToken:
             raise
-        except (NetworkError, TelegramError) as exc:
-            log.warning("getUpdates failed (%s); retrying in %.0f s", exc, delay)
-            await asyncio.sleep(delay)
-            delay = min(delay * 2, 60.0)
+        except Exception as exc:  # NetworkError, 5xx, a garbled answer: wait and ask again
+            log.warning("getUpdates failed (%s: %s); retrying in %.1f s", type(exc).__name__, exc, delay * TIME.scale)
+            await TIME.sleep(delay)
+            delay = min(delay * 2, MAX_POLL_DELAY_S)
             continue
-        for update in updates:
-            if inbox.record(update.update_id, update.to_dict()):
-                await application.update_queue.put(update)
-            offset = update.update_id + 1
+        for raw in raw_updates if isinstance(raw_updates, list) else []:
+            update_id = raw.get("update_id") if isinstance(raw, dict) else None
+            if not isinstance(update_id, int) or isinstance(update_id, bool):
+                log.error("getUpdates returned an item without an update id; skipped")
+                continue
+            fresh = inbox.record(update_id, raw)
+            offset = max(offset or 0, update_id + 1)
+            if fresh:
+                update = read_update(raw, application, inbox)
+                if update is not None:
+                    await application.update_queue.put(update)
+
+
+def read_update(raw: dict, application: Application, inbox: Inbox) -> Update | None:
+    """The update PTB builds from ``raw``; None (and the row marked failed) if it cannot."""
+    update_id = raw["update_id"]
+    try:
+        return Update.de_json(clean(raw), application.bot)
+    except Exception as exc:
+        inbox.failed(update_id, f"unreadable update: {type(exc).__name__}: {exc}")
+        log.error("update %s could not be read (%s: %s); skipped", update_id, type(exc).__name__, _short(str(exc)))
+        return None
+
+
+class ShutdownGuard:
+    """The last resort: once a stop is asked for, the process ends within ``bound_s``.
+
+    Every task is cancelled and awaited with a bound of its own; this timer (a daemon thread,
+    so it never holds the process up) covers whatever still hangs -- a library call that
+    ignores cancellation, a close that blocks. ``action`` is ``os._exit(0)`` in the bot; a
+    test passes something that records the miss instead.
+    """
+
+    def __init__(self, bound_s: float = SHUTDOWN_BOUND_S, action: Callable[[], None] | None = None) -> None:
+        self.bound_s = bound_s
+        self.action = action or self._exit
+        self._timer: threading.Timer | None = None
+
+    @staticmethod
+    def _exit() -> None:
+        log.error("shutdown did not finish in time; exiting anyway")
+        logging.shutdown()
+        os._exit(0)
+
+    def arm(self) -> None:
+        if self._timer is None:
+            self._timer = threading.Timer(self.bound_s, self.action)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def disarm(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+async def connect(application: Application, config: BotConfig) -> None:
+    """getMe until it answers. A network failure at start-up is retried for as long as it
+    lasts (said on the console too, where the person who started the bot is looking); a
+    refused token is raised (retrying cannot fix it)."""
+    delay = FIRST_POLL_DELAY_S
+    while True:
+        try:
+            await application.initialize()
+            return
+        except InvalidToken:
+            raise
+        except (NetworkError, RetryAfter) as exc:  # TimedOut and 5xx are NetworkErrors
+            where = config.api_base_url or DEFAULT_API
+            line = f"cannot reach the Bot API at {where} ({type(exc).__name__}: {exc}); retrying in {delay:g} s"
+            log.warning("%s", line)
+            print(f"python -m bot: {mask(line, config.token)}", file=sys.stderr, flush=True)
+            await TIME.sleep(delay)
+            delay = min(delay * 2, MAX_POLL_DELAY_S)
+
+
+async def start(application: Application, services: BotServices, config: BotConfig) -> None:
+    """Everything before polling: getMe, no webhook, the commands menu, interrupted updates."""
+    await connect(application, config)
+    await with_retry(lambda: application.bot.delete_webhook(drop_pending_updates=False), "deleteWebhook")
+    try:
+        await with_retry(lambda: application.bot.set_my_commands(COMMANDS), "setMyCommands")
+    except TelegramError as exc:  # the menu is a convenience
+        log.warning("setMyCommands failed: %s", exc)
+    await application.start()
+    await answer_interrupted(application, services)
+
+
+async def _first(stop: asyncio.Event, work: asyncio.Task) -> bool:
+    """Wait for ``work`` or a stop, whichever comes first; True if it was the stop."""
+    stopper = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([work, stopper], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopper.cancel()
+    return not work.done()
+
+
+async def _end(tasks: list[asyncio.Task], bound_s: float) -> None:
+    """Cancel ``tasks`` and wait for them, at most ``bound_s`` (a task that swallows its
+    cancellation is left behind rather than waited on forever)."""
+    for task in tasks:
+        task.cancel()
+    if tasks:
+        _, stuck = await asyncio.wait(tasks, timeout=bound_s)
+        for task in stuck:
+            log.error("task %s did not stop within %g s", task.get_name(), bound_s)
 
 
 async def serve(
@@ -279,16 +423,49 @@ async def serve(
     inbox: Inbox,
     clock: Clock = system_clock,
     tick_s: float = REAL_TICK_S,
+    guard: ShutdownGuard | None = None,
 ) -> int:
     """Run until SIGTERM/SIGINT. The model is already loaded: nothing waits on it here.
 
-    ``clock`` and ``tick_s`` drive reminders and the agenda (tests pass a file clock).
+    ``clock`` and ``tick_s`` drive reminders and the agenda (tests pass a file clock). A stop
+    is honoured at any point, also while start-up is still retrying: every task is cancelled
+    and awaited within ``TASK_BOUND_S``, and ``guard`` ends the process if even that hangs.
+    Returns 0 after a stop, 1 if a task died.
     """
+    guard = guard or ShutdownGuard()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def on_signal() -> None:
+        if not stop.is_set():
+            log.info("stop requested")
+            stop.set()
+            guard.arm()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, on_signal)
+    try:
+        return await _serve(config, runtime, approval_timeout_s, inbox, clock, tick_s, stop)
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+
+
+async def _serve(
+    config: BotConfig,
+    runtime: Runtime,
+    approval_timeout_s: float,
+    inbox: Inbox,
+    clock: Clock,
+    tick_s: float,
+    stop: asyncio.Event,
+) -> int:
     application = build_application(config)
     access = Access(config.allowed_users, config.allowed_chats)
     desk = ApprovalDesk(application.bot, access, approval_timeout_s)
-    runner = TurnRunner(application.bot, runtime, desk, inbox)
-    services = BotServices(access, inbox, runtime, desk, runner)
+    outbox = Outbox(inbox.path)
+    runner = TurnRunner(application.bot, runtime, desk, inbox, outbox)
+    services = BotServices(access, inbox, runtime, desk, runner, outbox)
     notifier = runtime.domain.notifier
     if notifier is not None:
         services.reminders = ReminderLoop(
@@ -298,39 +475,46 @@ async def serve(
     application.bot_data["services"] = services
     add_handlers(application, sorted(runtime.domain.commands), reminders=notifier is not None)
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, stop.set)
-
-    await with_retry(application.initialize, "getMe", attempts=10)
-    me = application.bot.username
-    await with_retry(lambda: application.bot.delete_webhook(drop_pending_updates=False), "deleteWebhook")
-    try:
-        await with_retry(lambda: application.bot.set_my_commands(COMMANDS), "setMyCommands")
-    except TelegramError as exc:  # the menu is a convenience
-        log.warning("setMyCommands failed: %s", exc)
-    await application.start()
-    await answer_interrupted(application, services)
-    log.info("polling as @%s; allowed users %s, chats %s", me, sorted(access.users), sorted(access.chats))
-    tasks = [
-        asyncio.create_task(runner.run_forever(), name="turns"),
-        asyncio.create_task(poll(application, inbox, stop), name="poll"),
-    ]
-    if services.reminders is not None:  # the schedule is the store: a start-up rebuilds it
-        tasks.append(asyncio.create_task(services.reminders.run_forever(), name="reminders"))
-    stopper = asyncio.create_task(stop.wait())
-    done, _ = await asyncio.wait([*tasks, stopper], return_when=asyncio.FIRST_COMPLETED)
+    starting = asyncio.create_task(start(application, services, config), name="start-up")
+    tasks: list[asyncio.Task] = []
     status = 0
-    for task in done:
-        if task is not stopper and task.exception() is not None:
-            log.error("bot stopped by an error", exc_info=task.exception())
-            status = 1
-    for task in [*tasks, stopper]:
-        task.cancel()
-    await asyncio.gather(*tasks, stopper, return_exceptions=True)
-    await application.stop()
-    await application.shutdown()
+    try:
+        if await _first(stop, starting):
+            log.info("stopped during start-up")
+            await _end([starting], TASK_BOUND_S)
+            return 0
+        starting.result()  # raises InvalidToken (handled by the caller) or a bug
+        log.info("polling as @%s; allowed users %s, chats %s", application.bot.username,
+                 sorted(access.users), sorted(access.chats))
+        tasks = [
+            asyncio.create_task(runner.run_forever(), name="turns"),
+            asyncio.create_task(poll(application, inbox, stop), name="poll"),
+        ]
+        sender = OutboxSender(application.bot, outbox)
+        sending = asyncio.create_task(sender.run_forever(), name="outbox")
+        tasks.append(sending)
+        if services.reminders is not None:  # the schedule is the store: a start-up rebuilds it
+            tasks.append(asyncio.create_task(services.reminders.run_forever(), name="reminders"))
+        watch = asyncio.ensure_future(asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED))
+        await _first(stop, watch)
+        watch.cancel()
+        for task in tasks:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.error("bot stopped by an error", exc_info=task.exception())
+                status = 1
+        # Nothing new comes in; then the send in hand (if any) is let finish, not cut off.
+        await _end([task for task in tasks if task is not sending], TASK_BOUND_S)
+        sender.finish_up()
+        await asyncio.wait([sending], timeout=TASK_BOUND_S)
+    finally:
+        await _end(tasks, TASK_BOUND_S)
+        for step in (application.stop, application.shutdown):
+            try:
+                await _end([asyncio.create_task(_quietly(step))], TASK_BOUND_S)
+            except Exception:
+                log.exception("closing the Bot API connection failed")
+        runner.close()
+        outbox.close()
     if runner.model.busy:
         # A turn is still inside the model (or a tool). Tidying up under it (closing its
         # databases, finalising the interpreter) could crash mid-write; its update stays
@@ -340,3 +524,11 @@ async def serve(
         os._exit(status)
     log.info("stopped")
     return status
+
+
+async def _quietly(step: Callable[[], Awaitable[None]]) -> None:
+    """application.stop/shutdown, where "was not running" is not an error."""
+    try:
+        await step()
+    except RuntimeError as exc:
+        log.debug("%s: %s", getattr(step, "__name__", step), exc)

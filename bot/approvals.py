@@ -1,4 +1,4 @@
-"""Approval buttons: a destructive call waits for Approve / Deny from the chat it came from.
+"""Approval buttons: a destructive call waits for Approve / Deny from the person who asked.
 
 The agent loop runs in the model's worker thread and calls ``BotApprover.decide``, which
 blocks that thread (never the event loop) on a coroutine scheduled onto the loop. The
@@ -7,7 +7,14 @@ coroutine sends the question with two inline buttons and waits for ``ApprovalDes
 
 Each question gets an id from ``secrets.token_urlsafe``, kept only in memory and used once:
 a second tap, a button from before a restart, or a made-up id finds nothing and changes
-nothing.
+nothing. A question belongs to the user whose message started the turn, in the chat it was
+asked in: in a group, another allowed member's tap is "not yours"; so is a forged update
+that puts someone else's user id into a private chat.
+
+The answer is bound to the call as it was described: after an Approve, the worker thread
+describes the same call again (the domain's words include the event's current content). If
+the words differ -- the event was changed or replaced between the question and the tap --
+the approval does not count, the question says so, and the model is told why.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import logging
 import secrets
 import threading
 from dataclasses import dataclass
+from typing import Callable
 
 from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup
 
@@ -31,7 +39,8 @@ PREFIX = "ap"
 APPROVE, DENY = "y", "n"
 
 EXPIRED = "This button is no longer valid (already answered, expired, or from before a restart). Nothing was changed."
-NOT_YOURS = "Only an allowed user of this chat can answer this. Nothing was changed."
+NOT_YOURS = "This question is not yours to answer: only the person who asked can. Nothing was changed."
+CHANGED = "changed since asked"
 
 
 def callback_data(approval_id: str, choice: str) -> str:
@@ -46,7 +55,16 @@ def parse_callback_data(data: str | None) -> tuple[str, str] | None:
 @dataclass
 class _Pending:
     chat_id: int
+    user_id: int | None  # who may answer: the author of the message that started the turn
     future: asyncio.Future[Decision]
+
+
+async def _wait(future: asyncio.Future[Decision], timeout_s: float) -> Decision:
+    """The tap's decision, or Deny at the timeout. ``asyncio.wait`` never swallows a
+    cancellation of the caller (``wait_for`` can, on Python 3.11, if the answer lands at the
+    same moment), so a stopping bot is never held up here."""
+    done, _ = await asyncio.wait([future], timeout=timeout_s)
+    return future.result() if done else Decision(False, "timeout")
 
 
 class ApprovalDesk:
@@ -58,11 +76,14 @@ class ApprovalDesk:
         self.timeout_s = timeout_s
         self._open: dict[str, _Pending] = {}
 
-    async def ask(self, chat_id: int, description: str) -> Decision:
-        """Send the question, wait for a tap or the timeout, then edit the message to the outcome."""
+    async def ask(self, chat_id: int, user_id: int | None, description: str) -> tuple[Decision, int | None]:
+        """Send the question, wait for the asker's tap or the timeout.
+
+        Returns the decision and the question's message id, for ``conclude``.
+        """
         approval_id = secrets.token_urlsafe(16)
         future: asyncio.Future[Decision] = asyncio.get_running_loop().create_future()
-        self._open[approval_id] = _Pending(chat_id, future)
+        self._open[approval_id] = _Pending(chat_id, user_id, future)
         keyboard = InlineKeyboardMarkup(
             [[
                 InlineKeyboardButton("Approve", callback_data=callback_data(approval_id, APPROVE)),
@@ -72,26 +93,30 @@ class ApprovalDesk:
         question = f"Approve this action?\n\n{description}"
         try:
             messages = await send_text(self.bot, chat_id, question, reply_markup=keyboard)
-            try:
-                decision = await asyncio.wait_for(asyncio.shield(future), self.timeout_s)
-            except asyncio.TimeoutError:
-                decision = Decision(False, "timeout")
+            decision = await _wait(future, self.timeout_s)
         finally:
             self._open.pop(approval_id, None)
-        outcome = {
-            "user": "Approved." if decision.approved else "Denied.",
-            "timeout": f"No answer within {self.timeout_s:g} s: denied.",
-            "cancelled": "Cancelled: denied.",
-        }.get(decision.reason, "Denied.")
-        last = messages[-1]
+        return decision, messages[-1].message_id
+
+    async def conclude(self, chat_id: int, message_id: int | None, description: str, decision: Decision) -> None:
+        """Edit the question to its outcome (and so remove its buttons)."""
+        if message_id is None:
+            return
+        if decision.reason == CHANGED:
+            outcome = "Not done: this changed after I asked, so the approval no longer fits. Nothing was changed."
+        else:
+            outcome = {
+                "user": "Approved." if decision.approved else "Denied.",
+                "timeout": f"No answer within {self.timeout_s:g} s: denied.",
+                "cancelled": "Cancelled: denied.",
+            }.get(decision.reason, "Denied.")
         try:
             await with_retry(
-                lambda: self.bot.edit_message_text(f"{description}\n\n{outcome}", chat_id=chat_id, message_id=last.message_id),
+                lambda: self.bot.edit_message_text(f"{description}\n\n{outcome}", chat_id=chat_id, message_id=message_id),
                 f"editMessageText in {chat_id}",
             )
         except Exception:  # the decision stands even if the cosmetic edit fails
             log.exception("could not edit the approval message in chat %s", chat_id)
-        return decision
 
     async def answer(self, query: CallbackQuery) -> str:
         """Apply a button tap if it is valid; return the text for answerCallbackQuery."""
@@ -100,12 +125,14 @@ class ApprovalDesk:
         if pending is None or pending.future.done():
             return EXPIRED
         chat = query.message.chat if query.message else None
+        user_id = query.from_user.id if query.from_user else None
         if (
             chat is None
             or chat.id != pending.chat_id
-            or not self.access.allows(chat.id, chat.type, query.from_user.id)
+            or user_id != pending.user_id
+            or not self.access.allows(chat.id, chat.type, user_id)
         ):
-            log.warning("approval button refused: user %s in chat %s", query.from_user.id, chat.id if chat else None)
+            log.warning("approval button refused: user %s in chat %s", user_id, chat.id if chat else None)
             return NOT_YOURS
         approved = parsed[1] == APPROVE
         self._open.pop(parsed[0], None)
@@ -120,22 +147,51 @@ class ApprovalDesk:
 
 
 class BotApprover:
-    """The agent's Approver for one turn in one chat; called from the worker thread."""
+    """The agent's Approver for one turn in one chat; called from the worker thread.
+
+    ``describe_now`` describes a request's call as it would run now (None: cannot tell); it
+    runs here, in the worker thread, where the domain's store is used.
+    """
 
     def __init__(
-        self, desk: ApprovalDesk, loop: asyncio.AbstractEventLoop, chat_id: int, cancel: threading.Event
+        self,
+        desk: ApprovalDesk,
+        loop: asyncio.AbstractEventLoop,
+        chat_id: int,
+        user_id: int | None,
+        cancel: threading.Event,
+        describe_now: Callable[[ApprovalRequest], str | None] | None = None,
     ) -> None:
         self.desk = desk
         self.loop = loop
         self.chat_id = chat_id
+        self.user_id = user_id
         self.cancel = cancel
+        self.describe_now = describe_now
 
     def decide(self, request: ApprovalRequest) -> Decision:
         if self.cancel.is_set():
             return Decision(False, "cancelled")
-        future = asyncio.run_coroutine_threadsafe(self.desk.ask(self.chat_id, request.description), self.loop)
+        asked = asyncio.run_coroutine_threadsafe(
+            self.desk.ask(self.chat_id, self.user_id, request.description), self.loop
+        )
         try:
-            return future.result()
+            decision, message_id = asked.result()
         except Exception:
             log.exception("asking for approval in chat %s failed", self.chat_id)
             return Decision(False, "could not ask the user")
+        if decision.approved and self.describe_now is not None:
+            now = self.describe_now(request)
+            if now != request.description:
+                log.warning("approval in chat %s refused: the call's target changed after the question", self.chat_id)
+                decision = Decision(False, CHANGED)
+        concluded = asyncio.run_coroutine_threadsafe(
+            self.desk.conclude(self.chat_id, message_id, request.description, decision), self.loop
+        )
+        try:
+            concluded.result()
+        except Exception:
+            log.exception("could not conclude the approval in chat %s", self.chat_id)
+        if decision.reason == CHANGED:
+            return Decision(False, "what it acts on changed after the question was asked, so the user's approval does not cover it")
+        return decision

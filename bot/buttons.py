@@ -9,7 +9,9 @@ def button_data(prefix: str, button_id: str, choice: str) -> str:
 
 def split_button_data(data: str | None, prefix: str, choices: tuple[str, ...]) -> tuple[str, str] | None:
     """(id, choice) of data this kind of button carries; None for anything else (forged, foreign)."""
-    parts = (data or "").split(":")
+    if not isinstance(data, str):  # JSON lets a forged update put 5 or [1] here
+        return None
+    parts = data.split(":")
     if len(parts) != 3 or parts[0] != prefix or parts[2] not in choices:
         return None
     return parts[1], parts[2]

@@ -9,16 +9,18 @@ from __future__ import annotations
 
 import re
 import stat
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from agent.config import Settings, load_settings
+from agent.config import Settings, config_file_path, load_settings
 
 TOKEN_FILE_NAME = "telegram_token"
 
 # "<bot id>:<secret>"; real secrets are 35 characters of URL-safe base64.
 _TOKEN_RE = re.compile(r"^[0-9]{1,20}:[A-Za-z0-9_-]{20,}$")
+_TOKEN_IN_TEXT = re.compile(r"[0-9]{3,20}:[A-Za-z0-9_-]{20,}")
 
 _FIND_YOUR_ID = (
     "to learn your numeric id, message @userinfobot on Telegram "
@@ -51,6 +53,20 @@ class ConfigProblem:
     message: str
 
 
+def mask(text: str, token: str | None = None) -> str:
+    """``text`` with the bot token (and anything shaped like one) replaced by ``<token>``.
+
+    The secret half alone is masked too: PTB and httpx may print the URL-quoted token or
+    just part of an error around it.
+    """
+    if token:
+        text = text.replace(token, "<token>")
+        secret = token.partition(":")[2]
+        if len(secret) >= 8:
+            text = text.replace(secret, "<token>")
+    return _TOKEN_IN_TEXT.sub("<token>", text)
+
+
 def default_token_file(settings: Settings) -> Path:
     """The token file's path: the configured one, else ``<data_dir>/telegram_token``."""
     if settings.telegram_token_file:
@@ -63,9 +79,25 @@ def settings_or_problem(
 ) -> Settings | ConfigProblem:
     """``load_settings`` with a malformed value (e.g. a non-numeric id) as a ConfigProblem."""
     try:
-        return load_settings(overrides, environ)
+        settings = load_settings(overrides, environ)
     except (ValueError, OSError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         return ConfigProblem(f"bad configuration: {exc}")
+    return _config_file_problem(config_file_path(overrides, environ)) or settings
+
+
+def _config_file_problem(path: Path) -> ConfigProblem | None:
+    """A token in the config file makes that file a password file: owner-only, as the token file."""
+    try:
+        info = path.stat()
+        holds_token = "telegram_token" in tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # absent, or already reported by load_settings
+        return None
+    if holds_token and info.st_mode & 0o077:
+        return ConfigProblem(
+            f"{path} holds telegram_token but is readable by others (mode {stat.S_IMODE(info.st_mode):o}): "
+            f"run chmod 600 {path}, or move the token to a token file"
+        )
+    return None
 
 
 def read_token_file(path: Path) -> str | ConfigProblem:

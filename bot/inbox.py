@@ -1,14 +1,18 @@
 """Durable record of incoming updates, so a crash mid-turn never silently drops a message.
 
-The poll loop writes every update here before it asks Telegram for the next batch (which is
-what acknowledges the batch); a handler marks the update done once its reply has been sent.
-Rows still pending at start-up belong to a run that died: the bot tells those chats that
-their message was interrupted (see ``bot.app``).
+The poll loop writes every update here, as the raw JSON Telegram sent and before anything
+parses it, and only then asks Telegram for the next batch (which is what acknowledges the
+batch). A handler marks the update done once its reply has been sent (or queued in the
+outbox); an update that cannot be parsed or whose handler raised is marked failed, with the
+error, so it is never retried and never blocks the updates after it. Rows still pending at
+start-up belong to a run that died: the bot tells those chats that their message was
+interrupted (see ``bot.app``).
 """
 
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -19,41 +23,81 @@ from agent.sessions import connect
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS updates (
     update_id INTEGER PRIMARY KEY,
-    body TEXT NOT NULL,           -- the update as Telegram sent it (JSON)
-    state TEXT NOT NULL,          -- 'pending' | 'done'
+    body TEXT NOT NULL,           -- the update as Telegram sent it (JSON, lone surrogates replaced)
+    state TEXT NOT NULL,          -- 'pending' | 'done' | 'failed'
     received_at REAL NOT NULL,
     done_at REAL
 );
 CREATE INDEX IF NOT EXISTS updates_pending ON updates(state) WHERE state = 'pending';
 """
 
+# JSON may carry "\ud800" escapes that decode to lone surrogates, which UTF-8 (and so SQLite)
+# cannot store. A valid pair has already been joined into one code point by json.loads.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+ERROR_LIMIT = 500  # characters of an error kept with a failed update
+
+
+def clean(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {clean(k): clean(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clean(v) for v in value]
+    return value
+
 
 class Inbox:
     """A small SQLite table of updates; safe to call from the event loop and worker threads."""
 
     def __init__(self, path: Path) -> None:
+        self.path = path
         self._conn = connect(path)
         self._conn.execute("PRAGMA synchronous=FULL")  # the point of this table is durability
         self._lock = threading.Lock()
         with self._lock:
             self._conn.executescript(SCHEMA)
+            columns = {row[1] for row in self._conn.execute("PRAGMA table_info(updates)")}
+            if "error" not in columns:  # files from before failed updates were recorded
+                self._conn.execute("ALTER TABLE updates ADD COLUMN error TEXT")
 
-    def record(self, update_id: int, body: dict[str, Any]) -> bool:
-        """Store a new update as pending; False if it was already recorded (a re-delivery)."""
+    def record(self, update_id: int, body: Any) -> bool:
+        """Store a new update as pending; False if it was already recorded (a re-delivery).
+
+        ``body`` is whatever JSON value Telegram sent; it is stored cleaned (see ``clean``), so
+        no content a stranger can send makes this refuse the row.
+        """
+        text = json.dumps(clean(body), ensure_ascii=False, default=repr)
         with self._lock:
             cursor = self._conn.execute(
                 "INSERT OR IGNORE INTO updates (update_id, body, state, received_at) VALUES (?, ?, 'pending', ?)",
-                (update_id, json.dumps(body, ensure_ascii=False), time.time()),
+                (update_id, text, time.time()),
             )
         return cursor.rowcount == 1
 
     def done(self, update_id: int) -> None:
         with self._lock:
             self._conn.execute(
-                "UPDATE updates SET state = 'done', done_at = ? WHERE update_id = ?", (time.time(), update_id)
+                "UPDATE updates SET state = 'done', done_at = ? WHERE update_id = ? AND state = 'pending'",
+                (time.time(), update_id),
             )
 
-    def pending(self) -> list[tuple[int, dict[str, Any]]]:
+    def failed(self, update_id: int, error: str) -> None:
+        """The update could not be handled; keep why, and never hand it out again."""
+        with self._lock:
+            self._conn.execute(
+                "UPDATE updates SET state = 'failed', done_at = ?, error = ? WHERE update_id = ?",
+                (time.time(), clean(error)[:ERROR_LIMIT], update_id),
+            )
+
+    def state(self, update_id: int) -> tuple[str, str | None] | None:
+        """(state, error) of a recorded update; None if it was never recorded."""
+        with self._lock:
+            row = self._conn.execute("SELECT state, error FROM updates WHERE update_id = ?", (update_id,)).fetchone()
+        return None if row is None else (row[0], row[1])
+
+    def pending(self) -> list[tuple[int, Any]]:
         """Updates recorded but never finished, oldest first."""
         with self._lock:
             rows = self._conn.execute(

@@ -29,7 +29,7 @@ from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMar
 
 from agent.domain import Notifier
 from bot.access import Access
-from bot.approvals import EXPIRED, NOT_YOURS
+from bot.approvals import EXPIRED
 from bot.buttons import button_data, split_button_data
 from bot.sending import send_text
 
@@ -39,6 +39,7 @@ Clock = Callable[[], datetime]
 PREFIX = "rm"
 SNOOZE, OPEN = "s", "o"
 MAX_OPEN_BUTTONS = 1000  # older reminder buttons are forgotten (and answer EXPIRED)
+NOT_YOURS = "Only an allowed user of this chat can answer this. Nothing was changed."
 REAL_TICK_S = 30.0
 TEST_TICK_S = 0.1
 
@@ -153,10 +154,14 @@ class ReminderLoop:
         delay = self.tick_s
         if upcoming is not None:
             delay = min(delay, max((upcoming - now).total_seconds(), 0.05))
+        # Not ``wait_for(self._wake.wait(), delay)``: on Python 3.11 that can swallow a
+        # cancellation arriving just as the event is set (right after a turn), and the bot
+        # then never stops. ``asyncio.wait`` always lets the cancellation through.
+        waiter = asyncio.ensure_future(self._wake.wait())
         try:
-            await asyncio.wait_for(self._wake.wait(), delay)
-        except asyncio.TimeoutError:
-            pass
+            await asyncio.wait([waiter], timeout=delay)
+        finally:
+            waiter.cancel()
         self._wake.clear()
 
     async def answer(self, query: CallbackQuery) -> str:

@@ -9,14 +9,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
+import stat
 import sys
 from pathlib import Path
 
 from agent.config import Settings, with_model_flag
 from bot.config import ConfigProblem, load_bot_config, settings_or_problem
+from bot import masking
 from bot.inbox import Inbox
+from bot.timing import TIME
 
 log = logging.getLogger("bot")
+
+# A refused token ends the bot "successfully", so launchd does not restart it (see README).
+EXIT_TOKEN_REFUSED = 0
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,16 +38,39 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--scripted", type=Path, help=argparse.SUPPRESS)  # tests: replay model outputs
     # tests: "now" is the ISO instant in this file, re-read on every reminder tick (bot.reminders)
     parser.add_argument("--clock-file", type=Path, help=argparse.SUPPRESS)
+    # tests: every retry/backoff wait is multiplied by this (bot.timing)
+    parser.add_argument("--time-scale", type=float, default=1.0, help=argparse.SUPPRESS)
 
 
-def _setup_logging(settings: Settings) -> None:
+def _setup_logging(settings: Settings, token: str) -> None:
     try:
         from launchd.logs import configure_logging, default_log_dir
     except ImportError:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-        return
-    path = configure_logging(default_log_dir(settings.data_dir))
-    print(f"python -m bot: logging to {path}", file=sys.stderr)
+    else:
+        path = configure_logging(default_log_dir(settings.data_dir))
+        print(f"python -m bot: logging to {path}", file=sys.stderr)
+    masking.mask_handlers(token)
+
+
+def secure_data_dir(data_dir: Path) -> None:
+    """A private calendar: the data dir is 0700 and the files the bot keeps in it are 0600.
+
+    The umask makes everything created from here on (databases, their WAL files, logs)
+    owner-only; files left 0644 by an older version are tightened once.
+    """
+    os.umask(0o077)
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if stat.S_IMODE(data_dir.stat().st_mode) & 0o077:
+        data_dir.chmod(0o700)
+        log.info("made %s private (0700)", data_dir)
+    for path in [*data_dir.iterdir(), *(data_dir / "logs").glob("*")]:
+        try:
+            info = path.lstat()
+        except FileNotFoundError:
+            continue
+        if stat.S_ISREG(info.st_mode) and info.st_mode & 0o077:
+            path.chmod(0o600)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,13 +86,17 @@ def run(args: argparse.Namespace) -> int:
     if isinstance(config, ConfigProblem):
         print(f"python -m bot: {config.message}", file=sys.stderr)
         return 2
+    masking.install(config.token)  # before anything can print the token: logs, tracebacks, PTB
+    secure_data_dir(settings.data_dir)
+    _setup_logging(settings, config.token)
+    if args.time_scale != 1.0:
+        TIME.set_scale(args.time_scale)
     from agent.app import build_backend, build_runtime, openai_problem
 
     remote_problem = openai_problem(settings) if settings.backend == "openai" and args.scripted is None else None
     if remote_problem:
         print(f"python -m bot: {remote_problem}", file=sys.stderr)
         return 2
-    _setup_logging(settings)
 
     if args.scripted is not None:
         from bot.scripted import load_scripted_backend
@@ -75,12 +109,29 @@ def run(args: argparse.Namespace) -> int:
     log.info("model ready (%s%s); starting the bot", backend.name,
              f" {settings.remote_model} at {settings.base_url}" if backend.name == "openai" else "")
 
-    from bot.app import serve
+    from telegram.error import InvalidToken, TelegramError
+
+    from bot.app import ShutdownGuard, serve
     from bot.reminders import REAL_TICK_S, TEST_TICK_S, file_clock, system_clock
 
     clock, tick_s = (file_clock(args.clock_file), TEST_TICK_S) if args.clock_file else (system_clock, REAL_TICK_S)
+    guard = ShutdownGuard()  # armed by SIGTERM/SIGINT; it also covers the closing below
     try:
-        return asyncio.run(serve(config, runtime, settings.approval_timeout_s, inbox, clock, tick_s))
+        return asyncio.run(serve(config, runtime, settings.approval_timeout_s, inbox, clock, tick_s, guard))
+    except InvalidToken:
+        # Retrying cannot help, and a crash would have launchd restart the bot every 30 s to be
+        # refused again. Exit 0: KeepAlive {SuccessfulExit: false} then leaves it stopped.
+        source = config.token_file or "TELEGRAM_BOT_TOKEN"
+        line = (f"Telegram refused the bot token from {source} (401 Unauthorized): get the current token "
+                f"from @BotFather, store it there, then start the bot again. Not restarting.")
+        log.error("%s", line)
+        print(f"python -m bot: {line}", file=sys.stderr)
+        return EXIT_TOKEN_REFUSED
+    except TelegramError as exc:  # e.g. deleteWebhook refused at start-up: one line, launchd retries
+        line = f"stopped: the Bot API failed ({type(exc).__name__}: {exc})"
+        log.error("%s", line, exc_info=exc)
+        print(f"python -m bot: {masking.mask(line, config.token)}", file=sys.stderr)
+        return 1
     finally:
         inbox.close()
         runtime.close()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import timedelta
 from typing import Awaitable, Callable, TypeVar
@@ -11,6 +10,7 @@ from telegram import Bot, InlineKeyboardMarkup, Message
 from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter
 
 from bot.text import split_message
+from bot.timing import TIME
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -37,14 +37,14 @@ async def with_retry(call: Callable[[], Awaitable[T]], what: str, attempts: int 
         except RetryAfter as exc:
             wait = _seconds(exc.retry_after)
             log.warning("%s: flood limit, retrying in %.1f s", what, wait)
-            await asyncio.sleep(wait)
+            await TIME.sleep(wait)
         except (BadRequest, Forbidden, InvalidToken):
             raise
         except NetworkError as exc:  # includes TimedOut and HTTP 502
             if attempt == attempts:
                 raise
             log.warning("%s failed (%s), attempt %d/%d, retrying in %.1f s", what, exc, attempt, attempts, delay)
-            await asyncio.sleep(delay)
+            await TIME.sleep(delay)
             delay = min(delay * 2, MAX_DELAY_S)
     return await call()
 

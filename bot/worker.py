@@ -20,12 +20,15 @@ from typing import Any, Callable
 from telegram import Bot
 from telegram.constants import ChatAction
 
+from agent.approval import ApprovalRequest
 from agent.backends.base import KEY_REFUSED
 from agent.records import StopReason, Turn
 from agent.runtime import Runtime
 from bot.approvals import ApprovalDesk, BotApprover
 from bot.inbox import Inbox
-from bot.sending import is_permanent, send_text
+from bot.outbox import Outbox
+from bot.sending import send_text
+from tools.registry import ToolResult
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +50,7 @@ class Job:
     kind: str  # "turn" (model), "new" (/new), "command" (a domain command, e.g. /today)
     text: str = ""
     command: str = ""
+    user_id: int | None = None  # who sent it: only they may answer its approval questions
     cancel: threading.Event = field(default_factory=threading.Event)
 
 
@@ -55,13 +59,15 @@ class ModelThread:
     never keeps a stopping process alive)."""
 
     def __init__(self) -> None:
-        self._jobs: queue.Queue[tuple[Callable[[], Any], concurrent.futures.Future[Any]]] = queue.Queue()
+        self._jobs: queue.Queue[tuple[Any, concurrent.futures.Future[Any] | None]] = queue.Queue()
         self.busy = False  # a job is running right now (the process must not tidy up under it)
         threading.Thread(target=self._serve, name="model-worker", daemon=True).start()
 
     def _serve(self) -> None:
         while True:
             fn, future = self._jobs.get()
+            if future is None:  # close()
+                return
             if not future.set_running_or_notify_cancel():
                 continue
             self.busy = True
@@ -71,6 +77,10 @@ class ModelThread:
                 future.set_exception(exc)
             finally:
                 self.busy = False
+
+    def close(self) -> None:
+        """End the thread once the job in hand (if any) is done; jobs after it never run."""
+        self._jobs.put((None, None))
 
     async def run(self, fn: Callable[[], Any]) -> Any:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
@@ -96,11 +106,12 @@ def reply_for(turn: Turn) -> str:
 
 
 class TurnRunner:
-    def __init__(self, bot: Bot, runtime: Runtime, desk: ApprovalDesk, inbox: Inbox) -> None:
+    def __init__(self, bot: Bot, runtime: Runtime, desk: ApprovalDesk, inbox: Inbox, outbox: Outbox) -> None:
         self.bot = bot
         self.runtime = runtime
         self.desk = desk
         self.inbox = inbox
+        self.outbox = outbox  # replies go here: durable, retried until sent (bot.outbox)
         self.model = ModelThread()
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
         self._waiting: Counter[int] = Counter()  # queued jobs per chat
@@ -121,6 +132,9 @@ class TurnRunner:
             except Exception:
                 log.exception("could not send the queued notice to chat %s", job.chat_id)
 
+    def close(self) -> None:
+        self.model.close()
+
     def cancel(self, chat_id: int) -> bool:
         """/cancel: stop this chat's running turn (and deny its open approval)."""
         job = self.running
@@ -140,15 +154,8 @@ class TurnRunner:
             try:
                 await self._run(job)
             except Exception:
-                # The job's update stays pending only if even the apology cannot be sent.
                 log.exception("job %s for chat %s failed", job.kind, job.chat_id)
-                try:
-                    await send_text(self.bot, job.chat_id, TURN_FAILED)
-                    self._done(job)
-                except Exception as exc:
-                    log.exception("could not tell chat %s about the failure", job.chat_id)
-                    if is_permanent(exc):  # e.g. the user blocked the bot: no point keeping it
-                        self._done(job)
+                self.outbox.put(job.chat_id, TURN_FAILED, job.update_id)
             finally:
                 self.running = None
                 if self.after_job is not None:
@@ -163,12 +170,11 @@ class TurnRunner:
         else:
             command = self.runtime.domain.commands[job.command]
             text = await self.model.run(lambda: command(job.text))
-        await send_text(self.bot, job.chat_id, text)
-        self._done(job)
+        self.outbox.put(job.chat_id, text, job.update_id)  # marks the update done
 
     async def _turn(self, job: Job) -> str:
         loop = asyncio.get_running_loop()
-        approver = BotApprover(self.desk, loop, job.chat_id, job.cancel)
+        approver = BotApprover(self.desk, loop, job.chat_id, job.user_id, job.cancel, self._describe_now)
         typing = asyncio.create_task(self._keep_typing(job.chat_id))
         try:
             turn: Turn = await self.model.run(
@@ -180,6 +186,14 @@ class TurnRunner:
             log.error("turn in chat %s ended with %s: %s", job.chat_id, turn.stop_reason.value, turn.error)
         return reply_for(turn)
 
+    def _describe_now(self, request: ApprovalRequest) -> str | None:
+        """The domain's words for ``request``'s call as it would run now (worker thread)."""
+        registry = self.runtime.domain.registry
+        validated = registry.validate(request.tool, request.arguments)
+        if isinstance(validated, ToolResult):
+            return None
+        return registry.describe(request.tool, validated)
+
     async def _keep_typing(self, chat_id: int) -> None:
         while True:
             try:
@@ -187,7 +201,3 @@ class TurnRunner:
             except Exception as exc:  # cosmetic: never let it disturb the turn
                 log.debug("typing action for %s failed: %s", chat_id, exc)
             await asyncio.sleep(TYPING_EVERY_S)
-
-    def _done(self, job: Job) -> None:
-        if job.update_id is not None:
-            self.inbox.done(job.update_id)

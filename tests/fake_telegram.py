@@ -4,7 +4,10 @@ Only the Telegram cloud is faked: the bot under test talks real HTTP to this ser
 (``TELEGRAM_API_BASE_URL``). The server records every request (method and parameters as
 sent), serves ``getUpdates`` long polls from updates the test injects, and confirms updates
 the way Telegram does: an update is dropped once a later ``getUpdates`` asks for an offset
-past it. It can also fail the next N calls of a method with HTTP 502 to exercise retries.
+past it. Faults to inject: fail the next N calls of a method (HTTP 502, or any status and
+description Telegram uses, e.g. 400 "query is too old"); a whole outage for a while (every
+method answers 502); chats that answer 403 (the user blocked the bot) or 400 (chat not
+found); and a wrong token gets 401 Unauthorized, as from Telegram.
 """
 
 from __future__ import annotations
@@ -54,7 +57,9 @@ class FakeTelegram:
         self._cond = threading.Condition()
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
-        self._failures: dict[str, int] = {}
+        self._failures: dict[str, list[tuple[int, str]]] = {}
+        self._outage_until = 0.0  # time.monotonic() before which every method answers 502
+        self._refusing: dict[int, tuple[int, str]] = {}  # chat id -> (status, description)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -78,6 +83,10 @@ class FakeTelegram:
 
     # ---- what the test injects --------------------------------------------------------------
 
+    def push(self, body: dict[str, Any]) -> int:
+        """Any update body (without update_id), e.g. an edited message or a malformed poll."""
+        return self._push(body)
+
     def _push(self, body: dict[str, Any]) -> int:
         with self._cond:
             update_id = next(self._update_ids)
@@ -100,7 +109,7 @@ class FakeTelegram:
             message["entities"] = [{"type": "bot_command", "offset": 0, "length": len(text.split()[0])}]
         return self._push({"message": message})
 
-    def tap(self, chat_id: int, user_id: int, data: str, message_id: int = 1, chat_type: str = "private") -> int:
+    def tap(self, chat_id: int, user_id: int, data: Any, message_id: int = 1, chat_type: str = "private") -> int:
         """A user taps an inline button carrying ``data`` under message ``message_id``."""
         message = {"message_id": message_id, "date": int(time.time()),
                    "chat": {"id": chat_id, "type": chat_type}, "from": BOT_USER, "text": "…"}
@@ -109,10 +118,20 @@ class FakeTelegram:
                  "message": message, "data": data}
         return self._push({"callback_query": query})
 
-    def fail_next(self, method: str, times: int) -> None:
-        """Answer the next ``times`` calls of ``method`` with HTTP 502 Bad Gateway."""
+    def fail_next(self, method: str, times: int, status: int = 502, description: str = "Bad Gateway") -> None:
+        """Answer the next ``times`` calls of ``method`` with ``status`` (502 Bad Gateway by default)."""
         with self._cond:
-            self._failures[method] = times
+            self._failures[method] = [(status, description)] * times
+
+    def outage(self, seconds: float) -> None:
+        """For the next ``seconds``, every method (getUpdates too) answers 502 Bad Gateway."""
+        with self._cond:
+            self._outage_until = time.monotonic() + seconds
+
+    def refuse_chat(self, chat_id: int, status: int, description: str) -> None:
+        """Sends to this chat fail for good, e.g. 403 "Forbidden: bot was blocked by the user"."""
+        with self._cond:
+            self._refusing[chat_id] = (status, description)
 
     # ---- what the test inspects -------------------------------------------------------------
 
@@ -163,6 +182,11 @@ class FakeTelegram:
                     params = dict(urllib.parse.parse_qsl(raw, keep_blank_values=True))
                 prefix = f"/bot{fake.token}/"
                 if not self.path.startswith(prefix):
+                    with fake._cond:
+                        fake.calls.append(Call("?" + self.path.rsplit("/", 1)[-1], params, time.monotonic(), 401))
+                        fake._cond.notify_all()
+                    if self.path.startswith("/bot"):  # a well-formed path with someone else's token
+                        return self._reply(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
                     return self._reply(404, {"ok": False, "error_code": 404, "description": "Not Found"})
                 method = self.path[len(prefix):]
                 status, body = fake._dispatch(method, params)
@@ -184,15 +208,26 @@ class FakeTelegram:
         return Handler
 
     def _dispatch(self, method: str, params: dict[str, str]) -> tuple[int, dict[str, Any]]:
+        with self._cond:
+            if method == "getUpdates" and time.monotonic() < self._outage_until:
+                self.calls.append(Call(method, params, time.monotonic(), 502))
+                self._cond.notify_all()
+                return 502, {"ok": False, "error_code": 502, "description": "Bad Gateway"}
         if method != "getUpdates":
             with self._cond:
                 call = Call(method, params, time.monotonic())
                 self.calls.append(call)
                 self._cond.notify_all()
-                if self._failures.get(method):
-                    self._failures[method] -= 1
-                    call.status = 502
-                    return 502, {"ok": False, "error_code": 502, "description": "Bad Gateway"}
+                failure = None
+                if time.monotonic() < self._outage_until:
+                    failure = (502, "Bad Gateway")
+                elif self._failures.get(method):
+                    failure = self._failures[method].pop(0)
+                elif call.chat_id in self._refusing and method.startswith(("send", "edit")):
+                    failure = self._refusing[call.chat_id]
+                if failure is not None:
+                    call.status = failure[0]
+                    return failure[0], {"ok": False, "error_code": failure[0], "description": failure[1]}
         if method == "getMe":
             return 200, {"ok": True, "result": BOT_USER}
         if method == "getUpdates":

@@ -68,6 +68,46 @@ def test_old_version_file_is_migrated_and_keeps_its_data(tmp_path: Path) -> None
         assert len(s.busy_between("민수", at(1, 0), at(2, 0))) == 1
 
 
+def test_event_ids_are_never_reused_after_a_delete(store: CalendarStore) -> None:
+    first = store.add_event("Dentist", at(1, 15), at(1, 16))
+    assert store.delete_event(first.id)
+    second = store.add_event("Board meeting", at(1, 15), at(1, 16))
+    assert second.id > first.id and store.get_event(first.id) is None
+
+
+def test_version_3_file_migrates_to_never_reused_ids_keeping_ids_attendees_and_reminders(tmp_path: Path) -> None:
+    """A file made before AUTOINCREMENT: its rows, ids and the rows that point at them survive
+    the table rebuild (no cascade), and from then on a deleted id stays unused."""
+    path = tmp_path / "v3.sqlite3"
+    raw = sqlite3.connect(path)
+    raw.execute("PRAGMA foreign_keys = ON")
+    raw.execute("CREATE TABLE schema_version (version INTEGER NOT NULL, applied_at TEXT NOT NULL)")
+    for version in range(3):
+        raw.executescript(MIGRATIONS[version])
+        raw.execute("INSERT INTO schema_version VALUES (?, '2026-01-01T00:00:00Z')", (version + 1,))
+    for event_id, title in ((1, "Keep"), (2, "Also keep"), (3, "Newest")):
+        raw.execute(
+            "INSERT INTO events (id, title, start_utc, end_utc, tz, created_at, updated_at) VALUES "
+            "(?, ?, '2026-12-01T06:00:00Z', '2026-12-01T07:00:00Z', 'Asia/Seoul', '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z')", (event_id, title))
+    raw.execute("INSERT INTO people (id, name) VALUES (1, 'Mina')")
+    raw.execute("INSERT INTO event_attendees VALUES (2, 1)")
+    raw.execute("INSERT INTO reminders VALUES (2, 10)")
+    raw.commit()
+    raw.close()
+
+    with CalendarStore(path) as s:
+        assert s.schema_version() == SCHEMA_VERSION >= 4
+        assert [(e.id, e.title) for e in s.all_events()] == [(1, "Keep"), (2, "Also keep"), (3, "Newest")]
+        assert s.get_event(2).attendees == ("Mina",)
+        assert s.reminder_rows(at(1, 0)) and all(row[0] == 2 for row in s.reminder_rows(at(1, 0)))
+        sql = s._conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()[0]
+        assert "AUTOINCREMENT" in sql
+        assert s._conn.execute("PRAGMA foreign_keys").fetchone()[0] == 1
+        assert s.delete_event(3)
+        assert s.add_event("Later", at(2, 9), at(2, 10)).id == 4  # 3 stays unused
+        assert s.get_event(2).attendees == ("Mina",)  # deleting 3 cascaded to nothing of 2's
+
+
 def test_file_from_a_newer_program_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "new.sqlite3"
     CalendarStore(path).close()

@@ -92,6 +92,29 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (target, day)
     );
     """,
+    # 4: event ids are never reused (AUTOINCREMENT), so an id quoted in an open approval, a
+    #    reminder button or the model's context can never come to mean a later event. SQLite
+    #    cannot add AUTOINCREMENT in place: the table is rebuilt with its rows and ids (run
+    #    with foreign keys off, see _migrate, so the rebuild does not cascade).
+    """
+    CREATE TABLE events_v4 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        title TEXT NOT NULL,
+        start_utc TEXT NOT NULL,
+        end_utc TEXT NOT NULL,
+        tz TEXT NOT NULL,
+        location TEXT,
+        notes TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        CHECK (end_utc > start_utc)
+    );
+    INSERT INTO events_v4 (id, title, start_utc, end_utc, tz, location, notes, created_at, updated_at)
+        SELECT id, title, start_utc, end_utc, tz, location, notes, created_at, updated_at FROM events;
+    DROP TABLE events;
+    ALTER TABLE events_v4 RENAME TO events;
+    CREATE INDEX events_start ON events(start_utc);
+    """,
 ]
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -196,21 +219,30 @@ class CalendarStore:
             return int(row[0] or 0)
 
     def _migrate(self) -> None:
-        with self.transaction():
-            self._conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied_at TEXT NOT NULL)"
-            )
-            current = int(self._conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0)
-            if current > SCHEMA_VERSION:
-                raise RuntimeError(
-                    f"{self.path}: schema version {current} is newer than this program knows ({SCHEMA_VERSION})"
-                )
-            for version in range(current, SCHEMA_VERSION):
-                for statement in _split_sql(MIGRATIONS[version]):
-                    self._conn.execute(statement)
+        # SQLite's procedure for rebuilding a table: foreign keys off (it cannot change inside
+        # a transaction), then the steps, then a foreign-key check before the commit.
+        self._conn.execute("PRAGMA foreign_keys = OFF")
+        try:
+            with self.transaction():
                 self._conn.execute(
-                    "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)", (version + 1, _now_text())
+                    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied_at TEXT NOT NULL)"
                 )
+                current = int(self._conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0)
+                if current > SCHEMA_VERSION:
+                    raise RuntimeError(
+                        f"{self.path}: schema version {current} is newer than this program knows ({SCHEMA_VERSION})"
+                    )
+                for version in range(current, SCHEMA_VERSION):
+                    for statement in _split_sql(MIGRATIONS[version]):
+                        self._conn.execute(statement)
+                    self._conn.execute(
+                        "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)", (version + 1, _now_text())
+                    )
+                broken = self._conn.execute("PRAGMA foreign_key_check").fetchall()
+                if broken:
+                    raise RuntimeError(f"{self.path}: migration left {len(broken)} dangling references; nothing was changed")
+        finally:
+            self._conn.execute("PRAGMA foreign_keys = ON")
 
     @contextmanager
     def transaction(self) -> Iterator[None]:

@@ -1,0 +1,230 @@
+"""Replies that outlive a Bot API outage: a durable, per-chat ordered outbox.
+
+A finished turn's reply is written here, in the same SQLite file as the inbox and in the
+same transaction that marks its update done, so from that moment a crash, a restart or an
+outage of any length cannot lose it. ``OutboxSender`` sends each chat's oldest reply first
+(a chat's replies never overtake each other; chats do not wait for each other), piece by
+piece (a reply split for Telegram's limit is never sent twice in part), and on a passing
+failure (network, 5xx, flood wait) tries that chat again later with exponential backoff.
+
+A reply that cannot be sent for ``MAX_AGE_S`` (a day) is no longer worth sending: the chat
+gets one short apology instead, however many replies had piled up. Telegram answers that
+can never succeed -- 403 (the user blocked the bot), 400 (chat not found, a bad request) --
+drop the reply with a log line.
+
+Times are on ``bot.timing.TIME`` so tests can play a long outage quickly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Callable
+
+from telegram import Bot
+from telegram.error import BadRequest, Forbidden, RetryAfter
+
+from agent.sessions import connect
+from bot.inbox import SCHEMA as INBOX_SCHEMA
+from bot.text import split_message
+from bot.timing import TIME
+
+log = logging.getLogger(__name__)
+
+MAX_AGE_S = 24 * 3600.0
+FIRST_BACKOFF_S = 1.0
+MAX_BACKOFF_S = 300.0
+LATE = ("Sorry, this answer is late: I could not reach Telegram for a long time, so I dropped "
+        "what I had written. Please send your message again if it still matters.")
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- sending order within a chat
+    chat_id INTEGER NOT NULL,
+    text TEXT NOT NULL,
+    update_id INTEGER,                     -- the update it answers, if any
+    state TEXT NOT NULL,                   -- 'queued' | 'sent' | 'dropped' | 'late'
+    created_at REAL NOT NULL,              -- on TIME.now()
+    next_at REAL NOT NULL,                 -- not tried again before this
+    attempts INTEGER NOT NULL DEFAULT 0,
+    pieces_sent INTEGER NOT NULL DEFAULT 0,
+    last_error TEXT
+);
+CREATE INDEX IF NOT EXISTS outbox_queued ON outbox(chat_id, id) WHERE state = 'queued';
+"""
+
+
+@dataclass(frozen=True)
+class Reply:
+    id: int
+    chat_id: int
+    text: str
+    created_at: float
+    next_at: float
+    attempts: int
+    pieces_sent: int
+
+
+class Outbox:
+    """The outbox table; safe to call from the event loop and worker threads."""
+
+    def __init__(self, path: Path) -> None:
+        self._conn = connect(path)
+        self._conn.execute("PRAGMA synchronous=FULL")
+        self._lock = threading.Lock()
+        self.on_put: Callable[[], None] | None = None  # the sender's wake-up (event loop thread)
+        with self._lock:
+            self._conn.executescript(INBOX_SCHEMA + SCHEMA)
+
+    def put(self, chat_id: int, text: str, update_id: int | None = None) -> int:
+        """Queue ``text`` for ``chat_id``; the update it answers (if any) is done from now on."""
+        now = TIME.now()
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                row_id = self._conn.execute(
+                    "INSERT INTO outbox (chat_id, text, update_id, state, created_at, next_at) "
+                    "VALUES (?, ?, ?, 'queued', ?, ?)", (chat_id, text, update_id, now, now),
+                ).lastrowid
+                if update_id is not None:
+                    self._conn.execute(
+                        "UPDATE updates SET state = 'done', done_at = ? WHERE update_id = ? AND state = 'pending'",
+                        (now, update_id),
+                    )
+                self._conn.execute("COMMIT")
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+        if self.on_put is not None:
+            self.on_put()
+        return int(row_id)
+
+    def heads(self) -> list[Reply]:
+        """Each chat's oldest queued reply."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT id, chat_id, text, created_at, next_at, attempts, pieces_sent FROM outbox "
+                "WHERE id IN (SELECT MIN(id) FROM outbox WHERE state = 'queued' GROUP BY chat_id) ORDER BY id"
+            ).fetchall()
+        return [Reply(*row) for row in rows]
+
+    def progress(self, reply: Reply, pieces_sent: int) -> None:
+        with self._lock:
+            self._conn.execute("UPDATE outbox SET pieces_sent = ? WHERE id = ?", (pieces_sent, reply.id))
+
+    def finish(self, reply: Reply, state: str, error: str | None = None) -> None:
+        with self._lock:
+            self._conn.execute("UPDATE outbox SET state = ?, last_error = ? WHERE id = ?", (state, error, reply.id))
+
+    def later(self, reply: Reply, next_at: float, error: str) -> None:
+        with self._lock:
+            self._conn.execute(
+                "UPDATE outbox SET attempts = attempts + 1, next_at = ?, last_error = ? WHERE id = ?",
+                (next_at, error[:500], reply.id),
+            )
+
+    def replace_with_apology(self, reply: Reply, now: float) -> Reply:
+        """A too-old head becomes the one apology; the chat's other too-old replies are dropped."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            self._conn.execute(
+                "UPDATE outbox SET state = 'late' WHERE chat_id = ? AND state = 'queued' AND id != ? AND created_at < ?",
+                (reply.chat_id, reply.id, now - MAX_AGE_S),
+            )
+            self._conn.execute(
+                "UPDATE outbox SET text = ?, created_at = ?, next_at = ?, pieces_sent = 0 WHERE id = ?",
+                (LATE, now, now, reply.id),
+            )
+            self._conn.execute("COMMIT")
+        return Reply(reply.id, reply.chat_id, LATE, now, now, reply.attempts, 0)
+
+    def state_of(self, row_id: int) -> str | None:
+        with self._lock:
+            row = self._conn.execute("SELECT state FROM outbox WHERE id = ?", (row_id,)).fetchone()
+        return row[0] if row else None
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def backoff(attempts: int) -> float:
+    """Seconds before the next try after ``attempts`` failures: 1, 2, 4, … capped at 5 min."""
+    return min(FIRST_BACKOFF_S * 2 ** min(attempts, 20), MAX_BACKOFF_S)
+
+
+class OutboxSender:
+    """The task that empties the outbox."""
+
+    def __init__(self, bot: Bot, outbox: Outbox) -> None:
+        self.bot = bot
+        self.outbox = outbox
+        self._wake = asyncio.Event()
+        self._stopping = False
+        outbox.on_put = self._wake.set
+
+    def finish_up(self) -> None:
+        """Stop after the reply in hand: a send cut off after Telegram took it but before it
+        was marked sent would go out a second time at the next start."""
+        self._stopping = True
+        self._wake.set()
+
+    async def run_forever(self) -> None:
+        while not self._stopping:
+            try:
+                await self.send_due()
+            except Exception:  # a bug here must not end sending for good
+                log.exception("outbox pass failed")
+                await TIME.sleep(FIRST_BACKOFF_S)
+            await self._sleep()
+
+    async def send_due(self) -> None:
+        for reply in self.outbox.heads():
+            if self._stopping:
+                return
+            now = TIME.now()
+            if reply.next_at > now:
+                continue
+            if now - reply.created_at > MAX_AGE_S and reply.text != LATE:
+                log.warning("reply %s to chat %s is older than %g h: sending an apology instead",
+                            reply.id, reply.chat_id, MAX_AGE_S / 3600)
+                reply = self.outbox.replace_with_apology(reply, now)
+            await self._send(reply)
+
+    async def _send(self, reply: Reply) -> None:
+        pieces = split_message(reply.text) or ["(empty reply)"]
+        try:
+            for index in range(reply.pieces_sent, len(pieces)):
+                await self.bot.send_message(reply.chat_id, pieces[index])
+                self.outbox.progress(reply, index + 1)
+        except (BadRequest, Forbidden) as exc:
+            log.warning("reply %s to chat %s dropped: Telegram refused it for good (%s)", reply.id, reply.chat_id, exc)
+            self.outbox.finish(reply, "dropped", str(exc))
+        except RetryAfter as exc:
+            wait = exc.retry_after.total_seconds() if isinstance(exc.retry_after, timedelta) else float(exc.retry_after)
+            self.outbox.later(reply, TIME.now() + wait, f"flood limit: {wait:g} s")
+        except Exception as exc:  # network, 5xx, timeouts: try this chat again later
+            delay = backoff(reply.attempts)
+            log.warning("reply %s to chat %s not sent (%s: %s); retrying in %g s",
+                        reply.id, reply.chat_id, type(exc).__name__, exc, delay)
+            self.outbox.later(reply, TIME.now() + delay, f"{type(exc).__name__}: {exc}")
+        else:
+            self.outbox.finish(reply, "sent")
+
+    async def _sleep(self) -> None:
+        """Until the next head is due (at most a minute), or a new reply is queued."""
+        heads = self.outbox.heads()
+        now = TIME.now()
+        delay = min([max(h.next_at - now, 0.0) for h in heads] or [60.0])
+        if delay <= 0:
+            return
+        waiter = asyncio.ensure_future(self._wake.wait())
+        try:
+            await asyncio.wait([waiter], timeout=delay * TIME.scale)
+        finally:
+            waiter.cancel()
+        self._wake.clear()
