@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from dataclasses import replace
 from typing import Any
 
 from agent.config import Settings, load_settings
@@ -19,6 +20,13 @@ SUBCOMMANDS = {
 }
 
 
+class _NotAFlag(argparse.Action):
+    """``--lora`` is what people type (the reference agent's env var is AGENT_LORA_PATH): say which flag it is."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        parser.error(f"{option_string} is not a flag: the adapter is --adapter FILE (or AGENT_LORA_PATH)")
+
+
 def model_flags() -> argparse.ArgumentParser:
     """Flags shared by every subcommand that loads a model; they override the environment."""
     p = argparse.ArgumentParser(add_help=False)
@@ -27,7 +35,9 @@ def model_flags() -> argparse.ArgumentParser:
     g.add_argument("--adapter", dest="lora_path", metavar="GGUF", help="LoRA adapter file (env AGENT_LORA_PATH)")
     g.add_argument("--no-adapter", action="store_true", default=None, help="run the base model without an adapter")
     g.add_argument("--lora-scale", type=float, help="adapter strength (default 1.0)")
+    g.add_argument("--lora", action=_NotAFlag, help=argparse.SUPPRESS)
     g.add_argument("--demo", action="store_true", help="try it with the small SmolLM2-135M model (installed on demand)")
+    g.add_argument("--profile", help="which pulled model pair to use (env AGENT_PROFILE; python -m models pull --help lists them)")
     g.add_argument("--data-dir", help="where the calendar, sessions and trajectories live (env AGENT_DATA_DIR)")
     g.add_argument("--tz", help="your time zone, IANA name (env AGENT_TZ, default Asia/Seoul)")
     g.add_argument("--ctx", dest="n_ctx", type=int, help="context length in tokens (default 8192)")
@@ -36,11 +46,29 @@ def model_flags() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
-    keys = ("model_path", "lora_path", "no_adapter", "lora_scale", "data_dir", "tz", "n_ctx", "n_threads")
+    """Flags over environment over config; ``--demo`` with a model or adapter choice is a ValueError."""
+    keys = ("model_path", "lora_path", "no_adapter", "lora_scale", "data_dir", "tz", "n_ctx", "n_threads", "profile")
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
+    settings = load_settings(overrides)
     if getattr(args, "demo", False):
-        overrides["no_adapter"] = True
-    return load_settings(overrides)
+        from models.resolve import demo_conflict
+
+        given = [flag for flag, value in (("--model", args.model_path), ("--adapter", args.lora_path)) if value]
+        if settings.lora_path and not args.lora_path:
+            given.append("AGENT_LORA_PATH")
+        if given:
+            raise ValueError(demo_conflict(given))
+        settings = replace(settings, no_adapter=True)
+    return settings
+
+
+def no_abbreviations(parser: argparse.ArgumentParser) -> None:
+    """``--lora X`` must be an error, not a silent ``--lora-scale X``: no prefix matching anywhere."""
+    parser.allow_abbrev = False
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                no_abbreviations(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--no-generate", action="store_true", help="skip the smoke generation")
     for module in SUBCOMMANDS.values():
         importlib.import_module(module).add_parser(sub, parents=[shared])
+    no_abbreviations(parser)
     return parser
 
 
@@ -78,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     from agent.app import build_llama_backend, build_runtime
     from agent.repl import run_repl
 
-    runtime = build_runtime(settings, build_llama_backend(settings, demo=args.demo))
+    runtime = build_runtime(settings, build_llama_backend(settings, demo=args.demo, fallback_demo=True))
     try:
         return run_repl(runtime, yes=args.yes)
     finally:

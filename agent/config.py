@@ -33,6 +33,7 @@ ENV_NAMES: dict[str, str] = {
     "agenda_time": "AGENT_AGENDA_TIME",
     "reminder_grace_minutes": "AGENT_REMINDER_GRACE_MINUTES",
     "state_cache_mb": "AGENT_STATE_CACHE_MB",
+    "profile": "AGENT_PROFILE",
 }
 
 
@@ -46,7 +47,8 @@ class Settings:
     lora_path: str | None = None
     lora_scale: float = 1.0
     no_adapter: bool = False
-    adapter_repo: str | None = None  # hub repo of the default LoRA (python -m models pull)
+    profile: str = "reference"  # which pulled model pair to use (models.profiles; AGENT_PROFILE)
+    adapter_repo: str | None = None  # hub repo of a LoRA that replaces the profile's (python -m models pull)
     adapter_file: str | None = None
     data_dir: Path = field(default_factory=default_data_dir)
     tz: str = DEFAULT_TZ
@@ -105,6 +107,14 @@ def _coerce(name: str, value: Any) -> Any:
             return time.fromisoformat(str(value).strip()).strftime("%H:%M")
         except ValueError as exc:
             raise ValueError(f"{name}: expected a 24-hour HH:MM time, e.g. 08:00; got {value!r}") from exc
+    if name == "tz":
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(str(value))
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"tz: unknown time zone {value!r}: use an IANA name such as Asia/Seoul or Europe/Berlin") from exc
+        return str(value)
     if name in ("lora_scale", "approval_timeout_s", "reminder_grace_minutes", "state_cache_mb"):
         return float(value)
     if name in ("n_ctx", "n_threads", "max_steps", "max_tool_calls", "history_turns"):
