@@ -109,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 
     runtime = build_runtime(settings, build_llama_backend(settings, demo=args.demo, fallback_demo=True))
     try:
-        return run_repl(runtime, yes=args.yes)
+        return run_repl(runtime, yes=args.yes, tz=settings.tz)
     finally:
         runtime.close()
 

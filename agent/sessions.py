@@ -96,6 +96,11 @@ class SessionStore:
             self._conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
             self._conn.execute("COMMIT")
 
+    def truncate(self, session_id: str, keep: int) -> None:
+        """Drop every message after the first ``keep`` (an interrupted turn that did nothing)."""
+        with self._lock:
+            self._conn.execute("DELETE FROM messages WHERE session_id = ? AND idx >= ?", (session_id, keep))
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
