@@ -84,10 +84,36 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--yes", action="store_true", help="approve destructive actions without asking")
     doctor = sub.add_parser("doctor", parents=[shared], help="show the configuration, check the model, run one generation")
     doctor.add_argument("--no-generate", action="store_true", help="skip the smoke generation")
+    calendar = sub.add_parser(
+        "calendar", parents=[shared], help="import or export your calendar as an iCalendar (.ics) file",
+        description="Copy events between the calendar and an .ics file (Apple Calendar, Google Calendar, Outlook). "
+                    "Import adds the file's timed events and skips ones already there; export writes every event.",
+    )
+    calendar.add_argument("action", choices=("import", "export"))
+    calendar.add_argument("file", help=".ics file to read (import) or write (export)")
     for module in SUBCOMMANDS.values():
         importlib.import_module(module).add_parser(sub, parents=[shared])
     no_abbreviations(parser)
     return parser
+
+
+def run_data_command(settings: Settings, action: str, argument: str) -> int:
+    """A domain's model-free command (``import``/``export``), found by name: agent/ names no domain."""
+    from agent.domain import load_domain
+
+    domain = load_domain(settings)
+    try:
+        command = domain.commands.get(action)
+        if command is None:
+            print(f"error: the {domain.name} domain has no {action} command", file=sys.stderr)
+            return 2
+        print(command(argument))
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
+        return 2
+    finally:
+        domain.close()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -100,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if command in SUBCOMMANDS:
         return int(importlib.import_module(SUBCOMMANDS[command]).run(args, settings))
+    if command == "calendar":
+        return run_data_command(settings, args.action, args.file)
     if command == "doctor":
         from agent.doctor import run_doctor
 
