@@ -98,12 +98,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def run_data_command(settings: Settings, action: str, argument: str) -> int:
-    """A domain's model-free command (``import``/``export``), found by name: agent/ names no domain."""
+    """A domain's local command (``import``/``export``), found by name: agent/ names no domain."""
     from agent.domain import load_domain
 
     domain = load_domain(settings)
     try:
-        command = domain.commands.get(action)
+        command = domain.local_commands.get(action)
         if command is None:
             print(f"error: the {domain.name} domain has no {action} command", file=sys.stderr)
             return 2

@@ -100,3 +100,17 @@ def test_calendar_import_of_a_bad_file_is_one_line_and_exit_2(tmp_path: Path, co
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"error: {path}")
+
+
+def test_file_commands_are_local_only_never_offered_to_a_chat(tmp_path: Path) -> None:
+    """The bot registers every entry of ``domain.commands`` as a Telegram command; a chat user must
+    not be able to make the host read or write a file, so import/export live apart."""
+    from agent.config import load_settings
+    from tools.calendar.domain import load_domain
+
+    domain = load_domain(load_settings({"data_dir": str(tmp_path)}, environ={}))
+    try:
+        assert set(domain.commands) == {"today", "week"}
+        assert set(domain.local_commands) == {"import", "export"}
+    finally:
+        domain.close()

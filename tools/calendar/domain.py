@@ -118,9 +118,8 @@ def load_domain(settings: Settings) -> Domain:
         commands={
             "today": lambda arg: agenda(store, arg),
             "week": lambda arg: week(store, arg),
-            "import": lambda arg: import_file(store, arg),
-            "export": lambda arg: export_file(store, arg),
         },
+        local_commands={"import": lambda arg: import_file(store, arg), "export": lambda arg: export_file(store, arg)},
         close=store.close,
         notifier=notifier,
     )
