@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from dataclasses import replace
 from typing import Any
 
 from agent.config import Settings, load_settings, with_model_flag
@@ -19,6 +20,13 @@ SUBCOMMANDS = {
 }
 
 
+class _NotAFlag(argparse.Action):
+    """``--lora`` is what people type (the reference agent's env var is AGENT_LORA_PATH): say which flag it is."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # type: ignore[no-untyped-def]
+        parser.error(f"{option_string} is not a flag: the adapter is --adapter FILE (or AGENT_LORA_PATH)")
+
+
 def model_flags() -> argparse.ArgumentParser:
     """Flags shared by every subcommand that loads a model; they override the environment."""
     p = argparse.ArgumentParser(add_help=False)
@@ -28,7 +36,9 @@ def model_flags() -> argparse.ArgumentParser:
     g.add_argument("--adapter", dest="lora_path", metavar="GGUF", help="LoRA adapter file (env AGENT_LORA_PATH)")
     g.add_argument("--no-adapter", action="store_true", default=None, help="run the base model without an adapter")
     g.add_argument("--lora-scale", type=float, help="adapter strength (default 1.0)")
+    g.add_argument("--lora", action=_NotAFlag, help=argparse.SUPPRESS)
     g.add_argument("--demo", action="store_true", help="try it with the small SmolLM2-135M model (installed on demand)")
+    g.add_argument("--profile", help="which pulled model pair to use (env AGENT_PROFILE; python -m models pull --help lists them)")
     g.add_argument("--data-dir", help="where the calendar, sessions and trajectories live (env AGENT_DATA_DIR)")
     g.add_argument("--tz", help="your time zone, IANA name (env AGENT_TZ, default Asia/Seoul)")
     g.add_argument("--ctx", dest="n_ctx", type=int, help="context length in tokens (default 8192)")
@@ -41,12 +51,30 @@ def model_flags() -> argparse.ArgumentParser:
 
 
 def settings_from(args: argparse.Namespace) -> Settings:
+    """Flags over environment over config; ``--demo`` with a model or adapter choice is a ValueError."""
     keys = ("model_path", "lora_path", "no_adapter", "lora_scale", "data_dir", "tz", "n_ctx", "n_threads",
-            "backend", "base_url")
+            "backend", "base_url", "profile")
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
+    settings = load_settings(overrides)
     if getattr(args, "demo", False):
-        overrides["no_adapter"] = True
-    return with_model_flag(load_settings(overrides), getattr(args, "model_path", None))
+        from models.resolve import demo_conflict
+
+        given = [flag for flag, value in (("--model", args.model_path), ("--adapter", args.lora_path)) if value]
+        if settings.lora_path and not args.lora_path:
+            given.append("AGENT_LORA_PATH")
+        if given:
+            raise ValueError(demo_conflict(given))
+        settings = replace(settings, no_adapter=True)
+    return with_model_flag(settings, getattr(args, "model_path", None))
+
+
+def no_abbreviations(parser: argparse.ArgumentParser) -> None:
+    """``--lora X`` must be an error, not a silent ``--lora-scale X``: no prefix matching anywhere."""
+    parser.allow_abbrev = False
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action.choices.values():
+                no_abbreviations(sub)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,9 +90,36 @@ def build_parser() -> argparse.ArgumentParser:
     chat.add_argument("--yes", action="store_true", help="approve destructive actions without asking")
     doctor = sub.add_parser("doctor", parents=[shared], help="show the configuration, check the model, run one generation")
     doctor.add_argument("--no-generate", action="store_true", help="skip the smoke generation")
+    calendar = sub.add_parser(
+        "calendar", parents=[shared], help="import or export your calendar as an iCalendar (.ics) file",
+        description="Copy events between the calendar and an .ics file (Apple Calendar, Google Calendar, Outlook). "
+                    "Import adds the file's timed events and skips ones already there; export writes every event.",
+    )
+    calendar.add_argument("action", choices=("import", "export"))
+    calendar.add_argument("file", help=".ics file to read (import) or write (export)")
     for module in SUBCOMMANDS.values():
         importlib.import_module(module).add_parser(sub, parents=[shared])
+    no_abbreviations(parser)
     return parser
+
+
+def run_data_command(settings: Settings, action: str, argument: str) -> int:
+    """A domain's local command (``import``/``export``), found by name: agent/ names no domain."""
+    from agent.domain import load_domain
+
+    domain = load_domain(settings)
+    try:
+        command = domain.local_commands.get(action)
+        if command is None:
+            print(f"error: the {domain.name} domain has no {action} command", file=sys.stderr)
+            return 2
+        print(command(argument))
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
+        return 2
+    finally:
+        domain.close()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -77,6 +132,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if command in SUBCOMMANDS:
         return int(importlib.import_module(SUBCOMMANDS[command]).run(args, settings))
+    if command == "calendar":
+        return run_data_command(settings, args.action, args.file)
     if command == "doctor":
         from agent.doctor import run_doctor
 
@@ -84,9 +141,9 @@ def main(argv: list[str] | None = None) -> int:
     from agent.app import build_backend, build_runtime
     from agent.repl import run_repl
 
-    runtime = build_runtime(settings, build_backend(settings, demo=args.demo))
+    runtime = build_runtime(settings, build_backend(settings, demo=args.demo, fallback_demo=True))
     try:
-        return run_repl(runtime, yes=args.yes)
+        return run_repl(runtime, yes=args.yes, tz=settings.tz)
     finally:
         runtime.close()
 

@@ -21,13 +21,15 @@ from agent.sessions import SessionStore
 from agent.trajectory import TrajectoryLog
 
 
-def build_llama_backend(settings: Settings, demo: bool = False) -> Backend:
-    """Resolve and check the model files (exit 2 with one line on failure), then load them."""
+def build_llama_backend(settings: Settings, demo: bool = False, fallback_demo: bool = False) -> Backend:
+    """Resolve and check the model files (exit 2 with one line on failure), then load them.
+
+    ``fallback_demo``: with nothing configured and nothing pulled, load the demo model (the REPL)."""
     from agent.backends.llama import LlamaBackend
     from models.check import require_loadable
     from models.resolve import resolve_or_exit
 
-    model_path, lora_path = resolve_or_exit(settings, demo=demo)
+    model_path, lora_path = resolve_or_exit(settings, demo=demo, fallback_demo=fallback_demo)
     require_loadable(model_path, lora_path)
     return LlamaBackend(
         model_path=model_path,
@@ -75,11 +77,13 @@ def build_openai_backend(settings: Settings) -> Backend:
     )
 
 
-def build_backend(settings: Settings, demo: bool = False) -> Backend:
-    """The backend ``settings.backend`` names (``--demo`` is the local SmolLM2, so it means llama)."""
+def build_backend(settings: Settings, demo: bool = False, fallback_demo: bool = False) -> Backend:
+    """The backend ``settings.backend`` names (``--demo`` is the local SmolLM2, so it means llama).
+
+    ``fallback_demo`` (the REPL): a llama backend with nothing configured runs the demo model."""
     if settings.backend == "openai" and not demo:
         return build_openai_backend(settings)
-    return build_llama_backend(settings, demo=demo)
+    return build_llama_backend(settings, demo=demo, fallback_demo=fallback_demo)
 
 
 Clock = Callable[[], datetime]

@@ -39,6 +39,7 @@ ENV_NAMES: dict[str, str] = {
     "remote_model": "AGENT_REMOTE_MODEL",
     "api_key_file": "AGENT_API_KEY_FILE",
     "wire_format": "AGENT_WIRE_FORMAT",
+    "profile": "AGENT_PROFILE",
 }
 
 BACKENDS = ("llama", "openai")
@@ -54,7 +55,8 @@ class Settings:
     lora_path: str | None = None
     lora_scale: float = 1.0
     no_adapter: bool = False
-    adapter_repo: str | None = None  # hub repo of the default LoRA (python -m models pull)
+    profile: str = "reference"  # which pulled model pair to use (models.profiles; AGENT_PROFILE)
+    adapter_repo: str | None = None  # hub repo of a LoRA that replaces the profile's (python -m models pull)
     adapter_file: str | None = None
     data_dir: Path = field(default_factory=default_data_dir)
     tz: str = DEFAULT_TZ
@@ -126,6 +128,14 @@ def _coerce(name: str, value: Any) -> Any:
             return time.fromisoformat(str(value).strip()).strftime("%H:%M")
         except ValueError as exc:
             raise ValueError(f"{name}: expected a 24-hour HH:MM time, e.g. 08:00; got {value!r}") from exc
+    if name == "tz":
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(str(value))
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"tz: unknown time zone {value!r}: use an IANA name such as Asia/Seoul or Europe/Berlin") from exc
+        return str(value)
     if name in ("backend", "wire_format"):
         allowed = BACKENDS if name == "backend" else ("openai", "text")
         text = str(value).strip().lower()

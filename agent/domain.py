@@ -50,6 +50,9 @@ class Domain:
     prompt: str  # the domain's part of the system prompt
     # Commands that answer without the model, e.g. {"today": ...} for /today and /events today.
     commands: dict[str, Callable[[str], str]] = field(default_factory=dict)
+    # Commands for the local command line only (``python -m agent calendar import FILE``): they
+    # take file paths on this machine, so no chat frontend may ever offer them.
+    local_commands: dict[str, Callable[[str], str]] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
     notifier: Notifier | None = None  # reminders and a daily agenda, if the domain has them
 

@@ -104,6 +104,8 @@ class Agent:
                     if stop is not None:
                         return finish(stop)
                     continue
+                if completion.finish_reason == "length":  # cut off by max_tokens: not a finished answer
+                    return finish(StopReason.CUT_OFF, parsed.content)
                 if not parsed.content.strip():
                     return finish(StopReason.NO_PROGRESS)
                 reason = StopReason.ASKED_USER if parsed.content.rstrip().endswith(QUESTION_ENDINGS) else StopReason.FINAL_REPLY

@@ -17,6 +17,7 @@ class StopReason(str, Enum):
     MODEL_ERROR = "model_error"  # the backend failed
     INTERRUPTED = "interrupted"  # /cancel, Ctrl-C
     CONTEXT_LIMIT = "context_limit"
+    CUT_OFF = "cut_off"  # the reply reached max_tokens (backend finish_reason "length") before it ended
 
 
 class CallStatus(str, Enum):

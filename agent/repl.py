@@ -1,4 +1,10 @@
-"""The terminal REPL: ``python -m agent``. Readline editing, inline approvals, compact tool traces."""
+"""The terminal REPL: ``python -m agent``. Readline editing, inline approvals, compact tool traces.
+
+On a terminal the turn is shown live: a thinking indicator while the model works, the visible
+part of its text as it is generated (``VisibleText`` hides reasoning and tool-call JSON), and
+each tool call as it finishes. Piped, the REPL prints each finished turn at once, so a script
+reads stable text.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +12,7 @@ import json
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Callable
+from typing import IO, Any, Callable
 
 from agent.approval import ApprovalRequest, ApproveAll, Approver, Decision, DenyAll
 from agent.records import CallStatus, StopReason, Turn
@@ -17,11 +23,13 @@ HELP = """Commands:
   /new            start a fresh conversation (the calendar is kept)
   /reset          same as /new
   /tools          list the tools the model can call
-  /events [DATE]  events for today or DATE (YYYY-MM-DD), without the model
+  /events [DAY]   events of a day, without the model: today (default), tomorrow, 내일, 모레,
+                  a weekday (friday, fri, 금요일) or YYYY-MM-DD
+  /week [DAY]     seven days from DAY (default today), with places and attendees
   /reminders      upcoming reminders (due ones are shown between messages)
   /help           this text
-  /quit           leave (Ctrl-D works too)
-Anything else is sent to the assistant."""
+  /quit           leave (Ctrl-D or Ctrl-C at the prompt work too)
+Anything else is sent to the assistant; Ctrl-C stops a reply."""
 
 STOP_NOTES = {
     StopReason.STEP_BUDGET: "stopped: too many model steps for one message",
@@ -31,6 +39,7 @@ STOP_NOTES = {
     StopReason.MODEL_ERROR: "stopped: the model failed",
     StopReason.INTERRUPTED: "interrupted",
     StopReason.CONTEXT_LIMIT: "stopped: the conversation is too long for the model's context; /new starts afresh",
+    StopReason.CUT_OFF: "cut off: the reply reached the length limit before it ended",
 }
 
 
@@ -50,20 +59,207 @@ class TerminalApprover:
         return Decision(approved, "user approved" if approved else "user denied")
 
 
+def format_call(name: str, arguments: Any, status: str, ok: bool, result: str) -> str:
+    args = json.dumps(arguments, ensure_ascii=False)
+    result = result if len(result) <= 200 else result[:199] + "…"
+    return f"  {'✓' if ok else '✗'} {name}({args}) → {status}: {result}"
+
+
+def stop_note(turn: Turn) -> str:
+    note = STOP_NOTES.get(turn.stop_reason)
+    return f"[{note}{': ' + turn.error if turn.error else ''}]" if note else ""
+
+
 def format_turn(turn: Turn) -> str:
     """Each call on one line (name, arguments, outcome), then the reply."""
-    lines = []
-    for call in turn.calls:
-        args = json.dumps(call.arguments, ensure_ascii=False)
-        mark = "✓" if call.status is CallStatus.OK else "✗"
-        result = call.result if len(call.result) <= 200 else call.result[:199] + "…"
-        lines.append(f"  {mark} {call.name}({args}) → {call.status.value}: {result}")
+    lines = [format_call(c.name, c.arguments, c.status.value, c.status is CallStatus.OK, c.result) for c in turn.calls]
     if turn.reply:
         lines.append(turn.reply)
-    note = STOP_NOTES.get(turn.stop_reason)
-    if note:
-        lines.append(f"[{note}{': ' + turn.error if turn.error else ''}]")
+    if stop_note(turn):
+        lines.append(stop_note(turn))
     return "\n".join(lines)
+
+
+# Spans the user never sees: reasoning and tool-call JSON (the call is shown as its own line).
+HIDDEN_SPANS = {"<think>": "</think>", "<tool_call>": "</tool_call>"}
+STRAY_TAGS = tuple(HIDDEN_SPANS.values())
+
+
+class VisibleText:
+    """Turns raw model output, piece by piece, into the text a user should see as it streams.
+
+    Drops ``<think>…</think>``, ``<tool_call>…</tool_call>`` and special tokens written as text
+    (``<|im_end|>``); holds back a ``<`` until it is clear whether a tag starts there. Leading
+    whitespace of a step is dropped. Never raises, whatever the pieces are.
+    """
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self._pending = ""
+        self._closing: str | None = None
+        self._started = False
+
+    def feed(self, piece: str) -> str:
+        self._pending += piece
+        out: list[str] = []
+        while self._pending:
+            if self._closing is not None:
+                end = self._pending.find(self._closing)
+                if end < 0:  # keep only a tail that may begin the closing tag
+                    self._pending = self._pending[-(len(self._closing) - 1):]
+                    break
+                self._pending = self._pending[end + len(self._closing):]
+                self._closing = None
+                continue
+            lt = self._pending.find("<")
+            if lt < 0:
+                out.append(self._pending)
+                self._pending = ""
+                break
+            out.append(self._pending[:lt])
+            rest = self._pending[lt:]
+            opened = next((tag for tag in HIDDEN_SPANS if rest.startswith(tag)), None)
+            stray = next((tag for tag in STRAY_TAGS if rest.startswith(tag)), None)
+            if opened is not None:
+                self._closing, self._pending = HIDDEN_SPANS[opened], rest[len(opened):]
+            elif stray is not None:
+                self._pending = rest[len(stray):]
+            elif rest.startswith("<|") and "|>" in rest:
+                self._pending = rest[rest.index("|>") + 2:]
+            elif len(rest) < 16 and any(t.startswith(rest) for t in (*HIDDEN_SPANS, *STRAY_TAGS, "<|")) or (
+                rest.startswith("<|") and len(rest) < 32
+            ):
+                self._pending = rest  # might still become a tag: wait for the next piece
+                break
+            else:
+                out.append("<")
+                self._pending = rest[1:]
+        text = "".join(out)
+        if not self._started:
+            text = text.lstrip()
+            self._started = bool(text)
+        return text
+
+    def flush(self) -> str:
+        """What is held back at the end of a step (a lone ``<`` that never became a tag)."""
+        text = "" if self._closing is not None or self._pending.startswith("<|") else self._pending
+        self._pending = ""
+        return text
+
+
+DIM, RESET, CLEAR_LINE = "\033[2m", "\033[0m", "\r\033[K"
+
+
+class LiveView:
+    """A turn as it happens, on a terminal: the indicator, streamed text, call lines.
+
+    It is the backend's ``stream`` (``agent.backends.base.TextSink``) and the runtime's
+    ``observe`` hook; the approver calls ``pause`` before it asks.
+    """
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+        self.filter = VisibleText()
+        self._indicator = False
+        self._line_open = False
+        self.step_shown = False  # the current step's text reached the screen
+        self._calls: dict[str, tuple[str, Any]] = {}
+
+    def _write(self, text: str) -> None:
+        self.out.write(text)
+        self.out.flush()
+
+    def _show_indicator(self, what: str = "thinking") -> None:
+        if not self._indicator and not self._line_open:
+            self._write(f"{DIM}… {what}{RESET}")
+            self._indicator = True
+
+    def pause(self) -> None:
+        """Clear the indicator and end an open line (before a question or a printed line)."""
+        if self._indicator:
+            self._write(CLEAR_LINE)
+            self._indicator = False
+        if self._line_open:
+            self._write("\n")
+            self._line_open = False
+
+    def begin_turn(self) -> None:
+        self._calls.clear()
+        self.step_shown = False
+        self._show_indicator()
+
+    # TextSink
+    def start_step(self) -> None:
+        self._emit(self.filter.flush())
+        self.filter.reset()
+        self.step_shown = False
+        self._show_indicator()
+
+    def text(self, piece: str) -> None:
+        if "<tool_call>" in piece and not self._line_open:
+            self.pause()
+            self._show_indicator("calling a tool")
+        self._emit(self.filter.feed(piece))
+
+    def _emit(self, visible: str) -> None:
+        if not visible:
+            return
+        if self._indicator:
+            self._write(CLEAR_LINE)
+            self._indicator = False
+        self._write(visible)
+        self._line_open = True
+        self.step_shown = True
+
+    # Runtime.handle(observe=...)
+    def message(self, message: dict[str, Any]) -> None:
+        for call in message.get("tool_calls") or []:
+            fn = call.get("function", {})
+            try:
+                args = json.loads(fn.get("arguments") or "{}")
+            except ValueError:
+                args = fn.get("arguments")
+            self._calls[call.get("id", "")] = (fn.get("name", "?"), args)
+        if message.get("role") == "tool":
+            name, args = self._calls.get(message.get("tool_call_id", ""), (message.get("name", "?"), {}))
+            content = str(message.get("content", ""))
+            try:
+                body = json.loads(content)
+            except ValueError:
+                body = {}
+            ok = bool(isinstance(body, dict) and body.get("ok"))
+            status = "ok" if ok else str(body.get("error", "failed")) if isinstance(body, dict) else "failed"
+            self.pause()
+            self._write(format_call(name, args, status, ok, content) + "\n")
+
+    def end_turn(self, turn: Turn | None) -> None:
+        self._emit(self.filter.flush())
+        self.pause()
+        if turn is None:
+            return
+        if turn.reply and not self.step_shown:  # not streamed (another backend, or a cut-off think)
+            self._write(turn.reply + "\n")
+        if stop_note(turn):
+            self._write(stop_note(turn) + "\n")
+
+
+def banner(runtime: Runtime, tz: str | None) -> list[str]:
+    """What a user should know before typing: which model, which time zone, which conversation."""
+    ident = runtime.agent.backend.identity()
+    model_path, adapter = ident.get("model_path"), ident.get("adapter_path")
+    if ident.get("backend") == "llama" and model_path:
+        model = f"model {Path(model_path).name}" + (f" + adapter {Path(adapter).name}" if adapter else " (no adapter)")
+    else:
+        model = f"backend {ident.get('backend')}" + (f" ({model_path})" if model_path else "")
+    lines = [f"iljeong — your calendar assistant: {model}"]
+    if tz:
+        lines.append(f"time zone {tz} (--tz or AGENT_TZ changes it)")
+    count = len(runtime.sessions.history(runtime.sessions.current(CONVERSATION)))
+    lines.append(f"continuing your conversation: {count} messages; /new starts fresh" if count else "a new conversation")
+    lines.append("/help for commands, /quit or Ctrl-D to leave")
+    return lines
 
 
 def _enable_history(path: Path) -> None:
@@ -112,13 +308,20 @@ def run_repl(
     stdin: IO[str] = sys.stdin,
     out: IO[str] = sys.stdout,
     clock: Callable[[], datetime] = system_clock,
+    tz: str | None = None,
 ) -> int:
+    """Read lines until EOF, /quit or Ctrl-C at the prompt (all exit 0)."""
     interactive = stdin.isatty()
+    live = LiveView(out) if interactive else None
     approver: Approver
     if yes:
         approver = ApproveAll()
-    elif interactive:
-        approver = TerminalApprover(out=out)
+    elif live is not None:
+        def ask(question: str) -> str:
+            live.pause()
+            return input(question)
+
+        approver = TerminalApprover(ask=ask, out=out)
         _enable_history(runtime.sessions.path.parent / "repl_history")
     else:
         approver = DenyAll()
@@ -127,31 +330,44 @@ def run_repl(
         if interactive:
             try:
                 return input("you> ")
-            except EOFError:
+            except (EOFError, KeyboardInterrupt):  # Ctrl-D / Ctrl-C at the prompt: leave cleanly
+                print(file=out)
                 return None
         line = stdin.readline()
         return None if line == "" else line.rstrip("\n")
 
-    if interactive:
-        print("iljeong — your calendar assistant. /help for commands, /quit to leave.", file=out)
-    while True:
-        show_due_reminders(runtime, out, clock)  # between turns: a reminder never cuts into a turn
-        line = read()
-        if line is None:
-            break
-        text = line.strip()
-        if not text:
-            continue
-        if text.startswith("/"):
-            if handle_command(text, runtime, out, clock) == "quit":
+    print("\n".join(banner(runtime, tz)), file=out, flush=True)
+    backend = runtime.agent.backend
+    streams = live is not None and hasattr(backend, "stream")
+    if streams:
+        backend.stream = live  # type: ignore[attr-defined]
+    try:
+        while True:
+            show_due_reminders(runtime, out, clock)  # between turns: a reminder never cuts into a turn
+            line = read()
+            if line is None:
                 break
-            continue
-        try:
-            turn = runtime.handle(CONVERSATION, text, approver)
-        except KeyboardInterrupt:
-            print("[interrupted]", file=out)
-            continue
-        print(format_turn(turn), file=out, flush=True)
+            text = line.strip()
+            if not text:
+                continue
+            if text.startswith("/"):
+                if handle_command(text, runtime, out, clock) == "quit":
+                    break
+                continue
+            if live is None:
+                print(format_turn(runtime.handle(CONVERSATION, text, approver)), file=out, flush=True)
+                continue
+            live.begin_turn()
+            try:
+                turn = runtime.handle(CONVERSATION, text, approver, observe=live.message)
+            except KeyboardInterrupt:
+                live.end_turn(None)
+                print("[interrupted: the reply was dropped; anything already done stays done]", file=out, flush=True)
+                continue
+            live.end_turn(turn)
+    finally:
+        if streams:
+            backend.stream = None  # type: ignore[attr-defined]
     return 0
 
 
@@ -168,9 +384,12 @@ def handle_command(
         for tool in runtime.domain.registry.tools:
             flag = " [asks first]" if tool.destructive else ""
             print(f"  {tool.name}{flag}: {tool.description.splitlines()[0]}", file=out)
-    elif command == "events":
+    elif command in ("events", "today"):
         today = runtime.domain.commands.get("today")
         print(today(arg.strip()) if today else "This domain has no event listing.", file=out)
+    elif command == "week":
+        week = runtime.domain.commands.get("week")
+        print(week(arg.strip()) if week else "This domain has no week view.", file=out)
     elif command == "reminders":
         notifier = runtime.domain.notifier
         print(notifier.upcoming(clock()) if notifier else "This domain has no reminders.", file=out)

@@ -19,6 +19,7 @@ from agent.loop import Agent
 from agent.records import Turn
 from agent.sessions import SessionStore
 from agent.trajectory import TrajectoryLog
+from tools.registry import ToolResult
 
 
 def recent_turns(history: list[dict[str, Any]], keep: int) -> list[dict[str, Any]]:
@@ -47,22 +48,50 @@ class Runtime:
         text: str,
         approver: Approver,
         cancel: threading.Event | None = None,
+        observe: Callable[[dict[str, Any]], None] | None = None,
     ) -> Turn:
+        """``observe`` sees each produced message as it is stored (the REPL prints calls live).
+
+        A KeyboardInterrupt (Ctrl-C in the REPL) propagates, but first the stored history is
+        closed off, so the next turn does not continue a half-finished one (see ``_close_interrupted``).
+        """
         session_id = self.sessions.current(conversation)
         history = self.sessions.history(session_id)
         user = {"role": "user", "content": self.stamp_user(text) if self.stamp_user else text}
         self.sessions.append(session_id, user)
         messages = [{"role": "system", "content": self.system_prompt()}]
         messages += recent_turns(history, self.history_turns) + [user]
-        turn = self.agent.run_turn(
-            messages,
-            approver,
-            session_id=session_id,
-            cancel=cancel,
-            on_message=lambda message: self.sessions.append(session_id, message),
-        )
+        produced: list[dict[str, Any]] = []
+
+        def store(message: dict[str, Any]) -> None:
+            self.sessions.append(session_id, message)
+            produced.append(message)
+            if observe is not None:
+                observe(message)
+
+        try:
+            turn = self.agent.run_turn(messages, approver, session_id=session_id, cancel=cancel, on_message=store)
+        except KeyboardInterrupt:
+            self._close_interrupted(session_id, len(history), produced)
+            raise
         self.log.record(turn, self.agent.backend.identity())
         return turn
+
+    def _close_interrupted(self, session_id: str, before: int, produced: list[dict[str, Any]]) -> None:
+        """After Ctrl-C: if no tool ran, the turn never happened (its user message goes too);
+        otherwise every call left unanswered gets an "interrupted" result and the turn ends with
+        an assistant note, so the history stays well-formed and records what was done."""
+        if not any(m.get("role") == "tool" for m in produced):
+            self.sessions.truncate(session_id, before)
+            return
+        answered = {m.get("tool_call_id") for m in produced if m.get("role") == "tool"}
+        for message in produced:
+            for call in message.get("tool_calls") or []:
+                if call["id"] not in answered:
+                    result = ToolResult.failure("interrupted", "Interrupted by the user.").to_text()
+                    self.sessions.append(session_id, {"role": "tool", "tool_call_id": call["id"],
+                                                      "name": call["function"]["name"], "content": result})
+        self.sessions.append(session_id, {"role": "assistant", "content": "(interrupted by the user)"})
 
     def new_session(self, conversation: str) -> str:
         return self.sessions.start_new(conversation)

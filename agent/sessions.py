@@ -87,14 +87,26 @@ class SessionStore:
         now = time.time()
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
-            self._conn.execute("INSERT OR IGNORE INTO sessions VALUES (?, ?, ?)", (session_id, now, now))
-            self._conn.execute(
-                "INSERT INTO messages VALUES (?, (SELECT COALESCE(MAX(idx), -1) + 1 FROM messages "
-                "WHERE session_id = ?), ?, ?)",
-                (session_id, session_id, json.dumps(message, ensure_ascii=False), now),
-            )
-            self._conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+            try:
+                self._append_locked(session_id, message, now)
+            except BaseException:  # a Ctrl-C (KeyboardInterrupt) mid-write must not leave the transaction open
+                self._conn.execute("ROLLBACK")
+                raise
             self._conn.execute("COMMIT")
+
+    def _append_locked(self, session_id: str, message: dict[str, Any], now: float) -> None:
+        self._conn.execute("INSERT OR IGNORE INTO sessions VALUES (?, ?, ?)", (session_id, now, now))
+        self._conn.execute(
+            "INSERT INTO messages VALUES (?, (SELECT COALESCE(MAX(idx), -1) + 1 FROM messages "
+            "WHERE session_id = ?), ?, ?)",
+            (session_id, session_id, json.dumps(message, ensure_ascii=False), now),
+        )
+        self._conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (now, session_id))
+
+    def truncate(self, session_id: str, keep: int) -> None:
+        """Drop every message after the first ``keep`` (an interrupted turn that did nothing)."""
+        with self._lock:
+            self._conn.execute("DELETE FROM messages WHERE session_id = ? AND idx >= ?", (session_id, keep))
 
     def close(self) -> None:
         with self._lock:

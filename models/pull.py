@@ -9,12 +9,14 @@ sha256, or the user gives one) and runs the header checker on the result.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from models.check import CheckResult, check_adapter, check_file, check_model
+from models.profiles import Profile
 
 SHA256_RE = re.compile(r"[0-9a-f]{64}")
 
@@ -87,11 +89,24 @@ def download(
         return PullResult(repo_id, filename, expected_sha256=expected, error=f"download failed ({_first_line(exc)})")
     actual = sha256_file(path)
     if expected and actual != expected:
+        discard(path)
         return PullResult(
-            repo_id, filename, path, actual, expected,
-            error=f"sha256 mismatch: expected {expected}, got {actual} (delete {path} and pull again)",
+            repo_id, filename, None, actual, expected,
+            error=f"sha256 mismatch: expected {expected}, got {actual} (the file was removed; pull again)",
         )
     return PullResult(repo_id, filename, path, actual, expected)
+
+
+def discard(path: Path) -> None:
+    """Remove a refused download, so that nothing resolves to it later.
+
+    In the hub cache the file is a snapshot symlink to a blob: both go (the blob alone would
+    make a dangling link; the link alone would be found again by ``try_to_load_from_cache``).
+    """
+    target = path.resolve() if path.is_symlink() else None
+    path.unlink(missing_ok=True)
+    if target is not None:
+        target.unlink(missing_ok=True)
 
 
 def pull(
@@ -123,6 +138,84 @@ def pull(
             adapter = _with_check(adapter, check_adapter(adapter.path, model.path))
         results.append(adapter)
     return results
+
+
+def pull_peft_adapter(
+    repo_id: str,
+    subdir: str,
+    base: Path,
+    out: Path,
+    *,
+    revision: str | None = None,
+    cache_dir: Path | None = None,
+    endpoint: str | None = None,
+) -> PullResult:
+    """Fetch a PEFT adapter folder (``snapshot_download`` limited to ``subdir/``) and convert it
+    for ``base`` into ``out``. The converter writes a temporary file and renames it only after
+    ``check_adapter`` passed, so ``out`` is either a verified adapter or absent."""
+    from huggingface_hub import snapshot_download
+
+    label = f"{subdir}/"
+    try:
+        folder = Path(
+            snapshot_download(
+                repo_id, allow_patterns=[f"{subdir}/*"], revision=revision, cache_dir=cache_dir, endpoint=endpoint
+            )
+        )
+    except Exception as exc:
+        return PullResult(repo_id, label, error=f"download failed ({_first_line(exc)})")
+    peft_dir = folder / subdir
+    if not (peft_dir / "adapter_config.json").is_file():
+        found = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_file())
+        return PullResult(
+            repo_id, label,
+            error=f"no PEFT adapter (adapter_config.json) in {subdir}/ of the repo; the hub listed {found or 'no files there'}",
+        )
+    try:
+        from models.convert_lora import ConversionError, convert_lora
+    except ImportError as exc:  # pragma: no cover - numpy/gguf are runtime dependencies
+        return PullResult(repo_id, label, error=f"cannot convert: {exc}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        convert_lora(peft_dir, base, out)
+    except ConversionError as exc:
+        return PullResult(repo_id, label, error=f"conversion refused: {exc}".replace("\n", " "))
+    except ImportError as exc:
+        return PullResult(
+            repo_id, label, error=f"converting a PEFT adapter needs the train extra (pip install -e '.[train]'): {exc}"
+        )
+    return _with_check(PullResult(repo_id, label, out, sha256_file(out)), check_adapter(out, base))
+
+
+def pull_profile(
+    profile: Profile,
+    models_dir: Path,
+    *,
+    revision: str | None = None,
+    local_dir: Path | None = None,
+    cache_dir: Path | None = None,
+    endpoint: str | None = None,
+    model_sha256: str | None = None,
+    adapter_sha256: str | None = None,
+) -> list[PullResult]:
+    """Everything a profile needs: the base GGUF, then its adapter (downloaded, or converted
+    into ``models_dir`` from a PEFT folder), each checked. Stops at the first failure."""
+    if profile.adapter_kind == "gguf":
+        return pull(
+            profile.model_repo, profile.model_file, profile.adapter_repo, profile.adapter_file,
+            revision=revision, local_dir=local_dir, cache_dir=cache_dir, endpoint=endpoint,
+            model_sha256=model_sha256, adapter_sha256=adapter_sha256,
+        )
+    results = pull(
+        profile.model_repo, profile.model_file, revision=revision, local_dir=local_dir, cache_dir=cache_dir,
+        endpoint=endpoint, model_sha256=model_sha256,
+    )
+    model = results[0]
+    if not model.ok or model.path is None:
+        return results
+    out = profile.adapter_path_in(local_dir or models_dir)
+    return [model, pull_peft_adapter(profile.adapter_repo, profile.adapter_subdir, model.path, out,
+                                     cache_dir=cache_dir, endpoint=endpoint)]
 
 
 def _with_check(result: PullResult, check: CheckResult) -> PullResult:

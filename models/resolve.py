@@ -13,19 +13,21 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from agent.config import Settings
+from models.profiles import DEFAULT_PROFILE, PROFILES, Profile, UnknownProfile, get_profile
 
-DEFAULT_MODEL_REPO = "unsloth/Qwen3-4B-Instruct-2507-GGUF"
-DEFAULT_MODEL_FILE = "Qwen3-4B-Instruct-2507-Q8_0.gguf"
-DEFAULT_MODEL_SIZE_TEXT = "about 4.3 GB plus the adapter"
+DEFAULT_MODEL_REPO = PROFILES[DEFAULT_PROFILE].model_repo
+DEFAULT_MODEL_FILE = PROFILES[DEFAULT_PROFILE].model_file
+DEFAULT_MODEL_SIZE_TEXT = PROFILES[DEFAULT_PROFILE].size_text
 
 NO_MODEL_MESSAGE = (
     f"no model found: run `python -m models pull` to download {DEFAULT_MODEL_REPO} ({DEFAULT_MODEL_SIZE_TEXT}), "
     "or set AGENT_MODEL_PATH / --model, or try `--demo` for a 98 MB model that runs anywhere"
 )
 NO_ADAPTER_MESSAGE = (
-    "no LoRA adapter found: set AGENT_LORA_PATH / --lora, run `python -m models pull --adapter-repo R "
-    "--adapter-file F`, or pass --no-adapter to run the base model alone"
+    "no LoRA adapter found: set AGENT_LORA_PATH / --adapter, run `python -m models pull` (it fetches the "
+    "model and its adapter), or pass --no-adapter to run the base model alone"
 )
+DEMO_CONFLICT_MESSAGE = "--demo runs the built-in SmolLM2 model and cannot be combined with {given}: drop one of them"
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,10 @@ class Resolved:
     model_source: str = ""  # "configured" (flag, env or config), "pulled" or "demo"
     lora_source: str = ""  # as above, or "none" (--no-adapter / demo)
     error: str = ""
+    # True only when the user configured no model and none is pulled: the one case in which the
+    # REPL may start the demo instead. Everything else that fails is an error.
+    nothing_configured: bool = False
+    profile: str = DEFAULT_PROFILE
 
     @property
     def ok(self) -> bool:
@@ -59,25 +65,51 @@ def find_pulled(repo_id: str, filename: str, local_dir: Path, cache_dir: str | P
     return Path(cached) if isinstance(cached, str) else None
 
 
+def _configured_adapter(settings: Settings) -> tuple[str, str] | None:
+    """An adapter repo/file from the config file, which replaces the profile's GGUF adapter."""
+    if settings.adapter_repo and settings.adapter_file:
+        return settings.adapter_repo, settings.adapter_file
+    return None
+
+
+def find_profile_adapter(profile: Profile, local_dir: Path, cache_dir: str | Path | None = None) -> Path | None:
+    """The adapter a pull of ``profile`` left behind (a converted PEFT adapter lives in ``local_dir``)."""
+    if profile.adapter_kind == "peft":
+        path = profile.adapter_path_in(local_dir)
+        return path if path.is_file() else None
+    return find_pulled(profile.adapter_repo, profile.adapter_file, local_dir, cache_dir)
+
+
 def resolve(settings: Settings, *, cache_dir: str | Path | None = None) -> Resolved:
     """Pick the model and adapter paths for ``settings``; never raises for a missing model."""
+    try:
+        profile = get_profile(settings.profile)
+    except UnknownProfile as exc:
+        return Resolved(None, None, error=str(exc))
     if settings.model_path:
         model, model_source = Path(settings.model_path).expanduser(), "configured"
     else:
-        model = find_pulled(DEFAULT_MODEL_REPO, DEFAULT_MODEL_FILE, models_dir(settings), cache_dir)
+        model = find_pulled(profile.model_repo, profile.model_file, models_dir(settings), cache_dir)
         model_source = "pulled"
         if model is None:
-            return Resolved(None, None, error=NO_MODEL_MESSAGE)
+            nothing = not settings.lora_path and _configured_adapter(settings) is None and profile.name == DEFAULT_PROFILE
+            return Resolved(None, None, error=NO_MODEL_MESSAGE if profile.name == DEFAULT_PROFILE else
+                            f"no model found for profile {profile.name}: run `python -m models pull --profile "
+                            f"{profile.name}` ({profile.model_repo}, {profile.size_text})",
+                            nothing_configured=nothing, profile=profile.name)
 
     if settings.no_adapter:
-        return Resolved(model, None, model_source, "none")
+        return Resolved(model, None, model_source, "none", profile=profile.name)
     if settings.lora_path:
-        return Resolved(model, Path(settings.lora_path).expanduser(), model_source, "configured")
-    if settings.adapter_repo and settings.adapter_file:
-        lora = find_pulled(settings.adapter_repo, settings.adapter_file, models_dir(settings), cache_dir)
-        if lora is not None:
-            return Resolved(model, lora, model_source, "pulled")
-    return Resolved(model, None, model_source, error=NO_ADAPTER_MESSAGE)
+        return Resolved(model, Path(settings.lora_path).expanduser(), model_source, "configured", profile=profile.name)
+    configured = _configured_adapter(settings)
+    if configured is not None:
+        lora = find_pulled(*configured, models_dir(settings), cache_dir)
+    else:
+        lora = find_profile_adapter(profile, models_dir(settings), cache_dir)
+    if lora is not None:
+        return Resolved(model, lora, model_source, "pulled", profile=profile.name)
+    return Resolved(model, None, model_source, error=NO_ADAPTER_MESSAGE, profile=profile.name)
 
 
 def resolve_demo() -> Resolved:
@@ -90,11 +122,28 @@ def resolve_demo() -> Resolved:
     return Resolved(path, None, "demo", "none")
 
 
-def resolve_or_exit(settings: Settings, *, demo: bool = False) -> tuple[Path, Path | None]:
-    """For entry points: the (model, adapter) paths, or one ``error:`` line and exit status 2."""
+def demo_conflict(given: list[str]) -> str:
+    """The one line for ``--demo`` combined with a model or adapter choice; "" when none."""
+    return DEMO_CONFLICT_MESSAGE.format(given=", ".join(given)) if given else ""
+
+
+def resolve_or_exit(settings: Settings, *, demo: bool = False, fallback_demo: bool = False) -> tuple[Path, Path | None]:
+    """For entry points: the (model, adapter) paths, or one ``error:`` line and exit status 2.
+
+    ``fallback_demo`` (the REPL): when nothing is configured and nothing is pulled, run the
+    demo model instead, after one line that says so and how to get the real pair.
+    """
     import sys
 
-    resolved = resolve_demo() if demo else resolve(settings)
+    if demo:
+        resolved = resolve_demo()
+    else:
+        resolved = resolve(settings)
+        if fallback_demo and resolved.nothing_configured:
+            from models.demo import DEMO_NOTE
+
+            print(DEMO_NOTE, file=sys.stderr, flush=True)
+            resolved = resolve_demo()
     if not resolved.ok or resolved.model_path is None:
         print(f"error: {resolved.error}", file=sys.stderr)
         raise SystemExit(2)

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parent.parent
 
 
 def run_agent(args: list[str], tmp_path: Path, stdin: str = "", **env: str) -> subprocess.CompletedProcess[str]:
@@ -25,11 +29,89 @@ def test_help_lists_the_subcommands(tmp_path):
         assert command in result.stdout
 
 
-def test_no_model_says_how_to_get_one(tmp_path):
-    result = run_agent([], tmp_path)
+def readme_run_command() -> list[str]:
+    """The final part of README's first command (``.venv/bin/python -m agent``), as argv."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    block = text.split("<!-- run-command -->", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    argv = block.strip().split("&&")[-1].split()
+    assert argv[0].endswith("/python"), argv
+    return [sys.executable, *argv[1:]]
+
+
+def test_readme_first_command_with_nothing_configured_chats_on_the_demo_and_exits_0(tmp_path):
+    """No model configured, none pulled, empty data dir: the demo answers, after one line saying so."""
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "HF_"))}
+    environ.update(AGENT_DATA_DIR=str(tmp_path / "data"), HF_HUB_CACHE=str(tmp_path / "hub"), HF_HUB_OFFLINE="1")
+    result = subprocess.run(readme_run_command(), input="hello\n", capture_output=True, text=True, env=environ,
+                            timeout=900, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    note = result.stderr.strip().splitlines()[0]
+    assert note.startswith("note:") and "SmolLM2" in note and "demo" in note and "python -m models pull" in note
+    assert "time zone Asia/Seoul" in result.stdout and "a new conversation" in result.stdout
+    with sqlite3.connect(tmp_path / "data" / "sessions.sqlite3") as db:
+        roles = [json.loads(m)["role"] for (m,) in db.execute("SELECT message FROM messages ORDER BY idx")]
+    assert roles[0] == "user" and "assistant" in roles  # it answered (what it says, the model decides)
+    with sqlite3.connect(tmp_path / "data" / "trajectories.sqlite3") as db:
+        assert db.execute("SELECT COUNT(*) FROM turns").fetchone()[0] == 1
+
+
+def test_a_configured_model_that_is_missing_is_exit_2_not_the_demo(tmp_path):
+    missing = tmp_path / "nope.gguf"
+    result = run_agent([], tmp_path, stdin="hello\n", AGENT_MODEL_PATH=str(missing), AGENT_NO_ADAPTER="1")
     assert result.returncode == 2
-    assert "python -m models pull" in result.stderr and "--demo" in result.stderr
-    assert len(result.stderr.strip().splitlines()) == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and str(missing) in lines[0] and "note:" not in result.stderr
+
+
+def test_a_partial_pull_is_exit_2_not_the_demo(tmp_path, smollm2):
+    """The model was pulled but its adapter was not: that is a broken setup, not "nothing configured"."""
+    from models.resolve import DEFAULT_MODEL_FILE
+
+    (tmp_path / "data" / "models").mkdir(parents=True)
+    (tmp_path / "data" / "models" / DEFAULT_MODEL_FILE).symlink_to(smollm2)
+    result = run_agent([], tmp_path, stdin="hello\n")
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no LoRA adapter found" in lines[0]
+
+
+@pytest.mark.parametrize("given", [["--model", "m.gguf"], ["--adapter", "a.gguf"], "AGENT_LORA_PATH"])
+def test_demo_with_a_model_choice_is_one_line_and_exit_2(tmp_path, given):
+    args, env = (["--demo"], {"AGENT_LORA_PATH": str(tmp_path / "a.gguf")}) if given == "AGENT_LORA_PATH" else (["--demo", *given], {})
+    result = run_agent(args, tmp_path, stdin="hello\n", **env)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    named = given if isinstance(given, str) else given[0]
+    assert len(lines) == 1 and "--demo" in lines[0] and named in lines[0]
+
+
+def test_unknown_time_zone_is_one_line_before_any_model_loads(tmp_path):
+    result = run_agent(["--tz", "Mars/Olympus", "--model", str(tmp_path / "never-read.gguf")], tmp_path, stdin="hi\n")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: tz: unknown time zone 'Mars/Olympus': use an IANA name such as Asia/Seoul or Europe/Berlin"
+    ]
+
+
+def test_lora_is_not_taken_for_lora_scale(tmp_path):
+    result = run_agent(["--lora", "x.gguf"], tmp_path)
+    assert result.returncode == 2
+    assert "--lora is not a flag: the adapter is --adapter FILE" in result.stderr
+    assert "--lora-scale" not in result.stderr.splitlines()[-1]
+
+
+def test_error_messages_name_only_flags_that_exist(tmp_path):
+    """Every --flag the no-model/no-adapter hints suggest is accepted by the parser it is meant for."""
+    import re
+
+    from agent.__main__ import build_parser
+    from models.check import ADAPTER_HINT, MODEL_HINT
+    from models.resolve import NO_ADAPTER_MESSAGE, NO_MODEL_MESSAGE
+
+    known = set(build_parser()._option_string_actions)
+    for text in (NO_MODEL_MESSAGE, NO_ADAPTER_MESSAGE, MODEL_HINT, ADAPTER_HINT):
+        for flag in re.findall(r"--[a-z][a-z-]*", text):
+            assert flag in known, (flag, text)
 
 
 @pytest.mark.parametrize("adapter", ["missing.gguf", "empty.gguf"])

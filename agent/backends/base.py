@@ -51,3 +51,15 @@ class Backend(Protocol):
     def identity(self) -> dict[str, Any]:
         """Model and adapter identity for the trajectory log (paths, sha256, scale, backend)."""
         ...
+
+
+class TextSink(Protocol):
+    """Where a backend that can stream sends the text of a step as it is generated (the REPL).
+
+    Optional: a backend offers it as a ``stream`` attribute (None: nobody listens). The pieces are
+    raw model output, tags and all; what to show is the listener's business.
+    """
+
+    def start_step(self) -> None: ...
+
+    def text(self, piece: str) -> None: ...

@@ -29,7 +29,7 @@ import numpy as np
 from llama_cpp import Llama
 from llama_cpp import _internals
 
-from agent.backends.base import Completion
+from agent.backends.base import Completion, TextSink
 from agent.backends.candidates import CandidateIndex, grammar_keeps
 from agent.prompt import PromptError, PromptRenderer
 
@@ -128,6 +128,7 @@ class LlamaBackend:
         self._candidates: CandidateIndex | None = None
         self._pieces: dict[int, bytes] = {}  # token -> its bytes, read from llama.cpp once
         self._grammars: dict[str, str] = {}  # tool schemas (JSON) -> their call grammar
+        self.stream: TextSink | None = None  # gets each step's text as it is generated (the REPL sets it)
 
     # -- tokens ---------------------------------------------------------------------------
 
@@ -182,6 +183,8 @@ class LlamaBackend:
         except PromptError as exc:
             return Completion(text="", finish_reason="error", error=f"prompt: {exc}")
         with self._lock:
+            if self.stream is not None:
+                self.stream.start_step()
             try:
                 result = self._complete_locked(prompt, tools, session_id, max_tokens, assistant_prefix)
             except Exception as exc:  # a llama.cpp failure is a step error; start clean next time
@@ -417,6 +420,8 @@ class LlamaBackend:
                     constrained, call_start = self._sampler(gbnf), end
             elif constrained is not None and len(scan) > call_start and scan.endswith(CALL_CLOSE):
                 constrained = None
+            if self.stream is not None and len(scan) > len(before):
+                self.stream.text(scan[len(before):])
             marker = next((m for m in END_MARKERS if scan.endswith(m)), None)
             if marker is not None:
                 scan, finish = scan[: -len(marker)], "stop"

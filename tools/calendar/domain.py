@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import date, datetime, time, timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
@@ -15,18 +16,94 @@ if TYPE_CHECKING:
     from agent.config import Settings
 
 
-def agenda(store: CalendarStore, day_text: str = "") -> str:
-    """The events of one day as plain lines, without the model (``/today``, ``/events DATE``)."""
-    zone = ZoneInfo(store.tz)
+# Day words /events and /week understand, besides YYYY-MM-DD (offsets from today).
+RELATIVE_DAYS = {"today": 0, "오늘": 0, "tomorrow": 1, "내일": 1, "모레": 2, "yesterday": -1, "어제": -1}
+WEEKDAY_NAMES = (
+    ("monday", "mon", "월요일", "월"), ("tuesday", "tue", "tues", "화요일", "화"), ("wednesday", "wed", "수요일", "수"),
+    ("thursday", "thu", "thur", "thurs", "목요일", "목"), ("friday", "fri", "금요일", "금"),
+    ("saturday", "sat", "토요일", "토"), ("sunday", "sun", "일요일", "일"),
+)
+DAY_HINT = "use today, tomorrow, 내일, 모레, a weekday (friday, fri, 금요일) or YYYY-MM-DD"
+
+
+def parse_day(text: str, today: date) -> date | None:
+    """A day the user typed after /events or /week; a weekday name is its next occurrence
+    (today if today is that day, ``next friday`` skips today). None if it is not a day."""
+    words = text.strip().lower().split()
+    if not words:
+        return today
+    skip_today = words[0] in ("next", "다음주", "다음")
+    word = " ".join(words[1:] if skip_today else words)
+    if word in RELATIVE_DAYS and not skip_today:
+        return today + timedelta(days=RELATIVE_DAYS[word])
+    for weekday, names in enumerate(WEEKDAY_NAMES):
+        if word in names:
+            ahead = (weekday - today.weekday()) % 7
+            return today + timedelta(days=ahead or (7 if skip_today else 0))
     try:
-        day = date.fromisoformat(day_text) if day_text else datetime.now(zone).date()
+        return date.fromisoformat(word) if not skip_today else None
     except ValueError:
-        return f"Not a date: {day_text!r}. Use YYYY-MM-DD, e.g. 2026-12-01."
+        return None
+
+
+def agenda(store: CalendarStore, day_text: str = "", now: datetime | None = None) -> str:
+    """The events of one day as plain lines, without the model (``/today``, ``/events DAY``)."""
+    zone = ZoneInfo(store.tz)
+    day = parse_day(day_text, (now or datetime.now(zone)).astimezone(zone).date())
+    if day is None:
+        return f"Not a day: {day_text!r}. {DAY_HINT[0].upper()}{DAY_HINT[1:]}."
     start = datetime.combine(day, time(0), zone)
     events = store.events_between(start, start + timedelta(days=1))
     if not events:
         return f"No events on {day.isoformat()}."
     return "\n".join([f"{day.isoformat()}:"] + [f"  {event_words(e, zone)}" for e in events])
+
+
+def week(store: CalendarStore, day_text: str = "", now: datetime | None = None) -> str:
+    """Seven days from DAY (default today), every day listed, each event with place and attendees."""
+    zone = ZoneInfo(store.tz)
+    first = parse_day(day_text, (now or datetime.now(zone)).astimezone(zone).date())
+    if first is None:
+        return f"Not a day: {day_text!r}. {DAY_HINT[0].upper()}{DAY_HINT[1:]}."
+    lines = [f"Week of {first.isoformat()} ({store.tz}):"]
+    for offset in range(7):
+        day = first + timedelta(days=offset)
+        start = datetime.combine(day, time(0), zone)
+        events = store.events_between(start, start + timedelta(days=1))
+        lines.append(f"{WEEKDAY_NAMES[day.weekday()][0].capitalize()[:3]} {day.isoformat()}" + ("" if events else ": nothing"))
+        for e in events:
+            details = [f"@ {e.location}"] if e.location else []
+            if e.attendees:
+                details.append("with " + ", ".join(e.attendees))
+            lines.append(f"  {event_words(e, zone)}" + (f"  {'; '.join(details)}" if details else ""))
+    return "\n".join(lines)
+
+
+def import_file(store: CalendarStore, path_text: str) -> str:
+    """``python -m agent calendar import FILE``: ValueError (one line) for a missing or broken file."""
+    from tools.calendar.ics import import_ics
+
+    path = Path(path_text).expanduser()
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        report = import_ics(store, path)
+    except ValueError as exc:  # icalendar's parse errors are ValueErrors
+        raise ValueError(f"{path}: not a readable .ics file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from exc
+    lines = [f"imported {report.count} event{'s' if report.count != 1 else ''} from {path}"]
+    lines += [f"  skipped {reason}" for reason in report.skipped]
+    return "\n".join(lines)
+
+
+def export_file(store: CalendarStore, path_text: str) -> str:
+    """``python -m agent calendar export FILE``: every event, as iCalendar."""
+    from tools.calendar.ics import export_ics
+
+    path = Path(path_text).expanduser()
+    if path.is_dir():
+        raise ValueError(f"{path}: is a directory; name the .ics file to write")
+    count = export_ics(store, path)
+    return f"exported {count} event{'s' if count != 1 else ''} to {path}"
 
 
 def load_domain(settings: Settings) -> Domain:
@@ -38,7 +115,11 @@ def load_domain(settings: Settings) -> Domain:
         name="calendar",
         registry=build_registry(store, default_reminders=settings.remind_minutes),
         prompt=DOMAIN_PROMPT,
-        commands={"today": lambda arg: agenda(store, arg)},
+        commands={
+            "today": lambda arg: agenda(store, arg),
+            "week": lambda arg: week(store, arg),
+        },
+        local_commands={"import": lambda arg: import_file(store, arg), "export": lambda arg: export_file(store, arg)},
         close=store.close,
         notifier=notifier,
     )
