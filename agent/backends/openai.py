@@ -291,8 +291,9 @@ def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             fn = call.get("function") or {}
             wire_calls.append({"id": wire_id, "type": "function", "function": {
                 "name": str(fn.get("name", "")), "arguments": arguments_text(fn.get("arguments"))}})
-        visible = parse_reply(content).content
-        out.append({"role": "assistant", "content": visible or None, "tool_calls": wire_calls})
+        # "" rather than null when there is no visible text: OpenAI and DeepSeek take either, but
+        # llama_cpp.server 0.3's request model requires a string (null fails validation, HTTP 500).
+        out.append({"role": "assistant", "content": parse_reply(content).content, "tool_calls": wire_calls})
     close_pending()
     return out
 
