@@ -241,7 +241,8 @@ def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     - a ``tool`` message whose id no pending call has (the loop's ``call_unreadable`` answer to a
       call it could not read, or an orphan) goes out as a **user** message with the same text:
       the model still reads why its call failed, and no API sees an answer to an unknown call.
-      Export writes the same correction the same way (``agent.export.sft``);
+      (``export sft --format structured``, the same message format, leaves such episodes out;
+      the stored history keeps the ``tool`` message for every backend);
     - a call left without an answer (the process stopped while it ran) gets ``NOT_ANSWERED``;
     - call ids are unique within the request (a repeated one gets a ``_2``, ``_3``, ... suffix;
       the loop numbers calls per turn, so ids repeat across turns);
