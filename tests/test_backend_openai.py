@@ -41,6 +41,24 @@ def test_real_server_answers_with_text_and_usage(llama_server: str) -> None:
     assert backend.identity()["model_path"].endswith("#smollm2")
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("wire_format", ["openai", "text"])
+def test_real_server_takes_a_history_with_calls_in_either_wire_format(llama_server: str, wire_format: str) -> None:
+    """llama_cpp.server 0.3 refuses an assistant ``content: null`` (HTTP 500): calls go with a string."""
+    backend = OpenAIBackend(llama_server, "smollm2", wire_format=wire_format, max_retries=0, timeout=120)
+    raw = '<tool_call>\n{"name": "create_event", "arguments": {"title": "Dentist"}}\n</tool_call>'
+    messages = [
+        {"role": "system", "content": "You are a calendar assistant."},
+        {"role": "user", "content": "Add the dentist."},
+        {"role": "assistant", "content": raw, "tool_calls": [{"id": "call_0_0", "type": "function", "function": {
+            "name": "create_event", "arguments": '{"title": "Dentist"}'}}]},
+        {"role": "tool", "tool_call_id": "call_0_0", "name": "create_event", "content": '{"ok": true}'},
+    ]
+    result = backend.complete(messages, TOOLS, max_tokens=8)
+    assert result.error is None and backend.attempts == 1
+    assert result.prompt_tokens > 20
+
+
 def test_unreachable_server_is_an_error_result_after_retries() -> None:
     backend = OpenAIBackend(f"http://127.0.0.1:{free_port()}", "m", max_retries=2, backoff=0.01, timeout=2)
     result = backend.complete([{"role": "user", "content": "hi"}], [])

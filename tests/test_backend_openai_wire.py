@@ -109,7 +109,7 @@ def test_a_call_without_a_stored_answer_gets_one_and_repeated_ids_are_renamed() 
     interrupted = {"role": "assistant", "content": format_tool_call("search_events", {"date": "2026-12-03"}), "tool_calls": [
         {"id": "call_0_0", "type": "function", "function": {"name": "search_events", "arguments": '{"date": "2026-12-03"}'}}]}
     wire = wire_messages([*first, interrupted, {"role": "user", "content": "[09:05] hello?"}])
-    assert wire[7]["tool_calls"][0]["id"] == "call_0_0_2" and wire[7]["content"] is None
+    assert wire[7]["tool_calls"][0]["id"] == "call_0_0_2" and wire[7]["content"] == ""  # a string, never null
     assert wire[8] == {"role": "tool", "tool_call_id": "call_0_0_2", "content": NOT_ANSWERED}
     assert check_request({"model": "m", "messages": wire}) is None
 

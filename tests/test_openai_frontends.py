@@ -99,6 +99,31 @@ def test_repl_conversation_over_the_api_with_approvals_gating_the_delete(tmp_pat
     assert files_hold(data, KEY) == [] and KEY not in out + piped.stderr + yes.stdout + yes.stderr
 
 
+def test_the_terminal_approver_asks_before_a_remote_models_delete(tmp_path: Path, toy_server) -> None:
+    """The REPL's own y/N question, in-process: no without a yes, the delete only after one."""
+    from agent.app import build_runtime
+    from agent.backends.openai import OpenAIBackend
+    from agent.config import load_settings
+    from agent.repl import TerminalApprover, format_turn
+
+    settings = load_settings({"data_dir": str(toy_data_dir(tmp_path / "data")), "domain": "tests.test_bot_toy_domain"},
+                             environ={})
+    runtime = build_runtime(settings, OpenAIBackend(toy_server.url, MODEL, KEY))
+    asked: list[str] = []
+    answers = ["n", "y"]
+    approver = TerminalApprover(ask=lambda question: asked.append(question) or answers.pop(0))
+    try:
+        runtime.handle("repl", "add Dentist", approver)
+        refused = runtime.handle("repl", "delete Dentist", approver)
+        assert titles(settings.data_dir) == ["Dentist"] and "denied" in format_turn(refused)
+        runtime.handle("repl", "delete Dentist", approver)
+    finally:
+        runtime.close()
+    assert titles(settings.data_dir) == []
+    assert asked == ["  ⚠ Delete the event 'Dentist'\n  Approve? [y/N] "] * 2  # asked once per delete, never for add
+    assert toy_server.rejected == []
+
+
 def test_repl_reads_the_key_file_and_refuses_one_others_can_read(tmp_path: Path, toy_server) -> None:
     data = toy_data_dir(tmp_path / "data")
     key_file = data / "api_key"

@@ -241,7 +241,8 @@ def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     - a ``tool`` message whose id no pending call has (the loop's ``call_unreadable`` answer to a
       call it could not read, or an orphan) goes out as a **user** message with the same text:
       the model still reads why its call failed, and no API sees an answer to an unknown call.
-      Export writes the same correction the same way (``agent.export.sft``);
+      (``export sft --format structured``, the same message format, leaves such episodes out;
+      the stored history keeps the ``tool`` message for every backend);
     - a call left without an answer (the process stopped while it ran) gets ``NOT_ANSWERED``;
     - call ids are unique within the request (a repeated one gets a ``_2``, ``_3``, ... suffix;
       the loop numbers calls per turn, so ids repeat across turns);
@@ -291,8 +292,9 @@ def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             fn = call.get("function") or {}
             wire_calls.append({"id": wire_id, "type": "function", "function": {
                 "name": str(fn.get("name", "")), "arguments": arguments_text(fn.get("arguments"))}})
-        visible = parse_reply(content).content
-        out.append({"role": "assistant", "content": visible or None, "tool_calls": wire_calls})
+        # "" rather than null when there is no visible text: OpenAI and DeepSeek take either, but
+        # llama_cpp.server 0.3's request model requires a string (null fails validation, HTTP 500).
+        out.append({"role": "assistant", "content": parse_reply(content).content, "tool_calls": wire_calls})
     close_pending()
     return out
 
