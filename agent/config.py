@@ -65,7 +65,7 @@ class Settings:
     max_steps: int = 8
     max_tool_calls: int = 16
     enable_thinking: bool = False
-    telegram_token: str | None = None
+    telegram_token: str | None = field(default=None, repr=False)  # a secret: never in a printed Settings
     telegram_token_file: str | None = None
     telegram_allowed_users: tuple[int, ...] = ()
     telegram_allowed_chats: tuple[int, ...] = ()

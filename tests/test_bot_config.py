@@ -129,3 +129,11 @@ def test_repr_hides_the_token(tmp_path: Path) -> None:
     config = load_bot_config(settings_from({"TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_ALLOWED_USERS": "11"}, tmp_path))
     assert isinstance(config, BotConfig)
     assert TOKEN not in repr(config)
+
+
+def test_printed_settings_hide_a_token_from_the_environment(tmp_path: Path) -> None:
+    """A traceback or log line that prints the Settings must not carry the bot token."""
+    settings = settings_from({"TELEGRAM_BOT_TOKEN": TOKEN}, tmp_path)
+    assert settings.telegram_token == TOKEN
+    assert TOKEN not in repr(settings)
+    assert TOKEN not in str(settings)
