@@ -469,7 +469,7 @@ async def _serve(
     notifier = runtime.domain.notifier
     if notifier is not None:
         services.reminders = ReminderLoop(
-            application.bot, notifier, config.allowed_users, ReminderDesk(access), clock, tick_s
+            application.bot, notifier, config.allowed_users, ReminderDesk(access), clock, tick_s, outbox
         )
         runner.after_job = services.reminders.wake  # a turn may have changed the calendar
     application.bot_data["services"] = services

@@ -31,7 +31,7 @@ from agent.domain import Notifier
 from bot.access import Access
 from bot.approvals import EXPIRED
 from bot.buttons import button_data, split_button_data
-from bot.sending import send_text
+from bot.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -106,8 +106,10 @@ class ReminderLoop:
     """Sends due reminders to every allowed user's private chat, and each chat's agenda."""
 
     def __init__(
-        self, bot: Bot, notifier: Notifier, users: Iterable[int], desk: ReminderDesk, clock: Clock, tick_s: float
+        self, bot: Bot, notifier: Notifier, users: Iterable[int], desk: ReminderDesk, clock: Clock, tick_s: float,
+        outbox: Outbox,
     ) -> None:
+        self.outbox = outbox
         self.bot = bot
         self.notifier = notifier
         self.users = sorted(users)
@@ -143,10 +145,8 @@ class ReminderLoop:
                 await self._send(user, agenda.text)
 
     async def _send(self, chat_id: int, text: str, markup: InlineKeyboardMarkup | None = None) -> None:
-        try:
-            await send_text(self.bot, chat_id, text, reply_markup=markup)
-        except Exception:
-            log.exception("could not deliver a reminder to chat %s", chat_id)
+        """Through the outbox: a notice claimed in the store is never lost to an outage."""
+        self.outbox.put(chat_id, text, markup=markup)
 
     async def _sleep(self) -> None:
         now = self.clock()
