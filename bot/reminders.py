@@ -4,7 +4,8 @@ The bot runs its own polling loop (see ``bot.app``) and builds its Application w
 JobQueue: APScheduler jobs run on the wall clock, which a test cannot move, and a schedule
 held in memory would have to be rebuilt after every turn anyway. Instead one task ticks:
 each tick asks the domain's ``Notifier`` (whose schedule is the store itself) what is due at
-``clock()``, claims each notice in the store, then sends it. It sleeps until the next due
+``clock()``, claims each notice in the store, then queues it in the durable outbox
+(``bot.outbox``), which sends it through any outage. It sleeps until the next due
 time (at most ``tick_s``), and is woken early after each turn and each snooze, so a changed
 calendar is seen at once and a Mac waking from sleep catches up on the next tick.
 
@@ -25,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
-from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup
+from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup
 
 from agent.domain import Notifier
 from bot.access import Access
@@ -106,11 +107,9 @@ class ReminderLoop:
     """Sends due reminders to every allowed user's private chat, and each chat's agenda."""
 
     def __init__(
-        self, bot: Bot, notifier: Notifier, users: Iterable[int], desk: ReminderDesk, clock: Clock, tick_s: float,
-        outbox: Outbox,
+        self, outbox: Outbox, notifier: Notifier, users: Iterable[int], desk: ReminderDesk, clock: Clock, tick_s: float
     ) -> None:
-        self.outbox = outbox
-        self.bot = bot
+        self.outbox = outbox  # notices go out through it, so an outage cannot lose them
         self.notifier = notifier
         self.users = sorted(users)
         self.desk = desk

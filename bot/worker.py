@@ -24,7 +24,6 @@ from agent.approval import ApprovalRequest
 from agent.records import StopReason, Turn
 from agent.runtime import Runtime
 from bot.approvals import ApprovalDesk, BotApprover
-from bot.inbox import Inbox
 from bot.outbox import Outbox
 from bot.sending import send_text
 from tools.registry import ToolResult
@@ -101,11 +100,10 @@ def reply_for(turn: Turn) -> str:
 
 
 class TurnRunner:
-    def __init__(self, bot: Bot, runtime: Runtime, desk: ApprovalDesk, inbox: Inbox, outbox: Outbox) -> None:
+    def __init__(self, bot: Bot, runtime: Runtime, desk: ApprovalDesk, outbox: Outbox) -> None:
         self.bot = bot
         self.runtime = runtime
         self.desk = desk
-        self.inbox = inbox
         self.outbox = outbox  # replies go here: durable, retried until sent (bot.outbox)
         self.model = ModelThread()
         self._queue: asyncio.Queue[Job] = asyncio.Queue()
