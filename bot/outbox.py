@@ -50,7 +50,7 @@ CREATE TABLE IF NOT EXISTS outbox (
     markup TEXT,                           -- inline keyboard (JSON) for the last piece, if any
     update_id INTEGER,                     -- the update it answers, if any
     state TEXT NOT NULL,                   -- 'queued' | 'sent' | 'dropped' | 'late'
-    created_at REAL NOT NULL,              -- on TIME.now()
+    created_at REAL NOT NULL,              -- wall clock
     next_at REAL NOT NULL,                 -- not tried again before this
     attempts INTEGER NOT NULL DEFAULT 0,
     pieces_sent INTEGER NOT NULL DEFAULT 0,
@@ -214,17 +214,17 @@ class OutboxSender:
             self.outbox.finish(reply, "dropped", str(exc))
         except RetryAfter as exc:
             wait = exc.retry_after.total_seconds() if isinstance(exc.retry_after, timedelta) else float(exc.retry_after)
-            self.outbox.later(reply, TIME.now() + wait, f"flood limit: {wait:g} s")
+            self.outbox.later(reply, TIME.after(wait), f"flood limit: {wait:g} s")
         except Exception as exc:  # network, 5xx, timeouts: try this chat again later
             delay = backoff(reply.attempts)
             log.warning("reply %s to chat %s not sent (%s: %s); retrying in %g s",
                         reply.id, reply.chat_id, type(exc).__name__, exc, delay)
-            self.outbox.later(reply, TIME.now() + delay, f"{type(exc).__name__}: {exc}")
+            self.outbox.later(reply, TIME.after(delay), f"{type(exc).__name__}: {exc}")
         else:
             self.outbox.finish(reply, "sent")
 
     async def _sleep(self) -> None:
-        """Until the next head is due (at most a minute), or a new reply is queued."""
+        """Until the next head is due (at most a minute, wall clock), or a new reply is queued."""
         heads = self.outbox.heads()
         now = TIME.now()
         delay = min([max(h.next_at - now, 0.0) for h in heads] or [60.0])
@@ -232,7 +232,7 @@ class OutboxSender:
             return
         waiter = asyncio.ensure_future(self._wake.wait())
         try:
-            await asyncio.wait([waiter], timeout=delay * TIME.scale)
+            await asyncio.wait([waiter], timeout=delay)  # next_at is already scaled (TIME.after)
         finally:
             waiter.cancel()
         self._wake.clear()
