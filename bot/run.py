@@ -87,13 +87,17 @@ def run(args: argparse.Namespace) -> int:
 
     from agent.app import build_llama_backend, build_runtime
 
-    if args.scripted is not None:
-        from bot.scripted import load_scripted_backend
+    try:
+        if args.scripted is not None:
+            from bot.scripted import load_scripted_backend
 
-        backend = load_scripted_backend(args.scripted)
-    else:
-        backend = build_llama_backend(settings, demo=args.demo)  # exits 2 on a bad model path
-    runtime = build_runtime(settings, backend)
+            backend = load_scripted_backend(args.scripted)
+        else:
+            backend = build_llama_backend(settings, demo=args.demo)  # exits 2 on a bad model path
+        runtime = build_runtime(settings, backend)
+    except KeyboardInterrupt:  # Ctrl-C while the model loads: nothing has started yet
+        print("python -m bot: stopped while loading the model", file=sys.stderr)
+        return 0
     inbox = Inbox(settings.data_dir / "telegram_inbox.sqlite3")
     log.info("model ready (%s); starting the bot", backend.name)
 
