@@ -161,11 +161,7 @@ def load_settings(
     known = {f.name for f in fields(Settings)}
     values: dict[str, Any] = {}
 
-    data_dir_hint = (overrides or {}).get("data_dir") or env.get("AGENT_DATA_DIR")
-    config_file = env.get("AGENT_CONFIG") or str(
-        Path(data_dir_hint).expanduser() / "config.toml" if data_dir_hint else default_data_dir() / "config.toml"
-    )
-    path = Path(config_file)
+    path = config_file_path(overrides, env)
     if path.is_file():
         with path.open("rb") as fh:
             for key, value in tomllib.load(fh).items():

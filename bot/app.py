@@ -464,12 +464,12 @@ async def _serve(
     access = Access(config.allowed_users, config.allowed_chats)
     desk = ApprovalDesk(application.bot, access, approval_timeout_s)
     outbox = Outbox(inbox.path)
-    runner = TurnRunner(application.bot, runtime, desk, inbox, outbox)
+    runner = TurnRunner(application.bot, runtime, desk, outbox)
     services = BotServices(access, inbox, runtime, desk, runner, outbox)
     notifier = runtime.domain.notifier
     if notifier is not None:
         services.reminders = ReminderLoop(
-            application.bot, notifier, config.allowed_users, ReminderDesk(access), clock, tick_s
+            outbox, notifier, config.allowed_users, ReminderDesk(access), clock, tick_s
         )
         runner.after_job = services.reminders.wake  # a turn may have changed the calendar
     application.bot_data["services"] = services

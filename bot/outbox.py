@@ -1,6 +1,6 @@
 """Replies that outlive a Bot API outage: a durable, per-chat ordered outbox.
 
-A finished turn's reply is written here, in the same SQLite file as the inbox and in the
+A finished turn's reply (and every reminder and agenda) is written here, in the same SQLite file as the inbox and in the
 same transaction that marks its update done, so from that moment a crash, a restart or an
 outage of any length cannot lose it. ``OutboxSender`` sends each chat's oldest reply first
 (a chat's replies never overtake each other; chats do not wait for each other), piece by
@@ -18,6 +18,7 @@ Times are on ``bot.timing.TIME`` so tests can play a long outage quickly.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import threading
 from dataclasses import dataclass
@@ -25,7 +26,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Callable
 
-from telegram import Bot
+from telegram import Bot, InlineKeyboardMarkup
 from telegram.error import BadRequest, Forbidden, RetryAfter
 
 from agent.sessions import connect
@@ -46,9 +47,10 @@ CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT,  -- sending order within a chat
     chat_id INTEGER NOT NULL,
     text TEXT NOT NULL,
+    markup TEXT,                           -- inline keyboard (JSON) for the last piece, if any
     update_id INTEGER,                     -- the update it answers, if any
     state TEXT NOT NULL,                   -- 'queued' | 'sent' | 'dropped' | 'late'
-    created_at REAL NOT NULL,              -- on TIME.now()
+    created_at REAL NOT NULL,              -- wall clock
     next_at REAL NOT NULL,                 -- not tried again before this
     attempts INTEGER NOT NULL DEFAULT 0,
     pieces_sent INTEGER NOT NULL DEFAULT 0,
@@ -67,6 +69,7 @@ class Reply:
     next_at: float
     attempts: int
     pieces_sent: int
+    markup: str | None = None
 
 
 class Outbox:
@@ -80,15 +83,18 @@ class Outbox:
         with self._lock:
             self._conn.executescript(INBOX_SCHEMA + SCHEMA)
 
-    def put(self, chat_id: int, text: str, update_id: int | None = None) -> int:
+    def put(
+        self, chat_id: int, text: str, update_id: int | None = None, markup: InlineKeyboardMarkup | None = None
+    ) -> int:
         """Queue ``text`` for ``chat_id``; the update it answers (if any) is done from now on."""
         now = TIME.now()
+        keyboard = json.dumps(markup.to_dict(), ensure_ascii=False) if markup is not None else None
         with self._lock:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 row_id = self._conn.execute(
-                    "INSERT INTO outbox (chat_id, text, update_id, state, created_at, next_at) "
-                    "VALUES (?, ?, ?, 'queued', ?, ?)", (chat_id, text, update_id, now, now),
+                    "INSERT INTO outbox (chat_id, text, markup, update_id, state, created_at, next_at) "
+                    "VALUES (?, ?, ?, ?, 'queued', ?, ?)", (chat_id, text, keyboard, update_id, now, now),
                 ).lastrowid
                 if update_id is not None:
                     self._conn.execute(
@@ -107,7 +113,7 @@ class Outbox:
         """Each chat's oldest queued reply."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT id, chat_id, text, created_at, next_at, attempts, pieces_sent FROM outbox "
+                "SELECT id, chat_id, text, created_at, next_at, attempts, pieces_sent, markup FROM outbox "
                 "WHERE id IN (SELECT MIN(id) FROM outbox WHERE state = 'queued' GROUP BY chat_id) ORDER BY id"
             ).fetchall()
         return [Reply(*row) for row in rows]
@@ -136,7 +142,7 @@ class Outbox:
                 (reply.chat_id, reply.id, now - MAX_AGE_S),
             )
             self._conn.execute(
-                "UPDATE outbox SET text = ?, created_at = ?, next_at = ?, pieces_sent = 0 WHERE id = ?",
+                "UPDATE outbox SET text = ?, markup = NULL, created_at = ?, next_at = ?, pieces_sent = 0 WHERE id = ?",
                 (LATE, now, now, reply.id),
             )
             self._conn.execute("COMMIT")
@@ -197,26 +203,28 @@ class OutboxSender:
 
     async def _send(self, reply: Reply) -> None:
         pieces = split_message(reply.text) or ["(empty reply)"]
+        keyboard = InlineKeyboardMarkup.de_json(json.loads(reply.markup), self.bot) if reply.markup else None
         try:
             for index in range(reply.pieces_sent, len(pieces)):
-                await self.bot.send_message(reply.chat_id, pieces[index])
+                last = index == len(pieces) - 1
+                await self.bot.send_message(reply.chat_id, pieces[index], reply_markup=keyboard if last else None)
                 self.outbox.progress(reply, index + 1)
         except (BadRequest, Forbidden) as exc:
             log.warning("reply %s to chat %s dropped: Telegram refused it for good (%s)", reply.id, reply.chat_id, exc)
             self.outbox.finish(reply, "dropped", str(exc))
         except RetryAfter as exc:
             wait = exc.retry_after.total_seconds() if isinstance(exc.retry_after, timedelta) else float(exc.retry_after)
-            self.outbox.later(reply, TIME.now() + wait, f"flood limit: {wait:g} s")
+            self.outbox.later(reply, TIME.after(wait), f"flood limit: {wait:g} s")
         except Exception as exc:  # network, 5xx, timeouts: try this chat again later
             delay = backoff(reply.attempts)
             log.warning("reply %s to chat %s not sent (%s: %s); retrying in %g s",
                         reply.id, reply.chat_id, type(exc).__name__, exc, delay)
-            self.outbox.later(reply, TIME.now() + delay, f"{type(exc).__name__}: {exc}")
+            self.outbox.later(reply, TIME.after(delay), f"{type(exc).__name__}: {exc}")
         else:
             self.outbox.finish(reply, "sent")
 
     async def _sleep(self) -> None:
-        """Until the next head is due (at most a minute), or a new reply is queued."""
+        """Until the next head is due (at most a minute, wall clock), or a new reply is queued."""
         heads = self.outbox.heads()
         now = TIME.now()
         delay = min([max(h.next_at - now, 0.0) for h in heads] or [60.0])
@@ -224,7 +232,7 @@ class OutboxSender:
             return
         waiter = asyncio.ensure_future(self._wake.wait())
         try:
-            await asyncio.wait([waiter], timeout=delay * TIME.scale)
+            await asyncio.wait([waiter], timeout=delay)  # next_at is already scaled (TIME.after)
         finally:
             waiter.cancel()
         self._wake.clear()

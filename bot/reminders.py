@@ -4,7 +4,8 @@ The bot runs its own polling loop (see ``bot.app``) and builds its Application w
 JobQueue: APScheduler jobs run on the wall clock, which a test cannot move, and a schedule
 held in memory would have to be rebuilt after every turn anyway. Instead one task ticks:
 each tick asks the domain's ``Notifier`` (whose schedule is the store itself) what is due at
-``clock()``, claims each notice in the store, then sends it. It sleeps until the next due
+``clock()``, claims each notice in the store, then queues it in the durable outbox
+(``bot.outbox``), which sends it through any outage. It sleeps until the next due
 time (at most ``tick_s``), and is woken early after each turn and each snooze, so a changed
 calendar is seen at once and a Mac waking from sleep catches up on the next tick.
 
@@ -25,13 +26,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Iterable
 
-from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup
+from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup
 
 from agent.domain import Notifier
 from bot.access import Access
 from bot.approvals import EXPIRED
 from bot.buttons import button_data, split_button_data
-from bot.sending import send_text
+from bot.outbox import Outbox
 
 log = logging.getLogger(__name__)
 
@@ -106,9 +107,9 @@ class ReminderLoop:
     """Sends due reminders to every allowed user's private chat, and each chat's agenda."""
 
     def __init__(
-        self, bot: Bot, notifier: Notifier, users: Iterable[int], desk: ReminderDesk, clock: Clock, tick_s: float
+        self, outbox: Outbox, notifier: Notifier, users: Iterable[int], desk: ReminderDesk, clock: Clock, tick_s: float
     ) -> None:
-        self.bot = bot
+        self.outbox = outbox  # notices go out through it, so an outage cannot lose them
         self.notifier = notifier
         self.users = sorted(users)
         self.desk = desk
@@ -143,10 +144,8 @@ class ReminderLoop:
                 await self._send(user, agenda.text)
 
     async def _send(self, chat_id: int, text: str, markup: InlineKeyboardMarkup | None = None) -> None:
-        try:
-            await send_text(self.bot, chat_id, text, reply_markup=markup)
-        except Exception:
-            log.exception("could not deliver a reminder to chat %s", chat_id)
+        """Through the outbox: a notice claimed in the store is never lost to an outage."""
+        self.outbox.put(chat_id, text, markup=markup)
 
     async def _sleep(self) -> None:
         now = self.clock()

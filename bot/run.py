@@ -98,13 +98,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"python -m bot: {remote_problem}", file=sys.stderr)
         return 2
 
-    if args.scripted is not None:
-        from bot.scripted import load_scripted_backend
+    try:
+        if args.scripted is not None:
+            from bot.scripted import load_scripted_backend
 
-        backend = load_scripted_backend(args.scripted)
-    else:
-        backend = build_backend(settings, demo=args.demo)  # exits 2 on a bad model path
-    runtime = build_runtime(settings, backend)
+            backend = load_scripted_backend(args.scripted)
+        else:
+            backend = build_backend(settings, demo=args.demo)  # exits 2 on a bad model path
+        runtime = build_runtime(settings, backend)
+    except KeyboardInterrupt:  # Ctrl-C while the model loads: nothing has started yet
+        print("python -m bot: stopped while loading the model", file=sys.stderr)
+        return 0
     inbox = Inbox(settings.data_dir / "telegram_inbox.sqlite3")
     log.info("model ready (%s%s); starting the bot", backend.name,
              f" {settings.remote_model} at {settings.base_url}" if backend.name == "openai" else "")

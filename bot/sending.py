@@ -49,11 +49,6 @@ async def with_retry(call: Callable[[], Awaitable[T]], what: str, attempts: int 
     return await call()
 
 
-def is_permanent(exc: BaseException) -> bool:
-    """Errors that retrying or restarting cannot fix (the user blocked the bot, a bad request)."""
-    return isinstance(exc, (BadRequest, Forbidden))
-
-
 async def send_text(
     bot: Bot, chat_id: int, text: str, reply_markup: InlineKeyboardMarkup | None = None
 ) -> list[Message]:

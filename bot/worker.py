@@ -25,7 +25,6 @@ from agent.backends.base import KEY_REFUSED
 from agent.records import StopReason, Turn
 from agent.runtime import Runtime
 from bot.approvals import ApprovalDesk, BotApprover
-from bot.inbox import Inbox
 from bot.outbox import Outbox
 from bot.sending import send_text
 from tools.registry import ToolResult
@@ -106,11 +105,10 @@ def reply_for(turn: Turn) -> str:
 
 
 class TurnRunner:
-    def __init__(self, bot: Bot, runtime: Runtime, desk: ApprovalDesk, inbox: Inbox, outbox: Outbox) -> None:
+    def __init__(self, bot: Bot, runtime: Runtime, desk: ApprovalDesk, outbox: Outbox) -> None:
         self.bot = bot
         self.runtime = runtime
         self.desk = desk
-        self.inbox = inbox
         self.outbox = outbox  # replies go here: durable, retried until sent (bot.outbox)
         self.model = ModelThread()
         self._queue: asyncio.Queue[Job] = asyncio.Queue()

@@ -383,3 +383,39 @@ def test_a_failing_gate_does_not_let_a_strangers_update_through_to_the_handlers(
     # Only the gate's (failed) answer: the button handler never saw the stranger's tap.
     assert [c.status for c in fake.requests("answerCallbackQuery")[before:]] == [400]
     assert fake.requests(chat_id=stranger) == []
+
+
+def test_a_reminder_due_during_an_outage_arrives_after_it_once_with_its_buttons(tmp_path: Path) -> None:
+    from datetime import datetime, timedelta
+    from zoneinfo import ZoneInfo
+
+    from tools.calendar.store import CalendarStore
+
+    seoul = ZoneInfo("Asia/Seoul")
+    clock = tmp_path / "clock.txt"
+    clock.write_text(datetime(2026, 12, 1, 14, 0, tzinfo=seoul).isoformat())
+    with CalendarStore(tmp_path / "calendar.sqlite3", tz="Asia/Seoul") as store:
+        start = datetime(2026, 12, 1, 15, 0, tzinfo=seoul)
+        store.add_event("치과", start, start + timedelta(minutes=30), remind_minutes_before=[10])
+    server = FakeTelegram(TOKEN).start()
+    process = BotProcess(server, tmp_path, {"default": ["hi"]}, domain="tools.calendar.domain",
+                         extra_config='tz = "Asia/Seoul"\n')
+    process.model_args += ["--clock-file", str(clock), "--time-scale", str(SCALE)]
+    try:
+        process.start()
+        server.outage(45 * SCALE)
+        clock.write_text(datetime(2026, 12, 1, 14, 50, tzinfo=seoul).isoformat())  # the reminder is due
+        server.wait_for(lambda: [c for c in server.requests("sendMessage", ALICE) if c.status == 502], 30,
+                        "a refused attempt")
+        delivered = lambda: [c for c in server.requests("sendMessage", ALICE)  # noqa: E731
+                             if c.status == 200 and (c.text or "").startswith("⏰")]
+        server.wait_for(delivered, 60, "the reminder after the outage")
+        clock.write_text(datetime(2026, 12, 1, 14, 55, tzinfo=seoul).isoformat())
+        server.send_text(ALICE, ALICE, "ping")
+        wait_reply(server, ALICE, "hi")
+        [reminder] = delivered()
+        assert reminder.text == "⏰ In 10 min: '치과' at 15:00"
+        assert list(buttons(reminder)) == ["Snooze 10 min", "Open"]
+    finally:
+        assert process.stop() == 0
+        server.close()

@@ -64,3 +64,42 @@ def test_inbox_records_once_and_survives_reopening(tmp_path: Path) -> None:
     assert again.pending() == [(11, {"update_id": 11})]
     assert again.next_offset() == 12
     again.close()
+
+
+def test_clean_replaces_lone_surrogates_and_keeps_real_characters() -> None:
+    from bot.inbox import clean
+
+    body = {"text": "a\ud800b 😀 한글", "list": ["\udfff"], "\ud83d": 1}
+    assert clean(body) == {"text": "a\ufffdb 😀 한글", "list": ["\ufffd"], "\ufffd": 1}
+
+
+def test_inbox_stores_a_poisoned_update_and_keeps_why_it_failed(tmp_path: Path) -> None:
+    inbox = Inbox(tmp_path / "inbox.sqlite3")
+    assert inbox.record(5, {"update_id": 5, "message": {"text": "\ud800"}})
+    inbox.failed(5, "unreadable update: TypeError: missing persistent_id")
+    inbox.done(5)  # a later "done" does not hide the failure
+    assert inbox.state(5) == ("failed", "unreadable update: TypeError: missing persistent_id")
+    assert inbox.pending() == []
+    inbox.close()
+
+
+def test_mask_hides_the_token_its_secret_and_anything_token_shaped() -> None:
+    from bot.config import mask
+
+    token = "123456789:" + "S" * 35
+    text = f"url /bot{token}/getMe; secret {'S' * 35}; other 987654321:{'x' * 30}"
+    assert mask(text, token) == "url /bot<token>/getMe; secret <token>; other <token>"
+
+
+def test_outbox_sends_each_chats_oldest_first_and_collapses_stale_replies(tmp_path: Path) -> None:
+    from bot.outbox import LATE, MAX_AGE_S, Outbox, backoff
+
+    outbox = Outbox(tmp_path / "inbox.sqlite3")
+    first, _second = outbox.put(1, "a"), outbox.put(1, "b")
+    other = outbox.put(2, "c")
+    assert [(r.id, r.text) for r in outbox.heads()] == [(first, "a"), (other, "c")]
+    head = outbox.heads()[0]
+    apology = outbox.replace_with_apology(head, head.created_at + MAX_AGE_S + 1)
+    assert apology.text == LATE and [r.text for r in outbox.heads()] == [LATE, "c"]  # "b" went with it
+    assert [backoff(n) for n in range(4)] == [1.0, 2.0, 4.0, 8.0] and backoff(30) == 300.0
+    outbox.close()
