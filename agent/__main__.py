@@ -62,6 +62,8 @@ def settings_from(args: argparse.Namespace) -> Settings:
         given = [flag for flag, value in (("--model", args.model_path), ("--adapter", args.lora_path)) if value]
         if settings.lora_path and not args.lora_path:
             given.append("AGENT_LORA_PATH")
+        if settings.backend == "openai":
+            given.append("--backend openai" if getattr(args, "backend", None) else "AGENT_BACKEND=openai")
         if given:
             raise ValueError(demo_conflict(given))
         settings = replace(settings, no_adapter=True)

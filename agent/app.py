@@ -45,12 +45,19 @@ def build_llama_backend(settings: Settings, demo: bool = False, fallback_demo: b
 
 def openai_problem(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:
     """Why the openai backend cannot start as configured (one line), or None."""
+    import httpx
+
     from agent.apikey import KeyProblem, read_api_key
 
     if not settings.base_url:
         return "the openai backend needs a server: --base-url or AGENT_BASE_URL (e.g. https://api.deepseek.com)"
     if not settings.base_url.startswith(("http://", "https://")):
         return f"the base URL must start with http:// or https://, got {settings.base_url!r}"
+    try:
+        if not httpx.URL(settings.base_url).host:
+            raise httpx.InvalidURL("no host")
+    except httpx.InvalidURL as exc:
+        return f"the base URL {settings.base_url!r} is not a valid URL ({exc})"
     if not settings.remote_model:
         return "the openai backend needs the served model's name: --model or AGENT_REMOTE_MODEL (e.g. deepseek-chat)"
     try:

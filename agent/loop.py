@@ -135,9 +135,9 @@ def _assistant_message(text: str, calls: list[ToolCall], ids: list[str],
     """
     message: dict[str, Any] = {"role": "assistant", "content": text}
     if calls:
-        served = [None] * len(calls)
+        served: list[str | None] = [None] * len(calls)
         if native is not None and [c.get("name") for c in native] == [c.name for c in calls]:
-            served = [c.get("arguments_text") for c in native]
+            served = [_same_json(c.get("arguments_text"), call.arguments) for c, call in zip(native, calls)]
         message["tool_calls"] = [
             {
                 "id": call_id,
@@ -148,6 +148,20 @@ def _assistant_message(text: str, calls: list[ToolCall], ids: list[str],
             for call, call_id, exact in zip(calls, ids, served)
         ]
     return message
+
+
+def _same_json(text: Any, arguments: dict[str, Any]) -> str | None:
+    """The server's arguments text if it is valid JSON for exactly these arguments, else None.
+
+    A repaired call (truncated or otherwise broken JSON the parser mended) must not be stored
+    as sent: strict APIs refuse invalid ``arguments`` with 400 on every later turn of the chat.
+    """
+    if not isinstance(text, str):
+        return None
+    try:
+        return text if json.loads(text) == arguments else None
+    except ValueError:
+        return None
 
 
 def _tool_message(call_id: str, name: str, content: str) -> dict[str, Any]:

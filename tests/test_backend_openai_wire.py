@@ -227,3 +227,34 @@ def test_cached_prompt_tokens_are_read_from_each_servers_field() -> None:
     assert (openai.reused_tokens, openai.evaluated_tokens) == (64, 36)
     assert (deepseek.reused_tokens, deepseek.evaluated_tokens) == (90, 10)
     assert (llama.reused_tokens, llama.evaluated_tokens, llama.timings["prompt_ms"]) == (88, 12, 5.5)
+
+
+def test_a_repaired_native_call_is_stored_as_valid_json_so_later_turns_are_not_refused(store: CalendarStore) -> None:
+    """The server's arguments are broken JSON the parser mends: what is stored and resent is valid."""
+    broken = '{"date": "2026-12-02"'  # truncated: not valid JSON, but readable
+    script = [Reply.calls([("search_events", broken)]), Reply.text("Nothing that day."), Reply.text("Bye.")]
+    with StrictOpenAIServer(script, api_key=KEY) as server:
+        agent = Agent(backend_for(server), build_registry(store, now=lambda: NOW))
+        messages = [{"role": "system", "content": "You manage a calendar."}, {"role": "user", "content": "[09:00] 모레 일정?"}]
+        turn = agent.run_turn(messages, ApproveAll())
+        messages.append({"role": "user", "content": "[09:01] ok"})
+        agent.run_turn(messages, ApproveAll())
+    assert [c.status for c in turn.calls] == [CallStatus.OK]
+    stored = messages[2]["tool_calls"][0]["function"]["arguments"]
+    assert json.loads(stored) == {"date": "2026-12-02"}
+    assert server.rejected == [] and len(server.requests) == 3
+
+
+def test_an_undecodable_body_is_an_error_result_not_an_exception() -> None:
+    garbled = Reply(status=200, body=b"\x00not gzip at all", headers={"Content-Encoding": "gzip"})
+    with StrictOpenAIServer([garbled]) as server:
+        result = backend_for(server, max_retries=2).complete([{"role": "user", "content": "hi"}], [])
+    assert result.finish_reason == "error" and "DecodingError" in result.error and "\n" not in result.error
+
+
+def test_a_redirect_names_where_it_points() -> None:
+    moved = Reply(status=301, body=b"", headers={"Location": "https://api.example.test/v1/chat/completions"})
+    with StrictOpenAIServer([moved]) as server:
+        result = backend_for(server, max_retries=2).complete([{"role": "user", "content": "hi"}], [])
+    assert result.finish_reason == "error"
+    assert "HTTP 301" in result.error and "https://api.example.test/v1/chat/completions" in result.error

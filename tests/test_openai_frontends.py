@@ -147,6 +147,18 @@ def test_repl_says_what_is_missing_for_the_openai_backend(tmp_path: Path) -> Non
     assert "--base-url or AGENT_BASE_URL" in result.stderr
 
 
+@pytest.mark.parametrize("flags, says", [
+    (["--base-url", "http://[::1"], "is not a valid URL"),
+    (["--base-url", "http://127.0.0.1:9/v1", "--demo"], "cannot be combined with --model, --backend openai"),
+])
+def test_repl_refuses_a_broken_url_or_demo_with_a_remote_backend_in_one_line(tmp_path: Path, flags: list[str], says: str) -> None:
+    data = toy_data_dir(tmp_path / "data")
+    result = subprocess.run([sys.executable, "-m", "agent", "--backend", "openai", "--model", MODEL, *flags], input="hi\n",
+                            capture_output=True, text=True, timeout=60, cwd=ROOT, env=clean_env(data, AGENT_API_KEY=KEY))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert says in result.stderr and "Traceback" not in result.stderr
+
+
 def test_repl_shows_a_refused_key_in_one_line_and_a_server_fault_without_losing_the_message(tmp_path: Path, toy_server) -> None:
     data = toy_data_dir(tmp_path / "data")
     (data / "config.toml").write_text('domain = "tests.test_bot_toy_domain"\nremote_retries = 1\n')

@@ -175,6 +175,8 @@ class OpenAIBackend:
             except httpx.TransportError as exc:
                 last = f"connection error: {type(exc).__name__}: {exc}"
                 continue
+            except httpx.HTTPError as exc:  # e.g. a body that cannot be decoded: retrying will not help
+                return None, f"the request to {self.base_url} failed: {type(exc).__name__}: {_one_line(str(exc))[:200]}"
             status = response.status_code
             if status in AUTH_STATUS:
                 hint = "" if self.has_key else " (no key is set: AGENT_API_KEY or the key file)"
@@ -190,6 +192,9 @@ class OpenAIBackend:
             if status >= 500 or status in RETRY_STATUS:
                 last = f"HTTP {status}: {_one_line(response.text)[:200]}"
                 continue
+            if 300 <= status < 400:
+                where = response.headers.get("Location", "no Location header")
+                return None, f"HTTP {status} from {self.base_url}: it redirects to {where}; use that as the base URL"
             if status >= 400:
                 return None, f"HTTP {status} from {self.base_url}: {_one_line(response.text)[:BODY_IN_LOG]}"
             try:
@@ -241,7 +246,7 @@ def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     - a ``tool`` message whose id no pending call has (the loop's ``call_unreadable`` answer to a
       call it could not read, or an orphan) goes out as a **user** message with the same text:
       the model still reads why its call failed, and no API sees an answer to an unknown call.
-      (``export sft --format structured``, the same message format, leaves such episodes out;
+      (``export sft --assistant-format structured``, the same message format, leaves such episodes out;
       the stored history keeps the ``tool`` message for every backend);
     - a call left without an answer (the process stopped while it ran) gets ``NOT_ANSWERED``;
     - call ids are unique within the request (a repeated one gets a ``_2``, ``_3``, ... suffix;

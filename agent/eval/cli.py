@@ -56,9 +56,9 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
         (("--model",), {"dest": "model_path", "help": "GGUF model (llama) or served model name (openai)"}),
         (("--adapter",), {"dest": "lora_path", "help": "LoRA adapter GGUF"}),
         (("--demo",), {"action": "store_true", "help": "the small SmolLM2 demo model"}),
-        (("--backend",), {"choices": ("llama", "openai", "scripted"),
+        (("--backend",), {"choices": ("llama", "openai"),
                           "help": "llama (local GGUF, default), openai (HTTP server; key from AGENT_API_KEY "
-                                  "or <data dir>/api_key), scripted (needs --policy)"}),
+                                  "or <data dir>/api_key); --policy runs a scripted one instead"}),
         (("--base-url",), {"help": "OpenAI-compatible server, e.g. http://localhost:8000/v1 (--backend openai)"}),
     ):
         try:
@@ -90,7 +90,7 @@ def select_scenarios(suite: EvalSuite, args: argparse.Namespace) -> list[Scenari
 
 def backend_of(args: argparse.Namespace, settings: Any) -> str:
     """scripted for a policy, else the flag, else the setting (AGENT_BACKEND, config ``backend``)."""
-    if args.policy or args.backend == "scripted":
+    if args.policy:
         return "scripted"
     return args.backend or settings.backend
 
@@ -128,10 +128,8 @@ def make_backend_for(suite: EvalSuite, args: argparse.Namespace, settings: Any) 
 def _usage_error(args: argparse.Namespace, suite: EvalSuite, settings: Any) -> str | None:
     if args.policy and args.policy not in suite.policies:
         return f"unknown policy {args.policy!r}; known: {', '.join(suite.policies)}"
-    if args.policy and args.backend not in (None, "scripted"):
+    if args.policy and args.backend is not None:
         return "--policy runs a scripted backend; leave out --backend"
-    if args.backend == "scripted" and not args.policy:
-        return "--backend scripted needs --policy"
     if backend_of(args, settings) == "openai":
         from agent.app import openai_problem
 
