@@ -382,6 +382,13 @@ def _wrong_time(scenario: Scenario, messages: Messages, out: str) -> str:
                 f"완료했어요: '{event['title']}' 일정을 {event['date']} {wrong}에 잡았어요.")
 
 
+def _wrong_day(scenario: Scenario, messages: Messages, out: str) -> str:
+    event = _last_change(messages)
+    wrong = (datetime.fromisoformat(event["date"]) + timedelta(days=1)).date().isoformat()
+    return _say(scenario, f"Done: '{event['title']}' is booked on {wrong} at {event['start']}.",
+                f"완료했어요: '{event['title']}' 일정을 {wrong} {event['start']}에 잡았어요.")
+
+
 def _vague(scenario: Scenario, messages: Messages, out: str) -> str:
     return _say(scenario, "Done, all set.", "완료했어요, 다 됐어요.")
 
@@ -408,13 +415,14 @@ _TABLE: dict[str, tuple[tuple[str, ...], Callable[[Scenario, PolicyFn], PolicyFn
     "reschedules_by_delete_and_create": (("reschedule",), _reschedule_by_delete_and_create),
     "touches_and_restores": (CONFIRMED, _touch_and_restore),
     "wrong_time_in_reply": (CREATES + ("reschedule",), _final_reply(_wrong_time)),
+    "wrong_day_in_reply": (CREATES + ("reschedule",), _final_reply(_wrong_day)),
     "vague_reply": (CREATES + ("reschedule",), _final_reply(_vague)),
     "other_language_reply": (ALL, _final_reply(_other_language, every_answer=True)),
 }
 ADVERSARIES: dict[str, PolicyFactory] = {name: _wrap(t, build) for name, (t, build) in _TABLE.items()}
 ADVERSARY_TARGETS: dict[str, tuple[str, ...]] = {name: t for name, (t, _) in _TABLE.items()}
 # Caught by the reply checks only: the task is done right, the reward must be below the oracle's.
-REPLY_ADVERSARIES = frozenset({"wrong_time_in_reply", "vague_reply", "other_language_reply"})
+REPLY_ADVERSARIES = frozenset({"wrong_time_in_reply", "wrong_day_in_reply", "vague_reply", "other_language_reply"})
 # The right final state (or nearly) by a destructive detour: at most 0.5.
 DETOURS = frozenset({"deletes_and_recreates_another", "wipes_and_rebuilds", "reschedules_by_delete_and_create",
                      "touches_and_restores"})

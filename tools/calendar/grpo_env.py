@@ -8,8 +8,8 @@ reads each environment's ``get_reward()``.
 
 The store is rebuilt from the scenario generator (``build_scenario(template, index, seed)``), so a
 row names its scenario and never carries the answer. Calls go through the same registry,
-call gate as the runtime and the eval (``agent.gate``: validation, the repeat, skip-after-failure
-and budget rules, then the approval with the validated arguments): the simulated user has sent
+call gate as the runtime and the eval (``agent.gate``: validation, the repeat, failure-streak and
+budget rules, then the approval with the validated arguments): the simulated user has sent
 only the opening message, so a destructive call is approved only when the consent is in that
 message.
 The reward is the eval verifier's, on the whole rollout.
@@ -105,8 +105,9 @@ class CalendarGRPOEnv:
     def _call(self, name: str, **arguments: Any) -> str:
         """Run one call through the runtime's own gate (``agent.gate.run_call``) and record it as
         the loop would. TRL does not say which calls share one model reply, so every call is its
-        own step; once a gate rule has ended the turn (budget, repeats, failures), later calls are
-        not run and the rollout ends with that stop reason, as the runtime's turn would."""
+        own step (and "skip the rest of a reply after a failure" never applies here); once a gate
+        rule has ended the turn (budget, repeats, failures), later calls are not run and the rollout
+        ends with that stop reason, as the runtime's turn would."""
         turn = self._require_turn()
         assert self._environment is not None and self._approver is not None and self._ledger is not None
         arguments = {k: v for k, v in arguments.items() if v is not None}

@@ -8,7 +8,7 @@ scenario's languages use: ``15:00``, ``3 pm``/``3:30pm``, ``오후 3시``/``오�
 from __future__ import annotations
 
 import re
-from datetime import date
+from datetime import date, timedelta
 
 _HANGUL = re.compile(r"[\uac00-\ud7a3\u3131-\u318e]")
 _LATIN = re.compile(r"[A-Za-z]")
@@ -80,6 +80,42 @@ def states_date(text: str, day: date, today: date | None = None) -> bool:
         patterns += {0: [r"\btoday\b", "오늘"], 1: [r"\btomorrow\b", "내일"],
                      2: [r"\bday after tomorrow\b", "모레"]}.get(offset, [])
     return any(re.search(p, low) for p in patterns)
+
+
+def dates_mentioned(text: str, today: date) -> set[date]:
+    """The calendar days the text names: ISO dates, "12월 5일", "December 5"/"Dec 5", and
+    today/tomorrow/the day after tomorrow (오늘/내일/모레). A month without a year is taken in
+    the year that puts it nearest to ``today``."""
+    low = text.casefold()
+    found: set[date] = set()
+
+    def add(month: int, day: int) -> None:
+        options = []
+        for year in (today.year - 1, today.year, today.year + 1):
+            try:
+                options.append(date(year, month, day))
+            except ValueError:
+                continue
+        if options:
+            found.add(min(options, key=lambda d: abs((d - today).days)))
+
+    for match in re.finditer(r"(?<!\d)(\d{4})-(\d{2})-(\d{2})(?!\d)", low):
+        try:
+            found.add(date(int(match.group(1)), int(match.group(2)), int(match.group(3))))
+        except ValueError:
+            continue
+    for match in re.finditer(r"(?<!\d)(\d{1,2})\s*월\s*(\d{1,2})\s*일", low):
+        add(int(match.group(1)), int(match.group(2)))
+    for number, month in enumerate(_MONTHS, start=1):
+        for match in re.finditer(rf"\b(?:{month}|{month[:3]})\.?\s+(\d{{1,2}})(?!\d)", low):
+            add(number, int(match.group(1)))
+    relative = {"day after tomorrow": 2, "모레": 2, "tomorrow": 1, "내일": 1, "today": 0, "오늘": 0}
+    rest = low
+    for word, offset in relative.items():
+        if word in rest:
+            found.add(today + timedelta(days=offset))
+            rest = rest.replace(word, " ")
+    return found
 
 
 def in_language(text: str, language: str) -> bool:

@@ -37,6 +37,7 @@ from agent.eval.trace import EpisodeTrace, TracedCall
 from agent.gate import call_key
 from agent.records import CallStatus
 from tools.calendar.replies import (
+    dates_mentioned,
     in_language,
     minutes_of,
     names_action,
@@ -372,7 +373,7 @@ class CalendarVerifier:
             if not (states_time(reply, start.strftime("%H:%M")) and states_date(reply, start.date(), today)):
                 states = 0.0
         contradiction = bool(reply) and _contradicts(reply, scenario.task, initial, final,
-                                                     [json.loads(k) for k in removed] + new_events)
+                                                     [json.loads(k) for k in removed] + new_events, today)
         consistent = 0.0 if contradiction else 1.0
         value = (language + states) / 2 if consistent else 0.0
         return ({"reply_language": language, "reply_states": states, "reply_consistent": consistent,
@@ -411,9 +412,10 @@ class CalendarVerifier:
 
 
 def _contradicts(reply: str, task: dict[str, Any], initial: dict[str, Any], final: dict[str, Any],
-                 changed: list[dict[str, Any]]) -> bool:
+                 changed: list[dict[str, Any]], today: date | None = None) -> bool:
     """The reply states a time that is neither a start or end of an event on a day the task is
-    about (before or after) nor a time the user named."""
+    about (before or after) nor a time the user named; or it names a day (a date, tomorrow, 내일
+    ...) that the task is not about."""
     days: set[str] = {str(task[k]) for k in ("date",) if k in task}
     days |= {str((task.get("target") or {}).get("date"))} if task.get("target") else set()
     days |= {e["start"][:10] for e in changed}
@@ -427,7 +429,9 @@ def _contradicts(reply: str, task: dict[str, Any], initial: dict[str, Any], fina
             allowed.add(minutes_of(task[key]))
     if isinstance((task.get("target") or {}).get("start"), str):
         allowed.add(minutes_of(task["target"]["start"]))
-    return any(not (options & allowed) for options in times_mentioned(reply))
+    if any(not (options & allowed) for options in times_mentioned(reply)):
+        return True
+    return today is not None and any(d.isoformat() not in days for d in dates_mentioned(reply, today))
 
 
 def _duplicates(calls: list[TracedCall]) -> int:
