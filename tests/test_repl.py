@@ -270,3 +270,31 @@ def test_ctrl_c_during_a_reply_returns_to_the_prompt_without_a_dangling_message(
     assert not history or history[-1]["role"] == "assistant"
     asked = {c["id"] for m in history for c in m.get("tool_calls") or []}
     assert asked == {m["tool_call_id"] for m in history if m["role"] == "tool"}
+
+
+def test_the_llama_backend_streams_exactly_the_text_it_returns(smollm2: Path) -> None:
+    """What the REPL shows live is the step's own text, piece by piece, one step at a time."""
+    from agent.backends.llama import LlamaBackend
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.steps: list[list[str]] = []
+
+        def start_step(self) -> None:
+            self.steps.append([])
+
+        def text(self, piece: str) -> None:
+            self.steps[-1].append(piece)
+
+    backend = LlamaBackend(smollm2, n_ctx=1024, n_threads=2)
+    recorder = Recorder()
+    backend.stream = recorder
+    messages = [{"role": "user", "content": "Say hello."}]
+    first = backend.complete(messages, [], max_tokens=12)
+    second = backend.complete(messages, [], max_tokens=5)
+    assert len(recorder.steps) == 2
+    for pieces, completion in zip(recorder.steps, (first, second)):
+        assert pieces and all(pieces)
+        streamed = "".join(pieces)
+        assert streamed.removesuffix("<|im_end|>") == completion.text  # an end marker is streamed, then cut
+    assert second.finish_reason in ("length", "stop") and len(recorder.steps[1]) <= 5
