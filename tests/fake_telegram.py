@@ -123,10 +123,17 @@ class FakeTelegram:
         with self._cond:
             self._failures[method] = [(status, description)] * times
 
-    def outage(self, seconds: float) -> None:
-        """For the next ``seconds``, every method (getUpdates too) answers 502 Bad Gateway."""
+    def outage(self, seconds: float | None = None) -> None:
+        """Every method (getUpdates too) answers 502 Bad Gateway: for the next ``seconds``, or
+        (None) until ``end_outage``, so a test can end it once it has seen what it waits for
+        rather than hope the bot gets there within a wall-clock window."""
         with self._cond:
-            self._outage_until = time.monotonic() + seconds
+            self._outage_until = float("inf") if seconds is None else time.monotonic() + seconds
+
+    def end_outage(self) -> None:
+        with self._cond:
+            self._outage_until = 0.0
+            self._cond.notify_all()
 
     def refuse_chat(self, chat_id: int, status: int, description: str) -> None:
         """Sends to this chat fail for good, e.g. 403 "Forbidden: bot was blocked by the user"."""

@@ -25,6 +25,10 @@ from tests.test_bot_e2e import (
 )
 from tests.test_bot_toy_domain import titles
 
+# The tests below share one bot (it is slow to start), so each uses chats no other test in this
+# file uses in a way that lasts: BLOCKED and GONE are refused for good by the fake server.
+BLOCKED, GONE = 2001, 2002
+
 
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeTelegram]:
@@ -36,6 +40,7 @@ def fake() -> Iterator[FakeTelegram]:
 @pytest.fixture(scope="module")
 def bot(fake: FakeTelegram, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotProcess]:
     process = BotProcess(fake, tmp_path_factory.mktemp("bot"), SCRIPT)
+    process.extra_env["TELEGRAM_ALLOWED_USERS"] = ",".join(map(str, [ALICE, BOB, *BURST_USERS, BLOCKED, GONE]))
     process.data_dir.chmod(0o755)  # as an older version (or a careless mkdir) left it
     (process.data_dir / "calendar.sqlite3").write_bytes(b"")  # a file left 0644
     process.start()
@@ -202,7 +207,7 @@ def test_an_approval_does_not_cover_an_event_that_changed_after_the_question(tmp
 
 # ---- replies outlive an outage --------------------------------------------------------------
 
-SCALE = 0.05  # --time-scale: every retry wait is 20 times shorter, so 45 s of outage take 2.25 s
+SCALE = 0.05  # --time-scale: every retry wait is 20 times shorter
 
 
 def outbox_rows(data_dir: Path, chat_id: int) -> list[tuple[str, str]]:
@@ -217,14 +222,18 @@ def test_replies_outlive_a_45_second_outage_in_order(tmp_path: Path) -> None:
     process.model_args += ["--time-scale", str(SCALE)]
     try:
         process.start()
+        server.fail_next("sendMessage", 10_000)  # Telegram is down for our sends from the start
         server.send_text(ALICE, ALICE, "slow one")
-        second = server.send_text(ALICE, ALICE, "quick two")
-        server.wait_for(lambda: server.confirmed_below() > second, 30, "both messages received")
-        server.outage(45 * SCALE)  # the first reply is still being written
-        server.wait_for(lambda: len(replies(server, ALICE)) == 2, 60, "both replies")
+        server.send_text(ALICE, ALICE, "quick two")
+        refused = lambda: [c for c in server.requests("sendMessage", ALICE) if c.status == 502]  # noqa: E731
+        # The outage ends only once the first reply has been refused 7 times -- 1+2+...+32 = 63 s
+        # of backoff on the bot's clock, more than 45 s -- and the second reply is queued behind it.
+        server.wait_for(lambda: len(refused()) >= 7 and len(outbox_rows(tmp_path, ALICE)) == 2, 120,
+                        "seven refused sends and both replies queued")
+        server.fail_next("sendMessage", 0)
+        server.wait_for(lambda: len(replies(server, ALICE)) == 2, 120, "both replies")
         assert replies(server, ALICE) == ["slow answer", "You said: quick two"]
-        refused = [c for c in server.requests("sendMessage", ALICE) if c.status == 502]
-        assert refused and all(c.text == "slow answer" for c in refused)  # the second waited its turn
+        assert all(c.text == "slow answer" for c in refused())  # the second waited its turn
         assert "not sent (NetworkError" in process.log()
         server.wait_for(lambda: [state for state, _ in outbox_rows(tmp_path, ALICE)] == ["sent", "sent"],
                         30, "both marked sent")
@@ -262,7 +271,7 @@ def test_replies_older_than_a_day_become_one_apology(tmp_path: Path) -> None:
 
 
 def test_a_blocked_or_unknown_chat_drops_its_reply_with_a_log_line(fake: FakeTelegram, bot: BotProcess) -> None:
-    blocked, gone = BURST_USERS[4], BURST_USERS[3]
+    blocked, gone = BLOCKED, GONE
     fake.refuse_chat(blocked, 403, "Forbidden: bot was blocked by the user")
     fake.refuse_chat(gone, 400, "Bad Request: chat not found")
     fake.send_text(blocked, blocked, "hello?")
@@ -403,10 +412,11 @@ def test_a_reminder_due_during_an_outage_arrives_after_it_once_with_its_buttons(
     process.model_args += ["--clock-file", str(clock), "--time-scale", str(SCALE)]
     try:
         process.start()
-        server.outage(45 * SCALE)
+        server.outage()  # until the reminder has been refused at least once
         clock.write_text(datetime(2026, 12, 1, 14, 50, tzinfo=seoul).isoformat())  # the reminder is due
-        server.wait_for(lambda: [c for c in server.requests("sendMessage", ALICE) if c.status == 502], 30,
+        server.wait_for(lambda: [c for c in server.requests("sendMessage", ALICE) if c.status == 502], 60,
                         "a refused attempt")
+        server.end_outage()
         delivered = lambda: [c for c in server.requests("sendMessage", ALICE)  # noqa: E731
                              if c.status == 200 and (c.text or "").startswith("⏰")]
         server.wait_for(delivered, 60, "the reminder after the outage")
