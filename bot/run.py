@@ -53,24 +53,37 @@ def _setup_logging(settings: Settings, token: str) -> None:
     masking.mask_handlers(token)
 
 
-def secure_data_dir(data_dir: Path) -> None:
-    """A private calendar: the data dir is 0700 and the files the bot keeps in it are 0600.
+def secure_data_dir(data_dir: Path, log_dir: Path | None = None) -> None:
+    """A private calendar: the data dir and the log dir are 0700, the files in them 0600.
 
-    The umask makes everything created from here on (databases, their WAL files, logs)
-    owner-only; files left 0644 by an older version are tightened once.
+    The log dir is ``<data_dir>/logs``, or (macOS) ``~/Library/Logs/iljeong`` -- outside the
+    data dir, so it is tightened on its own. The umask makes everything created from here on
+    (databases, their WAL files, logs) owner-only; what an older version left 0755/0644 is
+    tightened once.
     """
     os.umask(0o077)
-    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if stat.S_IMODE(data_dir.stat().st_mode) & 0o077:
-        data_dir.chmod(0o700)
-        log.info("made %s private (0700)", data_dir)
-    for path in [*data_dir.iterdir(), *(data_dir / "logs").glob("*")]:
+    log_dir = log_dir or data_dir / "logs"
+    for directory in (data_dir, log_dir):
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if stat.S_IMODE(directory.stat().st_mode) & 0o077:
+            directory.chmod(0o700)
+            log.info("made %s private (0700)", directory)
+    for path in [*data_dir.iterdir(), *log_dir.iterdir()]:
         try:
             info = path.lstat()
         except FileNotFoundError:
             continue
         if stat.S_ISREG(info.st_mode) and info.st_mode & 0o077:
             path.chmod(0o600)
+
+
+def log_dir_for(settings: Settings) -> Path:
+    """Where the bot logs (launchd.logs decides; it is optional for a plain ``bot run``)."""
+    try:
+        from launchd.logs import default_log_dir
+    except ImportError:
+        return settings.data_dir / "logs"
+    return default_log_dir(settings.data_dir)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"python -m bot: {config.message}", file=sys.stderr)
         return 2
     masking.install(config.token)  # before anything can print the token: logs, tracebacks, PTB
-    secure_data_dir(settings.data_dir)
+    secure_data_dir(settings.data_dir, log_dir_for(settings))
     _setup_logging(settings, config.token)
     if args.time_scale != 1.0:
         TIME.set_scale(args.time_scale)

@@ -48,7 +48,7 @@ def configure_logging(log_dir: Path, *, level: int = logging.INFO) -> Path:
 
     Calling it again with the same directory does not add a second handler.
     """
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = (log_dir / BOT_LOG_NAME).absolute()
     root = logging.getLogger()
     root.setLevel(level)

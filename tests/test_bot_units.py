@@ -103,3 +103,25 @@ def test_outbox_sends_each_chats_oldest_first_and_collapses_stale_replies(tmp_pa
     assert apology.text == LATE and [r.text for r in outbox.heads()] == [LATE, "c"]  # "b" went with it
     assert [backoff(n) for n in range(4)] == [1.0, 2.0, 4.0, 8.0] and backoff(30) == 300.0
     outbox.close()
+
+
+def test_secure_data_dir_tightens_a_log_dir_outside_the_data_dir(tmp_path: Path) -> None:
+    """macOS: the logs are in ~/Library/Logs/iljeong, not under the data dir."""
+    import os
+    import stat
+
+    from bot.run import secure_data_dir
+
+    data, logs = tmp_path / "data", tmp_path / "Library" / "Logs" / "iljeong"
+    logs.mkdir(parents=True, mode=0o755)
+    logs.chmod(0o755)
+    (logs / "bot.log").write_text("an older run's lines")
+    (logs / "bot.log").chmod(0o644)
+    before = os.umask(0o022)
+    try:
+        secure_data_dir(data, logs)
+        assert os.umask(0o022) == 0o077  # everything created from here on is owner-only
+    finally:
+        os.umask(before)
+    assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in (data, logs, logs / "bot.log")} == {
+        "data": "0o700", "iljeong": "0o700", "bot.log": "0o600"}
