@@ -125,3 +125,26 @@ def test_secure_data_dir_tightens_a_log_dir_outside_the_data_dir(tmp_path: Path)
         os.umask(before)
     assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in (data, logs, logs / "bot.log")} == {
         "data": "0o700", "iljeong": "0o700", "bot.log": "0o600"}
+
+
+def test_a_failing_apology_rolls_back_and_leaves_no_open_transaction(tmp_path: Path) -> None:
+    import sqlite3
+
+    import pytest
+
+    from bot.outbox import MAX_AGE_S, Outbox
+
+    outbox = Outbox(tmp_path / "inbox.sqlite3")
+    outbox.put(1, "a")
+    outbox.put(1, "b")
+    with sqlite3.connect(tmp_path / "inbox.sqlite3") as conn:  # the apology's second statement fails
+        conn.execute("CREATE TRIGGER refuse BEFORE UPDATE OF text ON outbox BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+    head = outbox.heads()[0]
+    with pytest.raises(sqlite3.IntegrityError, match="disk says no"):
+        outbox.replace_with_apology(head, head.created_at + MAX_AGE_S + 1)
+    assert not outbox._conn.in_transaction
+    with sqlite3.connect(tmp_path / "inbox.sqlite3") as conn:  # the first statement was undone too
+        assert conn.execute("SELECT text, state FROM outbox ORDER BY id").fetchall() == [("a", "queued"), ("b", "queued")]
+    outbox.put(2, "c")  # the connection still works (a BEGIN inside a dangling transaction would fail)
+    assert [r.text for r in outbox.heads()] == ["a", "c"]
+    outbox.close()
