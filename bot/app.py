@@ -462,8 +462,8 @@ async def _serve(
 ) -> int:
     application = build_application(config)
     access = Access(config.allowed_users, config.allowed_chats)
-    desk = ApprovalDesk(application.bot, access, approval_timeout_s)
     outbox = Outbox(inbox.path)
+    desk = ApprovalDesk(application.bot, access, approval_timeout_s, outbox)
     runner = TurnRunner(application.bot, runtime, desk, outbox)
     services = BotServices(access, inbox, runtime, desk, runner, outbox)
     notifier = runtime.domain.notifier

@@ -40,6 +40,7 @@ log = logging.getLogger(__name__)
 MAX_AGE_S = 24 * 3600.0
 FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 300.0
+ORDER_POLL_S = 0.2  # how often ``wait_until_sent`` looks again
 LATE = ("Sorry, this answer is late: I could not reach Telegram for a long time, so I dropped "
         "what I had written. Please send your message again if it still matters.")
 
@@ -154,6 +155,26 @@ class Outbox:
                 (LATE, now, now, reply.id),
             )
         return Reply(reply.id, reply.chat_id, LATE, now, now, reply.attempts, 0)
+
+    def queued(self, chat_id: int) -> int:
+        """How many replies to ``chat_id`` are still waiting to be sent."""
+        with self._lock:
+            return self._conn.execute(
+                "SELECT COUNT(*) FROM outbox WHERE chat_id = ? AND state = 'queued'", (chat_id,)
+            ).fetchone()[0]
+
+    async def wait_until_sent(self, chat_id: int, timeout_s: float) -> bool:
+        """Wait (at most ``timeout_s``, scaled) until the chat has nothing queued; False if it still has.
+
+        For a message that cannot go through the outbox (an approval question: its message id
+        is needed at once), so that it does not overtake the chat's earlier replies.
+        """
+        deadline = TIME.after(timeout_s)
+        while self.queued(chat_id):
+            if TIME.now() >= deadline:
+                return False
+            await TIME.sleep(ORDER_POLL_S)
+        return True
 
     def state_of(self, row_id: int) -> str | None:
         with self._lock:

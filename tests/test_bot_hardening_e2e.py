@@ -242,6 +242,30 @@ def test_replies_outlive_a_45_second_outage_in_order(tmp_path: Path) -> None:
         server.close()
 
 
+def test_an_approval_question_waits_for_the_chats_earlier_reply_still_in_the_outbox(tmp_path: Path) -> None:
+    server = FakeTelegram(TOKEN).start()
+    process = BotProcess(server, tmp_path, SCRIPT)
+    process.model_args += ["--time-scale", str(SCALE)]
+    try:
+        process.start()
+        server.fail_next("sendMessage", 10_000)  # Telegram takes none of our sends
+        server.send_text(ALICE, ALICE, "add Dentist")
+        server.wait_for(lambda: [s for s, _ in outbox_rows(tmp_path, ALICE)] == ["queued"], 30, "the reply queued")
+        server.send_text(ALICE, ALICE, "delete Dentist")  # its turn asks for approval
+        server.wait_for(lambda: f"approval question in chat {ALICE} waits for 1 earlier replies" in process.log(), 30,
+                        "the question waiting")
+        server.fail_next("sendMessage", 0)
+        ask = approval_message(server, ALICE)
+        delivered = [c.text for c in server.requests("sendMessage", ALICE) if c.status == 200]
+        assert delivered[0] == "Created: Dentist" and delivered[1] == ask.text
+        assert not any("reply_markup" in c.params for c in server.requests("sendMessage", ALICE) if c.status != 200)
+        server.tap(ALICE, ALICE, buttons(ask)["Approve"])
+        assert '"ok": true' in wait_reply(server, ALICE, "Result:")
+    finally:
+        assert process.stop() == 0
+        server.close()
+
+
 def test_replies_older_than_a_day_become_one_apology(tmp_path: Path) -> None:
     from bot.outbox import LATE
 
