@@ -22,9 +22,6 @@ from bot.timing import TIME
 
 log = logging.getLogger("bot")
 
-# A refused token ends the bot "successfully", so launchd does not restart it (see README).
-EXIT_TOKEN_REFUSED = 0
-
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-base-url", help="Bot API server (default https://api.telegram.org; env TELEGRAM_API_BASE_URL)")
@@ -128,22 +125,15 @@ def run(args: argparse.Namespace) -> int:
 
     from telegram.error import InvalidToken, TelegramError
 
-    from bot.app import ShutdownGuard, serve
+    from bot.app import ShutdownGuard, report_refused_token, serve
     from bot.reminders import REAL_TICK_S, TEST_TICK_S, file_clock, system_clock
 
     clock, tick_s = (file_clock(args.clock_file), TEST_TICK_S) if args.clock_file else (system_clock, REAL_TICK_S)
     guard = ShutdownGuard()  # armed by SIGTERM/SIGINT; it also covers the closing below
     try:
         return asyncio.run(serve(config, runtime, settings.approval_timeout_s, inbox, clock, tick_s, guard))
-    except InvalidToken:
-        # Retrying cannot help, and a crash would have launchd restart the bot every 30 s to be
-        # refused again. Exit 0: KeepAlive {SuccessfulExit: false} then leaves it stopped.
-        source = config.token_file or "TELEGRAM_BOT_TOKEN"
-        line = (f"Telegram refused the bot token from {source} (401 Unauthorized): get the current token "
-                f"from @BotFather, store it there, then start the bot again. Not restarting.")
-        log.error("%s", line)
-        print(f"python -m bot: {line}", file=sys.stderr)
-        return EXIT_TOKEN_REFUSED
+    except InvalidToken:  # at start-up (getMe); while running, serve reports it the same way
+        return report_refused_token(config)
     except TelegramError as exc:  # e.g. deleteWebhook refused at start-up: one line, launchd retries
         line = f"stopped: the Bot API failed ({type(exc).__name__}: {exc})"
         log.error("%s", line, exc_info=exc)

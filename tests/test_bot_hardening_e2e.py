@@ -369,6 +369,29 @@ def test_a_refused_token_gives_one_line_exit_0_and_no_retries(tmp_path: Path) ->
         server.close()
 
 
+def test_a_token_revoked_while_running_gives_the_same_line_and_exit_0(tmp_path: Path) -> None:
+    server = FakeTelegram(TOKEN).start()
+    process = BotProcess(server, tmp_path, SCRIPT)
+    try:
+        process.start()
+        server.send_text(ALICE, ALICE, "before the revoke")
+        wait_reply(server, ALICE, "You said: before the revoke")
+        server.revoke_token()
+        assert process.proc.wait(60) == 0  # launchd's KeepAlive {SuccessfulExit: false} leaves it stopped
+        output = process.proc.stdout.read().decode()
+        lines = [line for line in output.splitlines() if line.startswith("python -m bot:")
+                 and not line.startswith("python -m bot: logging to")]
+        assert lines == ["python -m bot: Telegram refused the bot token from TELEGRAM_BOT_TOKEN (401 Unauthorized): "
+                         "get the current token from @BotFather, store it there, then start the bot again. "
+                         "Not restarting."]
+        assert "Traceback" not in output and "bot stopped by an error" not in process.log()
+        assert "Telegram refused the bot token" in process.log()
+        assert TOKEN not in output + process.log()
+    finally:
+        process.stop()
+        server.close()
+
+
 def test_every_exception_path_masks_the_token(tmp_path: Path) -> None:
     """After ``masking.install``: a logged traceback, an uncaught exception in a thread and in
     the main thread, and a plain print all come out with the token masked."""
