@@ -30,7 +30,7 @@ from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMar
 
 from agent.approval import ApprovalRequest, Decision
 from bot.access import Access
-from bot.buttons import button_data, split_button_data
+from bot.buttons import EXPIRED, NOT_YOURS, button_data, split_button_data
 from bot.outbox import Outbox
 from bot.sending import send_text, with_retry
 
@@ -39,8 +39,6 @@ log = logging.getLogger(__name__)
 PREFIX = "ap"
 APPROVE, DENY = "y", "n"
 
-EXPIRED = "This button is no longer valid (already answered, expired, or from before a restart). Nothing was changed."
-NOT_YOURS = "This question is not yours to answer: only the person who asked can. Nothing was changed."
 CHANGED = "changed since asked"
 # A question waits this long (scaled) for the chat's earlier replies still in the outbox, e.g.
 # after an outage; then it is sent anyway: a turn must not hang on an outage without end.

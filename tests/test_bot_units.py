@@ -148,3 +148,47 @@ def test_a_failing_apology_rolls_back_and_leaves_no_open_transaction(tmp_path: P
     outbox.put(2, "c")  # the connection still works (a BEGIN inside a dangling transaction would fail)
     assert [r.text for r in outbox.heads()] == ["a", "c"]
     outbox.close()
+
+
+def test_inbox_schema_has_the_error_column_and_an_old_file_gets_it(tmp_path: Path) -> None:
+    import sqlite3
+
+    from bot.inbox import SCHEMA
+
+    assert "error TEXT" in SCHEMA  # a new file is created with it, not patched afterwards
+    old = tmp_path / "old.sqlite3"
+    with sqlite3.connect(old) as conn:  # an inbox file from before failed updates kept their error
+        conn.execute("CREATE TABLE updates (update_id INTEGER PRIMARY KEY, body TEXT NOT NULL, "
+                     "state TEXT NOT NULL, received_at REAL NOT NULL, done_at REAL)")
+        conn.execute("INSERT INTO updates VALUES (7, '{}', 'pending', 0, NULL)")
+    for path in (tmp_path / "new.sqlite3", old):
+        inbox = Inbox(path)
+        inbox.failed(7, "boom")
+        inbox.close()
+    assert Inbox(old).state(7) == ("failed", "boom")
+
+
+def test_the_log_file_masks_token_shapes_then_the_exact_token_with_one_formatter(tmp_path: Path) -> None:
+    """launchd.logs and bot.masking share one masker: the file handler is wrapped once."""
+    import logging
+
+    from bot.masking import MaskingFormatter, mask_handlers
+    from launchd.logs import configure_logging
+
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    try:
+        configure_logging(tmp_path)
+        [handler] = [h for h in root.handlers if h not in before]
+        mask_handlers("12:short-secret-xyz", root)  # not token-shaped: only the exact token masks it
+        assert isinstance(handler.formatter, MaskingFormatter) and not isinstance(handler.formatter.inner, MaskingFormatter)
+        assert not handler.filters
+        logging.getLogger("t").warning("url /bot12:short-secret-xyz/x and 123456789:%s", "A" * 35)
+        handler.flush()
+        assert (tmp_path / "bot.log").read_text().rstrip().endswith("url /bot<token>/x and <token>")
+    finally:
+        for h in root.handlers[:]:
+            if h not in before:
+                root.removeHandler(h)
+                h.close()
+        root.setLevel(level)
