@@ -144,7 +144,7 @@ async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def on_cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    stopped = _services(context).runner.cancel(update.effective_chat.id)
+    stopped = _services(context).runner.cancel(update.effective_chat.id, _user_id(update))
     await reply_now(update, context, "Stopping…" if stopped else "Nothing is running.")
 
 

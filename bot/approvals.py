@@ -156,10 +156,10 @@ class ApprovalDesk:
         pending.future.set_result(Decision(approved, "user"))
         return "Approved." if approved else "Denied."
 
-    def cancel_chat(self, chat_id: int) -> None:
-        """/cancel: open questions of this chat are answered with Deny."""
+    def cancel_chat(self, chat_id: int, user_id: int | None) -> None:
+        """/cancel: the open questions ``user_id`` was asked in this chat are answered with Deny."""
         for pending in list(self._open.values()):
-            if pending.chat_id == chat_id and not pending.future.done():
+            if pending.chat_id == chat_id and pending.user_id == user_id and not pending.future.done():
                 pending.future.set_result(Decision(False, "cancelled"))
 
 

@@ -132,11 +132,13 @@ class TurnRunner:
     def close(self) -> None:
         self.model.close()
 
-    def cancel(self, chat_id: int) -> bool:
-        """/cancel: stop this chat's running turn (and deny its open approval)."""
+    def cancel(self, chat_id: int, user_id: int | None) -> bool:
+        """/cancel from ``user_id``: stop their running turn in this chat (and deny its open
+        approval). In a group, another member's /cancel touches neither: like a tap, it is
+        not theirs to answer."""
         job = self.running
-        self.desk.cancel_chat(chat_id)
-        if job is None or job.chat_id != chat_id or job.kind != "turn":
+        self.desk.cancel_chat(chat_id, user_id)
+        if job is None or job.chat_id != chat_id or job.kind != "turn" or job.user_id != user_id:
             return False
         job.cancel.set()
         return True

@@ -28,6 +28,7 @@ from tests.test_bot_toy_domain import titles
 # The tests below share one bot (it is slow to start), so each uses chats no other test in this
 # file uses in a way that lasts: BLOCKED and GONE are refused for good by the fake server.
 BLOCKED, GONE = 2001, 2002
+GROUP_CANCEL = -501  # a second allowed group, for the /cancel test
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +42,7 @@ def fake() -> Iterator[FakeTelegram]:
 def bot(fake: FakeTelegram, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotProcess]:
     process = BotProcess(fake, tmp_path_factory.mktemp("bot"), SCRIPT)
     process.extra_env["TELEGRAM_ALLOWED_USERS"] = ",".join(map(str, [ALICE, BOB, *BURST_USERS, BLOCKED, GONE]))
+    process.extra_env["TELEGRAM_ALLOWED_CHATS"] = f"{GROUP_ALLOWED},{GROUP_CANCEL}"
     process.data_dir.chmod(0o755)  # as an older version (or a careless mkdir) left it
     (process.data_dir / "calendar.sqlite3").write_bytes(b"")  # a file left 0644
     process.start()
@@ -151,6 +153,22 @@ def test_in_a_group_only_the_asker_can_approve(fake: FakeTelegram, bot: BotProce
     assert '"ok": true' in wait_reply(fake, GROUP_ALLOWED, "Result:")
     assert answered(fake, start + 2)[start + 1:] == ["Approved."]
     assert "Alice's dentist" not in titles(bot.data_dir)
+
+
+def test_in_a_group_another_members_cancel_leaves_the_askers_question_open(fake: FakeTelegram, bot: BotProcess) -> None:
+    group = GROUP_CANCEL
+    fake.send_text(group, ALICE, "add Team lunch", chat_type="group")
+    wait_reply(fake, group, "Created: Team lunch")
+    fake.send_text(group, ALICE, "delete Team lunch", chat_type="group")
+    ask = approval_message(fake, group)
+    fake.send_text(group, BOB, "/cancel", chat_type="group")  # allowed in the group, not the asker
+    wait_reply(fake, group, "Nothing is running.")
+    assert fake.requests("editMessageText", group) == []  # the question is still open
+    fake.tap(group, ALICE, buttons(ask)["Approve"], chat_type="group")
+    assert '"ok": true' in wait_reply(fake, group, "Result:")
+    edit = fake.wait_for(lambda: fake.requests("editMessageText", group), 30, "the question edited")[-1]
+    assert edit.text.endswith("Approved.")
+    assert "Team lunch" not in titles(bot.data_dir)
 
 
 def test_a_forged_tap_in_someone_elses_private_chat_changes_nothing(fake: FakeTelegram, bot: BotProcess) -> None:
