@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Awaitable, Callable
 
 from telegram import BotCommand, Update
-from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
+from telegram.error import EndPointNotFound, InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
 from telegram.ext import (
     Application,
     ApplicationBuilder,
@@ -63,6 +63,8 @@ FIRST_POLL_DELAY_S, MAX_POLL_DELAY_S = 1.0, 60.0
 TASK_BOUND_S = 3.0  # each group of tasks gets this long to end once cancelled
 SHUTDOWN_BOUND_S = 10.0  # after a stop signal the process ends within this, whatever hangs
 DEFAULT_API = "https://api.telegram.org"
+# A refused token ends the bot "successfully", so launchd does not restart it (see README).
+EXIT_TOKEN_REFUSED = 0
 
 HELP = (
     "I'm your calendar assistant. Write what you need in plain words, e.g. "
@@ -142,7 +144,7 @@ async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def on_cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    stopped = _services(context).runner.cancel(update.effective_chat.id)
+    stopped = _services(context).runner.cancel(update.effective_chat.id, _user_id(update))
     await reply_now(update, context, "Stopping…" if stopped else "Nothing is running.")
 
 
@@ -303,6 +305,11 @@ async def poll(application: Application, inbox: Inbox, stop: asyncio.Event) -> N
             continue
         except InvalidToken:
             raise
+        except EndPointNotFound as exc:
+            # getUpdates exists: this is how do_api_request reports Telegram's 401/404 for a
+            # token revoked while running (PTB raised InvalidToken underneath). Retrying
+            # cannot help; serve reports it as at start-up.
+            raise InvalidToken(str(exc)) from exc
         except Exception as exc:  # NetworkError, 5xx, a garbled answer: wait and ask again
             log.warning("getUpdates failed (%s: %s); retrying in %.1f s", type(exc).__name__, exc, delay * TIME.scale)
             await TIME.sleep(delay)
@@ -451,6 +458,20 @@ async def serve(
             loop.remove_signal_handler(signum)
 
 
+def report_refused_token(config: BotConfig) -> int:
+    """Telegram refused the token (at start-up or while running): one line, exit 0.
+
+    Retrying cannot help, and a crash would have launchd restart the bot every 30 s to be
+    refused again. Exit 0: KeepAlive {SuccessfulExit: false} then leaves it stopped.
+    """
+    source = config.token_file or "TELEGRAM_BOT_TOKEN"
+    line = (f"Telegram refused the bot token from {source} (401 Unauthorized): get the current token "
+            f"from @BotFather, store it there, then start the bot again. Not restarting.")
+    log.error("%s", line)
+    print(f"python -m bot: {line}", file=sys.stderr)
+    return EXIT_TOKEN_REFUSED
+
+
 async def _serve(
     config: BotConfig,
     runtime: Runtime,
@@ -462,8 +483,8 @@ async def _serve(
 ) -> int:
     application = build_application(config)
     access = Access(config.allowed_users, config.allowed_chats)
-    desk = ApprovalDesk(application.bot, access, approval_timeout_s)
     outbox = Outbox(inbox.path)
+    desk = ApprovalDesk(application.bot, access, approval_timeout_s, outbox)
     runner = TurnRunner(application.bot, runtime, desk, outbox)
     services = BotServices(access, inbox, runtime, desk, runner, outbox)
     notifier = runtime.domain.notifier
@@ -478,6 +499,7 @@ async def _serve(
     starting = asyncio.create_task(start(application, services, config), name="start-up")
     tasks: list[asyncio.Task] = []
     status = 0
+    refused = False  # the token was revoked while polling
     try:
         if await _first(stop, starting):
             log.info("stopped during start-up")
@@ -500,8 +522,11 @@ async def _serve(
         watch.cancel()
         for task in tasks:
             if task.done() and not task.cancelled() and task.exception() is not None:
-                log.error("bot stopped by an error", exc_info=task.exception())
-                status = 1
+                if isinstance(task.exception(), InvalidToken):
+                    refused = True
+                else:
+                    log.error("bot stopped by an error", exc_info=task.exception())
+                    status = 1
         # Nothing new comes in; then the send in hand (if any) is let finish, not cut off.
         await _end([task for task in tasks if task is not sending], TASK_BOUND_S)
         sender.finish_up()
@@ -515,6 +540,8 @@ async def _serve(
                 log.exception("closing the Bot API connection failed")
         runner.close()
         outbox.close()
+    if refused and status == 0:
+        status = report_refused_token(config)
     if runner.model.busy:
         # A turn is still inside the model (or a tool). Tidying up under it (closing its
         # databases, finalising the interpreter) could crash mid-write; its update stays

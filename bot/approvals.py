@@ -30,7 +30,8 @@ from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMar
 
 from agent.approval import ApprovalRequest, Decision
 from bot.access import Access
-from bot.buttons import button_data, split_button_data
+from bot.buttons import EXPIRED, NOT_YOURS, button_data, split_button_data
+from bot.outbox import Outbox
 from bot.sending import send_text, with_retry
 
 log = logging.getLogger(__name__)
@@ -38,9 +39,10 @@ log = logging.getLogger(__name__)
 PREFIX = "ap"
 APPROVE, DENY = "y", "n"
 
-EXPIRED = "This button is no longer valid (already answered, expired, or from before a restart). Nothing was changed."
-NOT_YOURS = "This question is not yours to answer: only the person who asked can. Nothing was changed."
 CHANGED = "changed since asked"
+# A question waits this long (scaled) for the chat's earlier replies still in the outbox, e.g.
+# after an outage; then it is sent anyway: a turn must not hang on an outage without end.
+ORDER_WAIT_S = 60.0
 
 
 def callback_data(approval_id: str, choice: str) -> str:
@@ -70,10 +72,11 @@ async def _wait(future: asyncio.Future[Decision], timeout_s: float) -> Decision:
 class ApprovalDesk:
     """The open questions, by id. Lives on the event loop; only its coroutines touch it."""
 
-    def __init__(self, bot: Bot, access: Access, timeout_s: float) -> None:
+    def __init__(self, bot: Bot, access: Access, timeout_s: float, outbox: Outbox | None = None) -> None:
         self.bot = bot
         self.access = access
         self.timeout_s = timeout_s
+        self.outbox = outbox  # the chat's earlier replies go first (see ``_after_earlier_replies``)
         self._open: dict[str, _Pending] = {}
 
     async def ask(self, chat_id: int, user_id: int | None, description: str) -> tuple[Decision, int | None]:
@@ -92,11 +95,25 @@ class ApprovalDesk:
         )
         question = f"Approve this action?\n\n{description}"
         try:
+            await self._after_earlier_replies(chat_id)
             messages = await send_text(self.bot, chat_id, question, reply_markup=keyboard)
             decision = await _wait(future, self.timeout_s)
         finally:
             self._open.pop(approval_id, None)
         return decision, messages[-1].message_id
+
+    async def _after_earlier_replies(self, chat_id: int) -> None:
+        """The question is sent directly (its message id is needed for ``conclude``), not
+        through the outbox; so that "Approve this action?" does not arrive before an earlier
+        reply still backing off there, wait (bounded) until the chat's outbox is empty."""
+        if self.outbox is None:
+            return
+        waiting = self.outbox.queued(chat_id)
+        if not waiting:
+            return
+        log.info("approval question in chat %s waits for %d earlier replies", chat_id, waiting)
+        if not await self.outbox.wait_until_sent(chat_id, ORDER_WAIT_S):
+            log.warning("earlier replies to chat %s still unsent after %g s: asking anyway", chat_id, ORDER_WAIT_S)
 
     async def conclude(self, chat_id: int, message_id: int | None, description: str, decision: Decision) -> None:
         """Edit the question to its outcome (and so remove its buttons)."""
@@ -139,10 +156,10 @@ class ApprovalDesk:
         pending.future.set_result(Decision(approved, "user"))
         return "Approved." if approved else "Denied."
 
-    def cancel_chat(self, chat_id: int) -> None:
-        """/cancel: open questions of this chat are answered with Deny."""
+    def cancel_chat(self, chat_id: int, user_id: int | None) -> None:
+        """/cancel: the open questions ``user_id`` was asked in this chat are answered with Deny."""
         for pending in list(self._open.values()):
-            if pending.chat_id == chat_id and not pending.future.done():
+            if pending.chat_id == chat_id and pending.user_id == user_id and not pending.future.done():
                 pending.future.set_result(Decision(False, "cancelled"))
 
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+# What a tap that changes nothing is answered with, for every kind of button (approvals,
+# reminders) and for a stranger's tap the gate refuses.
+EXPIRED = "This button is no longer valid (already answered, expired, or from before a restart). Nothing was changed."
+NOT_YOURS = "This button is not yours to use: only the person it was meant for can answer it. Nothing was changed."
+
 
 def button_data(prefix: str, button_id: str, choice: str) -> str:
     return f"{prefix}:{button_id}:{choice}"

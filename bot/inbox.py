@@ -26,7 +26,8 @@ CREATE TABLE IF NOT EXISTS updates (
     body TEXT NOT NULL,           -- the update as Telegram sent it (JSON, lone surrogates replaced)
     state TEXT NOT NULL,          -- 'pending' | 'done' | 'failed'
     received_at REAL NOT NULL,
-    done_at REAL
+    done_at REAL,
+    error TEXT                    -- why a 'failed' update failed
 );
 CREATE INDEX IF NOT EXISTS updates_pending ON updates(state) WHERE state = 'pending';
 """
@@ -59,7 +60,7 @@ class Inbox:
         with self._lock:
             self._conn.executescript(SCHEMA)
             columns = {row[1] for row in self._conn.execute("PRAGMA table_info(updates)")}
-            if "error" not in columns:  # files from before failed updates were recorded
+            if "error" not in columns:  # an inbox file from before failed updates kept their error
                 self._conn.execute("ALTER TABLE updates ADD COLUMN error TEXT")
 
     def record(self, update_id: int, body: Any) -> bool:

@@ -23,7 +23,7 @@ __all__ = ["MaskingFormatter", "MaskingStream", "install", "mask", "mask_handler
 class MaskingFormatter(logging.Formatter):
     """Formats with ``inner`` (messages, tracebacks, stack info), then masks the result."""
 
-    def __init__(self, inner: logging.Formatter | None, token: str) -> None:
+    def __init__(self, inner: logging.Formatter | None, token: str | None) -> None:
         super().__init__()
         self.inner = inner or logging.Formatter()
         self.token = token
@@ -48,9 +48,12 @@ class MaskingStream:
 
 
 def mask_handlers(token: str, logger: logging.Logger | None = None) -> None:
-    """Wrap the formatter of every handler on ``logger`` (the root logger by default)."""
+    """Wrap the formatter of every handler on ``logger`` (the root logger by default); one
+    wrapped already (e.g. by launchd.logs, shape-only) is told the token instead."""
     for handler in (logger or logging.getLogger()).handlers:
-        if not isinstance(handler.formatter, MaskingFormatter):
+        if isinstance(handler.formatter, MaskingFormatter):
+            handler.formatter.token = token
+        else:
             handler.setFormatter(MaskingFormatter(handler.formatter, token))
 
 

@@ -21,10 +21,11 @@ import asyncio
 import json
 import logging
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 from telegram import Bot, InlineKeyboardMarkup
 from telegram.error import BadRequest, Forbidden, RetryAfter
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 MAX_AGE_S = 24 * 3600.0
 FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 300.0
+ORDER_POLL_S = 0.2  # how often ``wait_until_sent`` looks again
 LATE = ("Sorry, this answer is late: I could not reach Telegram for a long time, so I dropped "
         "what I had written. Please send your message again if it still matters.")
 
@@ -83,28 +85,36 @@ class Outbox:
         with self._lock:
             self._conn.executescript(INBOX_SCHEMA + SCHEMA)
 
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """Under the lock, all or nothing: a failure rolls back, so the shared connection is
+        never left inside an open transaction (the next ``BEGIN`` would fail, every write after
+        it would pile into a transaction nobody commits)."""
+        with self._lock:
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                raise
+            self._conn.execute("COMMIT")
+
     def put(
         self, chat_id: int, text: str, update_id: int | None = None, markup: InlineKeyboardMarkup | None = None
     ) -> int:
         """Queue ``text`` for ``chat_id``; the update it answers (if any) is done from now on."""
         now = TIME.now()
         keyboard = json.dumps(markup.to_dict(), ensure_ascii=False) if markup is not None else None
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                row_id = self._conn.execute(
-                    "INSERT INTO outbox (chat_id, text, markup, update_id, state, created_at, next_at) "
-                    "VALUES (?, ?, ?, ?, 'queued', ?, ?)", (chat_id, text, keyboard, update_id, now, now),
-                ).lastrowid
-                if update_id is not None:
-                    self._conn.execute(
-                        "UPDATE updates SET state = 'done', done_at = ? WHERE update_id = ? AND state = 'pending'",
-                        (now, update_id),
-                    )
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+        with self._transaction():
+            row_id = self._conn.execute(
+                "INSERT INTO outbox (chat_id, text, markup, update_id, state, created_at, next_at) "
+                "VALUES (?, ?, ?, ?, 'queued', ?, ?)", (chat_id, text, keyboard, update_id, now, now),
+            ).lastrowid
+            if update_id is not None:
+                self._conn.execute(
+                    "UPDATE updates SET state = 'done', done_at = ? WHERE update_id = ? AND state = 'pending'",
+                    (now, update_id),
+                )
         if self.on_put is not None:
             self.on_put()
         return int(row_id)
@@ -135,8 +145,7 @@ class Outbox:
 
     def replace_with_apology(self, reply: Reply, now: float) -> Reply:
         """A too-old head becomes the one apology; the chat's other too-old replies are dropped."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+        with self._transaction():
             self._conn.execute(
                 "UPDATE outbox SET state = 'late' WHERE chat_id = ? AND state = 'queued' AND id != ? AND created_at < ?",
                 (reply.chat_id, reply.id, now - MAX_AGE_S),
@@ -145,8 +154,27 @@ class Outbox:
                 "UPDATE outbox SET text = ?, markup = NULL, created_at = ?, next_at = ?, pieces_sent = 0 WHERE id = ?",
                 (LATE, now, now, reply.id),
             )
-            self._conn.execute("COMMIT")
         return Reply(reply.id, reply.chat_id, LATE, now, now, reply.attempts, 0)
+
+    def queued(self, chat_id: int) -> int:
+        """How many replies to ``chat_id`` are still waiting to be sent."""
+        with self._lock:
+            return self._conn.execute(
+                "SELECT COUNT(*) FROM outbox WHERE chat_id = ? AND state = 'queued'", (chat_id,)
+            ).fetchone()[0]
+
+    async def wait_until_sent(self, chat_id: int, timeout_s: float) -> bool:
+        """Wait (at most ``timeout_s``, scaled) until the chat has nothing queued; False if it still has.
+
+        For a message that cannot go through the outbox (an approval question: its message id
+        is needed at once), so that it does not overtake the chat's earlier replies.
+        """
+        deadline = TIME.after(timeout_s)
+        while self.queued(chat_id):
+            if TIME.now() >= deadline:
+                return False
+            await TIME.sleep(ORDER_POLL_S)
+        return True
 
     def state_of(self, row_id: int) -> str | None:
         with self._lock:

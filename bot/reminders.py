@@ -30,8 +30,7 @@ from telegram import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup
 
 from agent.domain import Notifier
 from bot.access import Access
-from bot.approvals import EXPIRED
-from bot.buttons import button_data, split_button_data
+from bot.buttons import EXPIRED, NOT_YOURS, button_data, split_button_data
 from bot.outbox import Outbox
 
 log = logging.getLogger(__name__)
@@ -40,7 +39,6 @@ Clock = Callable[[], datetime]
 PREFIX = "rm"
 SNOOZE, OPEN = "s", "o"
 MAX_OPEN_BUTTONS = 1000  # older reminder buttons are forgotten (and answer EXPIRED)
-NOT_YOURS = "Only an allowed user of this chat can answer this. Nothing was changed."
 REAL_TICK_S = 30.0
 TEST_TICK_S = 0.1
 

@@ -22,9 +22,6 @@ from bot.timing import TIME
 
 log = logging.getLogger("bot")
 
-# A refused token ends the bot "successfully", so launchd does not restart it (see README).
-EXIT_TOKEN_REFUSED = 0
-
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-base-url", help="Bot API server (default https://api.telegram.org; env TELEGRAM_API_BASE_URL)")
@@ -53,24 +50,37 @@ def _setup_logging(settings: Settings, token: str) -> None:
     masking.mask_handlers(token)
 
 
-def secure_data_dir(data_dir: Path) -> None:
-    """A private calendar: the data dir is 0700 and the files the bot keeps in it are 0600.
+def secure_data_dir(data_dir: Path, log_dir: Path | None = None) -> None:
+    """A private calendar: the data dir and the log dir are 0700, the files in them 0600.
 
-    The umask makes everything created from here on (databases, their WAL files, logs)
-    owner-only; files left 0644 by an older version are tightened once.
+    The log dir is ``<data_dir>/logs``, or (macOS) ``~/Library/Logs/iljeong`` -- outside the
+    data dir, so it is tightened on its own. The umask makes everything created from here on
+    (databases, their WAL files, logs) owner-only; what an older version left 0755/0644 is
+    tightened once.
     """
     os.umask(0o077)
-    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if stat.S_IMODE(data_dir.stat().st_mode) & 0o077:
-        data_dir.chmod(0o700)
-        log.info("made %s private (0700)", data_dir)
-    for path in [*data_dir.iterdir(), *(data_dir / "logs").glob("*")]:
+    log_dir = log_dir or data_dir / "logs"
+    for directory in (data_dir, log_dir):
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if stat.S_IMODE(directory.stat().st_mode) & 0o077:
+            directory.chmod(0o700)
+            log.info("made %s private (0700)", directory)
+    for path in [*data_dir.iterdir(), *log_dir.iterdir()]:
         try:
             info = path.lstat()
         except FileNotFoundError:
             continue
         if stat.S_ISREG(info.st_mode) and info.st_mode & 0o077:
             path.chmod(0o600)
+
+
+def log_dir_for(settings: Settings) -> Path:
+    """Where the bot logs (launchd.logs decides; it is optional for a plain ``bot run``)."""
+    try:
+        from launchd.logs import default_log_dir
+    except ImportError:
+        return settings.data_dir / "logs"
+    return default_log_dir(settings.data_dir)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -87,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"python -m bot: {config.message}", file=sys.stderr)
         return 2
     masking.install(config.token)  # before anything can print the token: logs, tracebacks, PTB
-    secure_data_dir(settings.data_dir)
+    secure_data_dir(settings.data_dir, log_dir_for(settings))
     _setup_logging(settings, config.token)
     if args.time_scale != 1.0:
         TIME.set_scale(args.time_scale)
@@ -115,22 +125,15 @@ def run(args: argparse.Namespace) -> int:
 
     from telegram.error import InvalidToken, TelegramError
 
-    from bot.app import ShutdownGuard, serve
+    from bot.app import ShutdownGuard, report_refused_token, serve
     from bot.reminders import REAL_TICK_S, TEST_TICK_S, file_clock, system_clock
 
     clock, tick_s = (file_clock(args.clock_file), TEST_TICK_S) if args.clock_file else (system_clock, REAL_TICK_S)
     guard = ShutdownGuard()  # armed by SIGTERM/SIGINT; it also covers the closing below
     try:
         return asyncio.run(serve(config, runtime, settings.approval_timeout_s, inbox, clock, tick_s, guard))
-    except InvalidToken:
-        # Retrying cannot help, and a crash would have launchd restart the bot every 30 s to be
-        # refused again. Exit 0: KeepAlive {SuccessfulExit: false} then leaves it stopped.
-        source = config.token_file or "TELEGRAM_BOT_TOKEN"
-        line = (f"Telegram refused the bot token from {source} (401 Unauthorized): get the current token "
-                f"from @BotFather, store it there, then start the bot again. Not restarting.")
-        log.error("%s", line)
-        print(f"python -m bot: {line}", file=sys.stderr)
-        return EXIT_TOKEN_REFUSED
+    except InvalidToken:  # at start-up (getMe); while running, serve reports it the same way
+        return report_refused_token(config)
     except TelegramError as exc:  # e.g. deleteWebhook refused at start-up: one line, launchd retries
         line = f"stopped: the Bot API failed ({type(exc).__name__}: {exc})"
         log.error("%s", line, exc_info=exc)

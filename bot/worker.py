@@ -26,7 +26,6 @@ from agent.records import StopReason, Turn
 from agent.runtime import Runtime
 from bot.approvals import ApprovalDesk, BotApprover
 from bot.outbox import Outbox
-from bot.sending import send_text
 from tools.registry import ToolResult
 
 log = logging.getLogger(__name__)
@@ -124,20 +123,22 @@ class TurnRunner:
         first_of_chat = self._waiting[job.chat_id] == 0
         self._waiting[job.chat_id] += 1
         self._queue.put_nowait(job)
-        if behind_other and first_of_chat:
+        if behind_other and first_of_chat:  # through the outbox: never ahead of an earlier reply
             try:
-                await send_text(self.bot, job.chat_id, QUEUED_NOTICE)
+                self.outbox.put(job.chat_id, QUEUED_NOTICE)
             except Exception:
-                log.exception("could not send the queued notice to chat %s", job.chat_id)
+                log.exception("could not queue the queued notice to chat %s", job.chat_id)
 
     def close(self) -> None:
         self.model.close()
 
-    def cancel(self, chat_id: int) -> bool:
-        """/cancel: stop this chat's running turn (and deny its open approval)."""
+    def cancel(self, chat_id: int, user_id: int | None) -> bool:
+        """/cancel from ``user_id``: stop their running turn in this chat (and deny its open
+        approval). In a group, another member's /cancel touches neither: like a tap, it is
+        not theirs to answer."""
         job = self.running
-        self.desk.cancel_chat(chat_id)
-        if job is None or job.chat_id != chat_id or job.kind != "turn":
+        self.desk.cancel_chat(chat_id, user_id)
+        if job is None or job.chat_id != chat_id or job.kind != "turn" or job.user_id != user_id:
             return False
         job.cancel.set()
         return True

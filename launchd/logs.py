@@ -7,17 +7,15 @@ to its own size-capped file, and only crashes end up in launchd's files.
 from __future__ import annotations
 
 import logging
-import re
 import sys
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
 
+from bot.masking import MaskingFormatter
+
 BOT_LOG_NAME = "bot.log"
 MAX_BYTES = 1_000_000
 BACKUP_COUNT = 5
-
-# python-telegram-bot puts the token into every request URL (".../bot<id>:<secret>/getUpdates").
-_TOKEN_IN_TEXT = re.compile(r"\d{3,20}:[A-Za-z0-9_-]{20,}")
 
 
 def macos_log_dir(home: Path | None = None) -> Path:
@@ -32,23 +30,12 @@ def default_log_dir(data_dir: Path, *, platform: str | None = None, home: Path |
     return data_dir / "logs"
 
 
-class RedactTokens(logging.Filter):
-    """Replace anything shaped like a bot token in a record before it reaches the file."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if _TOKEN_IN_TEXT.search(message):
-            record.msg = _TOKEN_IN_TEXT.sub("<token>", message)
-            record.args = None
-        return True
-
-
 def configure_logging(log_dir: Path, *, level: int = logging.INFO) -> Path:
     """Send the root logger to ``<log_dir>/bot.log`` (1 MB x 5, tokens redacted); return its path.
 
     Calling it again with the same directory does not add a second handler.
     """
-    log_dir.mkdir(parents=True, exist_ok=True)
+    log_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = (log_dir / BOT_LOG_NAME).absolute()
     root = logging.getLogger()
     root.setLevel(level)
@@ -56,8 +43,9 @@ def configure_logging(log_dir: Path, *, level: int = logging.INFO) -> Path:
         if isinstance(handler, RotatingFileHandler) and Path(handler.baseFilename) == path:
             return path
     handler = RotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT, encoding="utf-8")
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    handler.addFilter(RedactTokens())
+    # python-telegram-bot puts the token into every request URL (".../bot<id>:<secret>/getUpdates").
+    # Until bot.masking.mask_handlers names the token, anything shaped like one is masked.
+    handler.setFormatter(MaskingFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"), None))
     root.addHandler(handler)
     # httpx logs every long-polling request at INFO: noise, and the URL carries the token.
     logging.getLogger("httpx").setLevel(logging.WARNING)

@@ -21,6 +21,9 @@ from launchd.logs import macos_log_dir
 
 LABEL = "com.iljeong.bot"
 THROTTLE_INTERVAL_S = 30
+# Owner-only files: launchd creates StandardOutPath/StandardErrorPath (which may carry a
+# traceback's worth of calendar data) with the job's umask, and the bot's own files follow it.
+UMASK = 0o077  # the plist says 63: plistlib writes integers in decimal
 SYSTEM_PATH = "/usr/bin:/bin:/usr/sbin:/sbin"
 
 
@@ -121,6 +124,7 @@ def build_plist(
         "KeepAlive": {"SuccessfulExit": False},
         "ThrottleInterval": THROTTLE_INTERVAL_S,
         "ProcessType": "Interactive",
+        "Umask": UMASK,
         "StandardOutPath": str(files.stdout),
         "StandardErrorPath": str(files.stderr),
         "EnvironmentVariables": service_environment(

@@ -188,8 +188,9 @@ def install(settings: Settings, host: Host, environ: Mapping[str, str] | None = 
             write_key_file(key_file(settings), env_key)
             host.say(f"wrote the API key to {key_file(settings)} (mode 600); the plist names only this file")
     files = host.files
-    for directory in (files.log_dir, settings.data_dir):
-        directory.mkdir(parents=True, exist_ok=True)
+    for directory in (files.log_dir, settings.data_dir):  # private: logs quote the calendar
+        directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        directory.chmod(0o700)  # one left 0755 by an older install
     write_plist(files.plist, _plist_for(settings, host, model, lora))
     host.say(f"wrote {files.plist}")
 

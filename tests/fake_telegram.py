@@ -7,7 +7,8 @@ the way Telegram does: an update is dropped once a later ``getUpdates`` asks for
 past it. Faults to inject: fail the next N calls of a method (HTTP 502, or any status and
 description Telegram uses, e.g. 400 "query is too old"); a whole outage for a while (every
 method answers 502); chats that answer 403 (the user blocked the bot) or 400 (chat not
-found); and a wrong token gets 401 Unauthorized, as from Telegram.
+found); and a wrong (or, after ``revoke_token``, revoked) token gets 401 Unauthorized, as
+from Telegram.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ class FakeTelegram:
         self._failures: dict[str, list[tuple[int, str]]] = {}
         self._outage_until = 0.0  # time.monotonic() before which every method answers 502
         self._refusing: dict[int, tuple[int, str]] = {}  # chat id -> (status, description)
+        self._revoked = False  # every request answers 401, as for a wrong token
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -123,10 +125,23 @@ class FakeTelegram:
         with self._cond:
             self._failures[method] = [(status, description)] * times
 
-    def outage(self, seconds: float) -> None:
-        """For the next ``seconds``, every method (getUpdates too) answers 502 Bad Gateway."""
+    def outage(self, seconds: float | None = None) -> None:
+        """Every method (getUpdates too) answers 502 Bad Gateway: for the next ``seconds``, or
+        (None) until ``end_outage``, so a test can end it once it has seen what it waits for
+        rather than hope the bot gets there within a wall-clock window."""
         with self._cond:
-            self._outage_until = time.monotonic() + seconds
+            self._outage_until = float("inf") if seconds is None else time.monotonic() + seconds
+
+    def end_outage(self) -> None:
+        with self._cond:
+            self._outage_until = 0.0
+            self._cond.notify_all()
+
+    def revoke_token(self) -> None:
+        """From now on the token is refused (401 Unauthorized), as after a revoke in @BotFather."""
+        with self._cond:
+            self._revoked = True
+            self._cond.notify_all()
 
     def refuse_chat(self, chat_id: int, status: int, description: str) -> None:
         """Sends to this chat fail for good, e.g. 403 "Forbidden: bot was blocked by the user"."""
@@ -181,7 +196,7 @@ class FakeTelegram:
                 else:
                     params = dict(urllib.parse.parse_qsl(raw, keep_blank_values=True))
                 prefix = f"/bot{fake.token}/"
-                if not self.path.startswith(prefix):
+                if fake._revoked or not self.path.startswith(prefix):
                     with fake._cond:
                         fake.calls.append(Call("?" + self.path.rsplit("/", 1)[-1], params, time.monotonic(), 401))
                         fake._cond.notify_all()

@@ -60,6 +60,7 @@ class BotProcess:
         # No script: the real SmolLM2 demo model.
         self.model_args = ["--scripted", str(self.script_path)] if script is not None else ["--demo"]
         self.proc: subprocess.Popen | None = None
+        self.extra_env: dict[str, str] = {}  # e.g. a longer allowlist for one module's bot
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "AGENT_"))}
@@ -71,6 +72,7 @@ class BotProcess:
             AGENT_DATA_DIR=str(self.data_dir),
             PYTHONPATH=str(ROOT),
         )
+        env.update(self.extra_env)
         env.update(extra)
         return env
 

@@ -25,6 +25,11 @@ from tests.test_bot_e2e import (
 )
 from tests.test_bot_toy_domain import titles
 
+# The tests below share one bot (it is slow to start), so each uses chats no other test in this
+# file uses in a way that lasts: BLOCKED and GONE are refused for good by the fake server.
+BLOCKED, GONE = 2001, 2002
+GROUP_CANCEL = -501  # a second allowed group, for the /cancel test
+
 
 @pytest.fixture(scope="module")
 def fake() -> Iterator[FakeTelegram]:
@@ -36,6 +41,8 @@ def fake() -> Iterator[FakeTelegram]:
 @pytest.fixture(scope="module")
 def bot(fake: FakeTelegram, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotProcess]:
     process = BotProcess(fake, tmp_path_factory.mktemp("bot"), SCRIPT)
+    process.extra_env["TELEGRAM_ALLOWED_USERS"] = ",".join(map(str, [ALICE, BOB, *BURST_USERS, BLOCKED, GONE]))
+    process.extra_env["TELEGRAM_ALLOWED_CHATS"] = f"{GROUP_ALLOWED},{GROUP_CANCEL}"
     process.data_dir.chmod(0o755)  # as an older version (or a careless mkdir) left it
     (process.data_dir / "calendar.sqlite3").write_bytes(b"")  # a file left 0644
     process.start()
@@ -148,6 +155,22 @@ def test_in_a_group_only_the_asker_can_approve(fake: FakeTelegram, bot: BotProce
     assert "Alice's dentist" not in titles(bot.data_dir)
 
 
+def test_in_a_group_another_members_cancel_leaves_the_askers_question_open(fake: FakeTelegram, bot: BotProcess) -> None:
+    group = GROUP_CANCEL
+    fake.send_text(group, ALICE, "add Team lunch", chat_type="group")
+    wait_reply(fake, group, "Created: Team lunch")
+    fake.send_text(group, ALICE, "delete Team lunch", chat_type="group")
+    ask = approval_message(fake, group)
+    fake.send_text(group, BOB, "/cancel", chat_type="group")  # allowed in the group, not the asker
+    wait_reply(fake, group, "Nothing is running.")
+    assert fake.requests("editMessageText", group) == []  # the question is still open
+    fake.tap(group, ALICE, buttons(ask)["Approve"], chat_type="group")
+    assert '"ok": true' in wait_reply(fake, group, "Result:")
+    edit = fake.wait_for(lambda: fake.requests("editMessageText", group), 30, "the question edited")[-1]
+    assert edit.text.endswith("Approved.")
+    assert "Team lunch" not in titles(bot.data_dir)
+
+
 def test_a_forged_tap_in_someone_elses_private_chat_changes_nothing(fake: FakeTelegram, bot: BotProcess) -> None:
     fake.send_text(ALICE, ALICE, "add Private thing")
     wait_reply(fake, ALICE, "Created: Private thing")
@@ -202,7 +225,7 @@ def test_an_approval_does_not_cover_an_event_that_changed_after_the_question(tmp
 
 # ---- replies outlive an outage --------------------------------------------------------------
 
-SCALE = 0.05  # --time-scale: every retry wait is 20 times shorter, so 45 s of outage take 2.25 s
+SCALE = 0.05  # --time-scale: every retry wait is 20 times shorter
 
 
 def outbox_rows(data_dir: Path, chat_id: int) -> list[tuple[str, str]]:
@@ -217,17 +240,45 @@ def test_replies_outlive_a_45_second_outage_in_order(tmp_path: Path) -> None:
     process.model_args += ["--time-scale", str(SCALE)]
     try:
         process.start()
+        server.fail_next("sendMessage", 10_000)  # Telegram is down for our sends from the start
         server.send_text(ALICE, ALICE, "slow one")
-        second = server.send_text(ALICE, ALICE, "quick two")
-        server.wait_for(lambda: server.confirmed_below() > second, 30, "both messages received")
-        server.outage(45 * SCALE)  # the first reply is still being written
-        server.wait_for(lambda: len(replies(server, ALICE)) == 2, 60, "both replies")
+        server.send_text(ALICE, ALICE, "quick two")
+        refused = lambda: [c for c in server.requests("sendMessage", ALICE) if c.status == 502]  # noqa: E731
+        # The outage ends only once the first reply has been refused 7 times -- 1+2+...+32 = 63 s
+        # of backoff on the bot's clock, more than 45 s -- and the second reply is queued behind it.
+        server.wait_for(lambda: len(refused()) >= 7 and len(outbox_rows(tmp_path, ALICE)) == 2, 120,
+                        "seven refused sends and both replies queued")
+        server.fail_next("sendMessage", 0)
+        server.wait_for(lambda: len(replies(server, ALICE)) == 2, 120, "both replies")
         assert replies(server, ALICE) == ["slow answer", "You said: quick two"]
-        refused = [c for c in server.requests("sendMessage", ALICE) if c.status == 502]
-        assert refused and all(c.text == "slow answer" for c in refused)  # the second waited its turn
+        assert all(c.text == "slow answer" for c in refused())  # the second waited its turn
         assert "not sent (NetworkError" in process.log()
         server.wait_for(lambda: [state for state, _ in outbox_rows(tmp_path, ALICE)] == ["sent", "sent"],
                         30, "both marked sent")
+    finally:
+        assert process.stop() == 0
+        server.close()
+
+
+def test_an_approval_question_waits_for_the_chats_earlier_reply_still_in_the_outbox(tmp_path: Path) -> None:
+    server = FakeTelegram(TOKEN).start()
+    process = BotProcess(server, tmp_path, SCRIPT)
+    process.model_args += ["--time-scale", str(SCALE)]
+    try:
+        process.start()
+        server.fail_next("sendMessage", 10_000)  # Telegram takes none of our sends
+        server.send_text(ALICE, ALICE, "add Dentist")
+        server.wait_for(lambda: [s for s, _ in outbox_rows(tmp_path, ALICE)] == ["queued"], 30, "the reply queued")
+        server.send_text(ALICE, ALICE, "delete Dentist")  # its turn asks for approval
+        server.wait_for(lambda: f"approval question in chat {ALICE} waits for 1 earlier replies" in process.log(), 30,
+                        "the question waiting")
+        server.fail_next("sendMessage", 0)
+        ask = approval_message(server, ALICE)
+        delivered = [c.text for c in server.requests("sendMessage", ALICE) if c.status == 200]
+        assert delivered[0] == "Created: Dentist" and delivered[1] == ask.text
+        assert not any("reply_markup" in c.params for c in server.requests("sendMessage", ALICE) if c.status != 200)
+        server.tap(ALICE, ALICE, buttons(ask)["Approve"])
+        assert '"ok": true' in wait_reply(server, ALICE, "Result:")
     finally:
         assert process.stop() == 0
         server.close()
@@ -262,7 +313,7 @@ def test_replies_older_than_a_day_become_one_apology(tmp_path: Path) -> None:
 
 
 def test_a_blocked_or_unknown_chat_drops_its_reply_with_a_log_line(fake: FakeTelegram, bot: BotProcess) -> None:
-    blocked, gone = BURST_USERS[4], BURST_USERS[3]
+    blocked, gone = BLOCKED, GONE
     fake.refuse_chat(blocked, 403, "Forbidden: bot was blocked by the user")
     fake.refuse_chat(gone, 400, "Bad Request: chat not found")
     fake.send_text(blocked, blocked, "hello?")
@@ -336,6 +387,29 @@ def test_a_refused_token_gives_one_line_exit_0_and_no_retries(tmp_path: Path) ->
         server.close()
 
 
+def test_a_token_revoked_while_running_gives_the_same_line_and_exit_0(tmp_path: Path) -> None:
+    server = FakeTelegram(TOKEN).start()
+    process = BotProcess(server, tmp_path, SCRIPT)
+    try:
+        process.start()
+        server.send_text(ALICE, ALICE, "before the revoke")
+        wait_reply(server, ALICE, "You said: before the revoke")
+        server.revoke_token()
+        assert process.proc.wait(60) == 0  # launchd's KeepAlive {SuccessfulExit: false} leaves it stopped
+        output = process.proc.stdout.read().decode()
+        lines = [line for line in output.splitlines() if line.startswith("python -m bot:")
+                 and not line.startswith("python -m bot: logging to")]
+        assert lines == ["python -m bot: Telegram refused the bot token from TELEGRAM_BOT_TOKEN (401 Unauthorized): "
+                         "get the current token from @BotFather, store it there, then start the bot again. "
+                         "Not restarting."]
+        assert "Traceback" not in output and "bot stopped by an error" not in process.log()
+        assert "Telegram refused the bot token" in process.log()
+        assert TOKEN not in output + process.log()
+    finally:
+        process.stop()
+        server.close()
+
+
 def test_every_exception_path_masks_the_token(tmp_path: Path) -> None:
     """After ``masking.install``: a logged traceback, an uncaught exception in a thread and in
     the main thread, and a plain print all come out with the token masked."""
@@ -403,10 +477,11 @@ def test_a_reminder_due_during_an_outage_arrives_after_it_once_with_its_buttons(
     process.model_args += ["--clock-file", str(clock), "--time-scale", str(SCALE)]
     try:
         process.start()
-        server.outage(45 * SCALE)
+        server.outage()  # until the reminder has been refused at least once
         clock.write_text(datetime(2026, 12, 1, 14, 50, tzinfo=seoul).isoformat())  # the reminder is due
-        server.wait_for(lambda: [c for c in server.requests("sendMessage", ALICE) if c.status == 502], 30,
+        server.wait_for(lambda: [c for c in server.requests("sendMessage", ALICE) if c.status == 502], 60,
                         "a refused attempt")
+        server.end_outage()
         delivered = lambda: [c for c in server.requests("sendMessage", ALICE)  # noqa: E731
                              if c.status == 200 and (c.text or "").startswith("⏰")]
         server.wait_for(delivered, 60, "the reminder after the outage")

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from bot.approvals import EXPIRED
+from bot.buttons import EXPIRED, NOT_YOURS
 from tests.fake_telegram import Call, FakeTelegram
 from tests.test_bot_e2e import ALICE, BOB, BURST_USERS, TOKEN, BotProcess, buttons, replies, wait_reply
 from tools.calendar.store import CalendarStore
@@ -79,7 +79,7 @@ def test_reminders_snooze_restarts_and_agenda(tmp_path: Path) -> None:
         server.tap(ALICE, ALICE, buttons(sent)["Snooze 10 min"])
         answered = lambda: [c.params.get("text") for c in server.requests("answerCallbackQuery")]  # noqa: E731
         server.wait_for(lambda: len(answered()) == 4, 30, "four button answers")
-        assert answered()[:3] == ["Opened.", EXPIRED, "Only an allowed user of this chat can answer this. Nothing was changed."]
+        assert answered()[:3] == ["Opened.", EXPIRED, NOT_YOURS]
         assert answered()[3] == "Snoozed: I'll remind you again at 15:00."
         set_clock(clock, "2026-12-01T15:00")
         assert wait_texts(server, ALICE, 2, "⏰")[1] == "⏰ Snoozed reminder: '치과' at 15:00"

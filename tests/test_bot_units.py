@@ -103,3 +103,92 @@ def test_outbox_sends_each_chats_oldest_first_and_collapses_stale_replies(tmp_pa
     assert apology.text == LATE and [r.text for r in outbox.heads()] == [LATE, "c"]  # "b" went with it
     assert [backoff(n) for n in range(4)] == [1.0, 2.0, 4.0, 8.0] and backoff(30) == 300.0
     outbox.close()
+
+
+def test_secure_data_dir_tightens_a_log_dir_outside_the_data_dir(tmp_path: Path) -> None:
+    """macOS: the logs are in ~/Library/Logs/iljeong, not under the data dir."""
+    import os
+    import stat
+
+    from bot.run import secure_data_dir
+
+    data, logs = tmp_path / "data", tmp_path / "Library" / "Logs" / "iljeong"
+    logs.mkdir(parents=True, mode=0o755)
+    logs.chmod(0o755)
+    (logs / "bot.log").write_text("an older run's lines")
+    (logs / "bot.log").chmod(0o644)
+    before = os.umask(0o022)
+    try:
+        secure_data_dir(data, logs)
+        assert os.umask(0o022) == 0o077  # everything created from here on is owner-only
+    finally:
+        os.umask(before)
+    assert {p.name: oct(stat.S_IMODE(p.stat().st_mode)) for p in (data, logs, logs / "bot.log")} == {
+        "data": "0o700", "iljeong": "0o700", "bot.log": "0o600"}
+
+
+def test_a_failing_apology_rolls_back_and_leaves_no_open_transaction(tmp_path: Path) -> None:
+    import sqlite3
+
+    import pytest
+
+    from bot.outbox import MAX_AGE_S, Outbox
+
+    outbox = Outbox(tmp_path / "inbox.sqlite3")
+    outbox.put(1, "a")
+    outbox.put(1, "b")
+    with sqlite3.connect(tmp_path / "inbox.sqlite3") as conn:  # the apology's second statement fails
+        conn.execute("CREATE TRIGGER refuse BEFORE UPDATE OF text ON outbox BEGIN SELECT RAISE(ABORT, 'disk says no'); END")
+    head = outbox.heads()[0]
+    with pytest.raises(sqlite3.IntegrityError, match="disk says no"):
+        outbox.replace_with_apology(head, head.created_at + MAX_AGE_S + 1)
+    assert not outbox._conn.in_transaction
+    with sqlite3.connect(tmp_path / "inbox.sqlite3") as conn:  # the first statement was undone too
+        assert conn.execute("SELECT text, state FROM outbox ORDER BY id").fetchall() == [("a", "queued"), ("b", "queued")]
+    outbox.put(2, "c")  # the connection still works (a BEGIN inside a dangling transaction would fail)
+    assert [r.text for r in outbox.heads()] == ["a", "c"]
+    outbox.close()
+
+
+def test_inbox_schema_has_the_error_column_and_an_old_file_gets_it(tmp_path: Path) -> None:
+    import sqlite3
+
+    from bot.inbox import SCHEMA
+
+    assert "error TEXT" in SCHEMA  # a new file is created with it, not patched afterwards
+    old = tmp_path / "old.sqlite3"
+    with sqlite3.connect(old) as conn:  # an inbox file from before failed updates kept their error
+        conn.execute("CREATE TABLE updates (update_id INTEGER PRIMARY KEY, body TEXT NOT NULL, "
+                     "state TEXT NOT NULL, received_at REAL NOT NULL, done_at REAL)")
+        conn.execute("INSERT INTO updates VALUES (7, '{}', 'pending', 0, NULL)")
+    for path in (tmp_path / "new.sqlite3", old):
+        inbox = Inbox(path)
+        inbox.failed(7, "boom")
+        inbox.close()
+    assert Inbox(old).state(7) == ("failed", "boom")
+
+
+def test_the_log_file_masks_token_shapes_then_the_exact_token_with_one_formatter(tmp_path: Path) -> None:
+    """launchd.logs and bot.masking share one masker: the file handler is wrapped once."""
+    import logging
+
+    from bot.masking import MaskingFormatter, mask_handlers
+    from launchd.logs import configure_logging
+
+    root = logging.getLogger()
+    before, level = list(root.handlers), root.level
+    try:
+        configure_logging(tmp_path)
+        [handler] = [h for h in root.handlers if h not in before]
+        mask_handlers("12:short-secret-xyz", root)  # not token-shaped: only the exact token masks it
+        assert isinstance(handler.formatter, MaskingFormatter) and not isinstance(handler.formatter.inner, MaskingFormatter)
+        assert not handler.filters
+        logging.getLogger("t").warning("url /bot12:short-secret-xyz/x and 123456789:%s", "A" * 35)
+        handler.flush()
+        assert (tmp_path / "bot.log").read_text().rstrip().endswith("url /bot<token>/x and <token>")
+    finally:
+        for h in root.handlers[:]:
+            if h not in before:
+                root.removeHandler(h)
+                h.close()
+        root.setLevel(level)

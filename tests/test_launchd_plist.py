@@ -52,6 +52,7 @@ def test_plist_parses_and_has_every_key_with_its_type(settings: Settings, tmp_pa
     assert plist["KeepAlive"] == {"SuccessfulExit": False}
     assert type(plist["ThrottleInterval"]) is int and plist["ThrottleInterval"] >= 10
     assert plist["ProcessType"] == "Interactive"
+    assert type(plist["Umask"]) is int and plist["Umask"] == 0o077  # launchd's own log files: owner-only
     logs = tmp_path / "home" / "Library" / "Logs" / "iljeong"
     assert Path(plist["StandardOutPath"]).parent == logs
     assert Path(plist["StandardErrorPath"]).parent == logs

@@ -104,6 +104,16 @@ def test_install_writes_token_file_and_plist_then_bootstraps(tmp_path: Path) -> 
     assert (tmp_path / "home" / "Library" / "Logs" / "iljeong").is_dir()
 
 
+def test_install_makes_the_log_and_data_dirs_private(tmp_path: Path) -> None:
+    logs = tmp_path / "home" / "Library" / "Logs" / "iljeong"
+    logs.mkdir(parents=True)
+    logs.chmod(0o755)  # as an older install left it
+    host = make_host(tmp_path, FakeLaunchctl())
+    assert service.install(make_settings(tmp_path), host) == 0, host.err.getvalue()
+    assert stat.S_IMODE(logs.stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "data").stat().st_mode) == 0o700
+
+
 def test_install_tightens_an_existing_token_file_it_rewrites(tmp_path: Path) -> None:
     token_file = tmp_path / "data" / "telegram_token"
     token_file.parent.mkdir(parents=True)
