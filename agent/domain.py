@@ -1,5 +1,9 @@
 """What a domain hands the runtime: tools, a few lines of prompt, and model-free commands.
 
+A model-free command answers with text (``commands``) or with a file (``documents``, e.g. the
+calendar as an .ics): frontends that can send a file (the bot's sendDocument) offer those, the
+others simply do not. ``descriptions`` gives a command its line in a chat's command menu.
+
 The runtime finds a domain by module name from configuration (default ``tools.calendar.domain``)
 and calls its ``load_domain(settings)``; ``agent/`` never imports a domain by name.
 """
@@ -43,6 +47,15 @@ class Notifier(Protocol):
     def agenda_command(self, target: str, argument: str) -> str: ...
 
 
+@dataclass(frozen=True)
+class Document:
+    """A file a command answers with, sent as it is (the bot: one sendDocument, caption and all)."""
+
+    filename: str  # what the user's client shows and saves it as, e.g. ``iljeong-calendar.ics``
+    content: bytes
+    caption: str = ""  # one short line; Telegram shows at most 1024 characters of it
+
+
 @dataclass
 class Domain:
     name: str
@@ -53,6 +66,11 @@ class Domain:
     # Commands for the local command line only (``python -m agent calendar import FILE``): they
     # take file paths on this machine, so no chat frontend may ever offer them.
     local_commands: dict[str, Callable[[str], str]] = field(default_factory=dict)
+    # Commands that answer with a file, e.g. {"ics": ...} for /ics. They may read only the
+    # domain's own data (never a path the user names): chat frontends offer them to chat users.
+    documents: dict[str, Callable[[str], Document]] = field(default_factory=dict)
+    # One line per command for a chat's command menu; a command without one works but is not listed.
+    descriptions: dict[str, str] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
     notifier: Notifier | None = None  # reminders and a daily agenda, if the domain has them
 

@@ -41,6 +41,7 @@ from telegram.ext import (
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBUserWarning
 
+from agent.domain import Domain
 from agent.runtime import Runtime
 from bot.access import Access
 from bot.approvals import NOT_YOURS, ApprovalDesk
@@ -66,10 +67,11 @@ DEFAULT_API = "https://api.telegram.org"
 # A refused token ends the bot "successfully", so launchd does not restart it (see README).
 EXIT_TOKEN_REFUSED = 0
 
-HELP = (
+HELP_INTRO = (
     "I'm your calendar assistant. Write what you need in plain words, e.g. "
     "\"lunch with Mina tomorrow at 12\".\n\n"
-    "/today – today's events (no model)\n"
+)
+HELP_COMMANDS = (
     "/new – start a fresh conversation\n"
     "/cancel – stop what I'm doing\n"
     "/help – this text\n\n"
@@ -83,12 +85,29 @@ INTERRUPTED = (
     "I was restarted while working on your message \u201c{text}\u201d, so I did not finish it. "
     "Some steps may already have been done: please check, then send it again if needed."
 )
-COMMANDS = [
-    BotCommand("today", "today's events"),
+BUILT_IN_COMMANDS = [
     BotCommand("new", "start a fresh conversation"),
     BotCommand("cancel", "stop the running request"),
     BotCommand("help", "what I can do"),
 ]
+
+
+def domain_commands(domain: Domain) -> list[str]:
+    """Every model-free command of the domain the bot answers: text ones and file ones."""
+    return sorted({*domain.commands, *domain.documents})
+
+
+def command_menu(domain: Domain) -> list[BotCommand]:
+    """The menu Telegram shows: the domain's described commands first, then the bot's own."""
+    offered = set(domain_commands(domain))
+    described = [BotCommand(name, text) for name, text in domain.descriptions.items() if name in offered]
+    return described + BUILT_IN_COMMANDS
+
+
+def help_text(domain: Domain) -> str:
+    lines = "".join(f"/{name} – {text}\n" for name, text in domain.descriptions.items()
+                    if name in domain_commands(domain))
+    return HELP_INTRO + lines + HELP_COMMANDS
 
 
 def _short(text: str, limit: int = 200) -> str:
@@ -140,7 +159,8 @@ async def reply_now(update: Update, context: ContextTypes.DEFAULT_TYPE, text: st
 
 
 async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    await reply_now(update, context, HELP + (REMINDER_HELP if _services(context).reminders else ""))
+    services = _services(context)
+    await reply_now(update, context, help_text(services.runtime.domain) + (REMINDER_HELP if services.reminders else ""))
 
 
 async def on_cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
@@ -157,7 +177,7 @@ async def on_domain_command(update: Update, context: ContextTypes.DEFAULT_TYPE) 
     name = update.message.text.split()[0].lstrip("/").split("@")[0]
     argument = update.message.text.partition(" ")[2]
     services = _services(context)
-    if name not in services.runtime.domain.commands:
+    if name not in domain_commands(services.runtime.domain):
         await reply_now(update, context, f"/{name} is not available here. /help lists what is.")
         return
     job = Job(update.effective_chat.id, update.update_id, "command", argument, name, user_id=_user_id(update))
@@ -395,7 +415,7 @@ async def start(application: Application, services: BotServices, config: BotConf
     await connect(application, config)
     await with_retry(lambda: application.bot.delete_webhook(drop_pending_updates=False), "deleteWebhook")
     try:
-        await with_retry(lambda: application.bot.set_my_commands(COMMANDS), "setMyCommands")
+        await with_retry(lambda: application.bot.set_my_commands(command_menu(services.runtime.domain)), "setMyCommands")
     except TelegramError as exc:  # the menu is a convenience
         log.warning("setMyCommands failed: %s", exc)
     await application.start()
@@ -494,7 +514,7 @@ async def _serve(
         )
         runner.after_job = services.reminders.wake  # a turn may have changed the calendar
     application.bot_data["services"] = services
-    add_handlers(application, sorted(runtime.domain.commands), reminders=notifier is not None)
+    add_handlers(application, domain_commands(runtime.domain), reminders=notifier is not None)
 
     starting = asyncio.create_task(start(application, services, config), name="start-up")
     tasks: list[asyncio.Task] = []

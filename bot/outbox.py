@@ -12,6 +12,11 @@ gets one short apology instead, however many replies had piled up. Telegram answ
 can never succeed -- 403 (the user blocked the bot), 400 (chat not found, a bad request) --
 drop the reply with a log line.
 
+A file a domain command answers with (``agent.domain.Document``, e.g. /ics) is a reply like
+any other: stored here with its caption as the text, so it keeps its place in the chat's
+order, outlives outages and restarts, and is dropped or apologised for by the same rules.
+It goes out as one sendDocument (a single piece).
+
 Times are on ``bot.timing.TIME`` so tests can play a long outage quickly.
 """
 
@@ -30,6 +35,7 @@ from typing import Callable, Iterator
 from telegram import Bot, InlineKeyboardMarkup
 from telegram.error import BadRequest, Forbidden, RetryAfter
 
+from agent.domain import Document
 from agent.sessions import connect
 from bot.inbox import SCHEMA as INBOX_SCHEMA
 from bot.text import split_message
@@ -40,6 +46,7 @@ log = logging.getLogger(__name__)
 MAX_AGE_S = 24 * 3600.0
 FIRST_BACKOFF_S = 1.0
 MAX_BACKOFF_S = 300.0
+CAPTION_LIMIT = 1024  # Telegram's limit for a document's caption
 ORDER_POLL_S = 0.2  # how often ``wait_until_sent`` looks again
 LATE = ("Sorry, this answer is late: I could not reach Telegram for a long time, so I dropped "
         "what I had written. Please send your message again if it still matters.")
@@ -56,7 +63,9 @@ CREATE TABLE IF NOT EXISTS outbox (
     next_at REAL NOT NULL,                 -- not tried again before this
     attempts INTEGER NOT NULL DEFAULT 0,
     pieces_sent INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT
+    last_error TEXT,
+    document BLOB,                         -- a file to send instead of text (the text is its caption)
+    filename TEXT                          -- its name, set exactly when document is
 );
 CREATE INDEX IF NOT EXISTS outbox_queued ON outbox(chat_id, id) WHERE state = 'queued';
 """
@@ -72,6 +81,12 @@ class Reply:
     attempts: int
     pieces_sent: int
     markup: str | None = None
+    document: bytes | None = None
+    filename: str | None = None
+
+
+# Columns added after the first release: an outbox file from then gets them on open.
+ADDED_COLUMNS = {"document": "BLOB", "filename": "TEXT"}
 
 
 class Outbox:
@@ -84,6 +99,10 @@ class Outbox:
         self.on_put: Callable[[], None] | None = None  # the sender's wake-up (event loop thread)
         with self._lock:
             self._conn.executescript(INBOX_SCHEMA + SCHEMA)
+            present = {row[1] for row in self._conn.execute("PRAGMA table_info(outbox)")}
+            for name, kind in ADDED_COLUMNS.items():
+                if name not in present:
+                    self._conn.execute(f"ALTER TABLE outbox ADD COLUMN {name} {kind}")
 
     @contextmanager
     def _transaction(self) -> Iterator[None]:
@@ -103,12 +122,24 @@ class Outbox:
         self, chat_id: int, text: str, update_id: int | None = None, markup: InlineKeyboardMarkup | None = None
     ) -> int:
         """Queue ``text`` for ``chat_id``; the update it answers (if any) is done from now on."""
+        return self._put(chat_id, text, update_id, markup, None)
+
+    def put_document(self, chat_id: int, document: Document, update_id: int | None = None) -> int:
+        """Queue a file (its caption as the text) for ``chat_id``, in order with the chat's replies."""
+        return self._put(chat_id, document.caption, update_id, None, document)
+
+    def _put(
+        self, chat_id: int, text: str, update_id: int | None, markup: InlineKeyboardMarkup | None,
+        document: Document | None,
+    ) -> int:
         now = TIME.now()
         keyboard = json.dumps(markup.to_dict(), ensure_ascii=False) if markup is not None else None
+        content, filename = (document.content, document.filename) if document is not None else (None, None)
         with self._transaction():
             row_id = self._conn.execute(
-                "INSERT INTO outbox (chat_id, text, markup, update_id, state, created_at, next_at) "
-                "VALUES (?, ?, ?, ?, 'queued', ?, ?)", (chat_id, text, keyboard, update_id, now, now),
+                "INSERT INTO outbox (chat_id, text, markup, update_id, state, created_at, next_at, document, filename) "
+                "VALUES (?, ?, ?, ?, 'queued', ?, ?, ?, ?)",
+                (chat_id, text, keyboard, update_id, now, now, content, filename),
             ).lastrowid
             if update_id is not None:
                 self._conn.execute(
@@ -123,7 +154,8 @@ class Outbox:
         """Each chat's oldest queued reply."""
         with self._lock:
             rows = self._conn.execute(
-                "SELECT id, chat_id, text, created_at, next_at, attempts, pieces_sent, markup FROM outbox "
+                "SELECT id, chat_id, text, created_at, next_at, attempts, pieces_sent, markup, document, filename "
+                "FROM outbox "
                 "WHERE id IN (SELECT MIN(id) FROM outbox WHERE state = 'queued' GROUP BY chat_id) ORDER BY id"
             ).fetchall()
         return [Reply(*row) for row in rows]
@@ -151,7 +183,8 @@ class Outbox:
                 (reply.chat_id, reply.id, now - MAX_AGE_S),
             )
             self._conn.execute(
-                "UPDATE outbox SET text = ?, markup = NULL, created_at = ?, next_at = ?, pieces_sent = 0 WHERE id = ?",
+                "UPDATE outbox SET text = ?, markup = NULL, document = NULL, filename = NULL, created_at = ?, "
+                "next_at = ?, pieces_sent = 0 WHERE id = ?",
                 (LATE, now, now, reply.id),
             )
         return Reply(reply.id, reply.chat_id, LATE, now, now, reply.attempts, 0)
@@ -233,10 +266,13 @@ class OutboxSender:
         pieces = split_message(reply.text) or ["(empty reply)"]
         keyboard = InlineKeyboardMarkup.de_json(json.loads(reply.markup), self.bot) if reply.markup else None
         try:
-            for index in range(reply.pieces_sent, len(pieces)):
-                last = index == len(pieces) - 1
-                await self.bot.send_message(reply.chat_id, pieces[index], reply_markup=keyboard if last else None)
-                self.outbox.progress(reply, index + 1)
+            if reply.filename is not None:  # a file goes out whole, as one piece
+                await self._send_document(reply)
+            else:
+                for index in range(reply.pieces_sent, len(pieces)):
+                    last = index == len(pieces) - 1
+                    await self.bot.send_message(reply.chat_id, pieces[index], reply_markup=keyboard if last else None)
+                    self.outbox.progress(reply, index + 1)
         except (BadRequest, Forbidden) as exc:
             log.warning("reply %s to chat %s dropped: Telegram refused it for good (%s)", reply.id, reply.chat_id, exc)
             self.outbox.finish(reply, "dropped", str(exc))
@@ -250,6 +286,14 @@ class OutboxSender:
             self.outbox.later(reply, TIME.after(delay), f"{type(exc).__name__}: {exc}")
         else:
             self.outbox.finish(reply, "sent")
+
+    async def _send_document(self, reply: Reply) -> None:
+        """One sendDocument; a caption over Telegram's limit is cut (captions are one line)."""
+        caption = reply.text if len(reply.text) <= CAPTION_LIMIT else reply.text[: CAPTION_LIMIT - 1] + "…"
+        await self.bot.send_document(
+            reply.chat_id, document=reply.document or b"", filename=reply.filename, caption=caption or None
+        )
+        self.outbox.progress(reply, 1)
 
     async def _sleep(self) -> None:
         """Until the next head is due (at most a minute, wall clock), or a new reply is queued."""

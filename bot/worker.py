@@ -45,7 +45,7 @@ def conversation_id(chat_id: int) -> str:
 class Job:
     chat_id: int
     update_id: int | None
-    kind: str  # "turn" (model), "new" (/new), "command" (a domain command, e.g. /today)
+    kind: str  # "turn" (model), "new" (/new), "command" (a domain command, e.g. /today or /ics)
     text: str = ""
     command: str = ""
     user_id: int | None = None  # who sent it: only they may answer its approval questions
@@ -166,6 +166,12 @@ class TurnRunner:
         elif job.kind == "new":
             await self.model.run(lambda: self.runtime.new_session(conversation_id(job.chat_id)))
             text = "Started a new conversation. Earlier messages are kept on disk but no longer in my context."
+        elif job.command in self.runtime.domain.documents:
+            # A file (e.g. /ics): through the outbox too, so it keeps its place in the chat's order.
+            make = self.runtime.domain.documents[job.command]
+            document = await self.model.run(lambda: make(job.text))
+            self.outbox.put_document(job.chat_id, document, job.update_id)  # marks the update done
+            return
         else:
             command = self.runtime.domain.commands[job.command]
             text = await self.model.run(lambda: command(job.text))

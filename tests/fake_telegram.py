@@ -9,6 +9,10 @@ description Telegram uses, e.g. 400 "query is too old"); a whole outage for a wh
 method answers 502); chats that answer 403 (the user blocked the bot) or 400 (chat not
 found); and a wrong (or, after ``revoke_token``, revoked) token gets 401 Unauthorized, as
 from Telegram.
+
+``sendDocument`` takes only what the real API takes for a new file: multipart/form-data with
+``chat_id`` and a ``document`` part that is a file (with a file name) and not empty; anything
+else answers 400 with Telegram's description. The file is kept (``documents``).
 """
 
 from __future__ import annotations
@@ -18,12 +22,49 @@ import json
 import threading
 import time
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from email import policy
+from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
 BOT_USER = {"id": 999000, "is_bot": True, "first_name": "Iljeong", "username": "iljeong_test_bot",
             "can_join_groups": True, "can_read_all_group_messages": False, "supports_inline_queries": False}
+
+
+@dataclass(frozen=True)
+class Upload:
+    """A file part of a multipart request, as received."""
+
+    filename: str
+    content_type: str
+    data: bytes
+
+
+class BadForm(ValueError):
+    """A body that is not the multipart/form-data it claims to be."""
+
+
+def parse_multipart(content_type: str, body: bytes) -> tuple[dict[str, str], dict[str, Upload]]:
+    """Form fields and file parts of a multipart/form-data body (a part with a file name is a file)."""
+    message = BytesParser(policy=policy.HTTP).parsebytes(
+        b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body
+    )
+    if not message.is_multipart() or message.defects:
+        raise BadForm("not a multipart body")
+    fields: dict[str, str] = {}
+    files: dict[str, Upload] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        if not name:
+            raise BadForm("a part without a name")
+        data = part.get_payload(decode=True) or b""
+        filename = part.get_filename()
+        if filename is None:
+            fields[str(name)] = data.decode()
+        else:
+            files[str(name)] = Upload(filename, part.get_content_type(), data)
+    return fields, files
 
 
 @dataclass
@@ -34,6 +75,7 @@ class Call:
     params: dict[str, str]
     at: float
     status: int = 200  # what the fake answered (502 when told to fail)
+    files: dict[str, Upload] = field(default_factory=dict)  # multipart file parts, by field name
 
     def json(self, name: str) -> Any:
         """A parameter the client sent JSON-encoded (reply_markup, allowed_updates, commands)."""
@@ -156,6 +198,10 @@ class FakeTelegram:
         return [c for c in calls if (method is None or c.method == method)
                 and (chat_id is None or c.chat_id == chat_id)]
 
+    def documents(self, chat_id: int) -> list[Call]:
+        """The sendDocument calls Telegram would have delivered to a chat (files in ``.files``)."""
+        return [c for c in self.requests("sendDocument", chat_id) if c.status == 200]
+
     def texts(self, chat_id: int) -> list[str]:
         """The texts delivered to a chat (sends the fake failed on purpose are left out)."""
         return [c.text or "" for c in self.requests("sendMessage", chat_id) if c.status == 200]
@@ -189,12 +235,20 @@ class FakeTelegram:
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
-                raw = self.rfile.read(length).decode()
+                body = self.rfile.read(length)
                 kind = self.headers.get("Content-Type", "")
-                if "json" in kind:
+                files: dict[str, Upload] = {}
+                if kind.startswith("multipart/form-data"):
+                    try:
+                        params, files = parse_multipart(kind, body)
+                    except (BadForm, UnicodeDecodeError):
+                        return self._reply(400, {"ok": False, "error_code": 400,
+                                                 "description": "Bad Request: can't parse request body"})
+                elif "json" in kind:
+                    raw = body.decode()
                     params = {k: v if isinstance(v, str) else json.dumps(v) for k, v in json.loads(raw or "{}").items()}
                 else:
-                    params = dict(urllib.parse.parse_qsl(raw, keep_blank_values=True))
+                    params = dict(urllib.parse.parse_qsl(body.decode(), keep_blank_values=True))
                 prefix = f"/bot{fake.token}/"
                 if fake._revoked or not self.path.startswith(prefix):
                     with fake._cond:
@@ -204,8 +258,8 @@ class FakeTelegram:
                         return self._reply(401, {"ok": False, "error_code": 401, "description": "Unauthorized"})
                     return self._reply(404, {"ok": False, "error_code": 404, "description": "Not Found"})
                 method = self.path[len(prefix):]
-                status, body = fake._dispatch(method, params)
-                self._reply(status, body)
+                status, answer = fake._dispatch(method, params, files)
+                self._reply(status, answer)
 
             do_GET = do_POST
 
@@ -222,7 +276,9 @@ class FakeTelegram:
 
         return Handler
 
-    def _dispatch(self, method: str, params: dict[str, str]) -> tuple[int, dict[str, Any]]:
+    def _dispatch(
+        self, method: str, params: dict[str, str], files: dict[str, Upload] | None = None
+    ) -> tuple[int, dict[str, Any]]:
         with self._cond:
             if method == "getUpdates" and time.monotonic() < self._outage_until:
                 self.calls.append(Call(method, params, time.monotonic(), 502))
@@ -230,7 +286,7 @@ class FakeTelegram:
                 return 502, {"ok": False, "error_code": 502, "description": "Bad Gateway"}
         if method != "getUpdates":
             with self._cond:
-                call = Call(method, params, time.monotonic())
+                call = Call(method, params, time.monotonic(), files=dict(files or {}))
                 self.calls.append(call)
                 self._cond.notify_all()
                 failure = None
@@ -256,12 +312,43 @@ class FakeTelegram:
             if "reply_markup" in params:
                 result["reply_markup"] = json.loads(params["reply_markup"])
             return 200, {"ok": True, "result": result}
+        if method == "sendDocument":
+            return self._send_document(call)
         if method == "getMyCommands":
             return 200, {"ok": True, "result": []}
         if method in ("deleteWebhook", "setMyCommands", "answerCallbackQuery", "sendChatAction",
                       "editMessageReplyMarkup", "close", "logOut"):
             return 200, {"ok": True, "result": True}
         return 404, {"ok": False, "error_code": 404, "description": f"Not Found: method {method}"}
+
+    def _send_document(self, call: Call) -> tuple[int, dict[str, Any]]:
+        """A new file, as the real API checks it (a file_id or URL string is not accepted here:
+        the bot only ever uploads); a refused call keeps status 400 in ``calls``."""
+        upload = call.files.get("document")
+        problem = None
+        if not call.params.get("chat_id"):
+            problem = "Bad Request: chat_id is empty"
+        elif upload is None and "document" in call.params:
+            problem = "Bad Request: wrong remote file identifier specified: Wrong string length"
+        elif upload is None:
+            problem = "Bad Request: there is no document in the request"
+        elif not upload.data:
+            problem = "Bad Request: file must be non-empty"
+        elif len(call.params.get("caption", "")) > 1024:
+            problem = "Bad Request: message caption is too long"
+        if problem is not None:
+            with self._cond:
+                call.status = 400
+            return 400, {"ok": False, "error_code": 400, "description": problem}
+        chat_id = int(call.params["chat_id"])
+        result = {"message_id": next(self._message_ids), "date": int(time.time()),
+                  "chat": {"id": chat_id, "type": "private" if chat_id > 0 else "group"}, "from": BOT_USER,
+                  "document": {"file_id": f"doc{call.at}", "file_unique_id": f"u{call.at}",
+                               "file_name": upload.filename, "mime_type": upload.content_type,
+                               "file_size": len(upload.data)}}
+        if call.params.get("caption"):
+            result["caption"] = call.params["caption"]
+        return 200, {"ok": True, "result": result}
 
     def _get_updates(self, params: dict[str, str]) -> list[dict[str, Any]]:
         offset = int(params.get("offset") or 0)

@@ -62,4 +62,5 @@ def load_domain(settings) -> Domain:
         Tool("delete_event", "Delete an event by title.", DeleteArgs, delete, destructive=True,
              describe=lambda a: f"Delete the event '{a.title}'"),
     ])
-    return Domain("toy", registry, "You manage a toy calendar.", {"today": today, "boom": boom}, conn.close)
+    return Domain("toy", registry, "You manage a toy calendar.", {"today": today, "boom": boom},
+                  descriptions={"today": "today's events"}, close=conn.close)

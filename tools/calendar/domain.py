@@ -1,4 +1,4 @@
-"""The calendar as a runtime domain: the store under AGENT_DATA_DIR, its tools, and /today."""
+"""The calendar as a runtime domain: the store under AGENT_DATA_DIR, its tools, /today, /week and /ics."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from agent.domain import Domain
+from agent.domain import Document, Domain
 from tools.calendar.reminders import CalendarNotifier
 from tools.calendar.store import CalendarStore
 from tools.calendar.tools import DOMAIN_PROMPT, build_registry, event_words
@@ -106,6 +106,22 @@ def export_file(store: CalendarStore, path_text: str) -> str:
     return f"exported {count} event{'s' if count != 1 else ''} to {path}"
 
 
+ICS_FILENAME = "iljeong-calendar.ics"
+
+
+def ics_document(store: CalendarStore) -> Document:
+    """/ics in a chat: every event as one .ics file, to open in Apple Calendar or Google Calendar.
+
+    It takes no argument and reads only the store, so it is safe to offer to chat users (unlike
+    ``export_file``, which writes wherever it is told)."""
+    from tools.calendar.ics import ics_bytes
+
+    content, count = ics_bytes(store)
+    caption = (f"Your calendar: {count} event{'s' if count != 1 else ''} ({store.tz}). "
+               "Open the file to add them to Apple Calendar, Google Calendar or Outlook.")
+    return Document(ICS_FILENAME, content, caption)
+
+
 def load_domain(settings: Settings) -> Domain:
     store = CalendarStore(settings.store_path, tz=settings.tz)
     notifier = CalendarNotifier(
@@ -118,6 +134,12 @@ def load_domain(settings: Settings) -> Domain:
         commands={
             "today": lambda arg: agenda(store, arg),
             "week": lambda arg: week(store, arg),
+        },
+        documents={"ics": lambda _arg: ics_document(store)},
+        descriptions={
+            "today": "today's events",
+            "week": "seven days from today (or /week DAY)",
+            "ics": "your calendar as an .ics file",
         },
         local_commands={"import": lambda arg: import_file(store, arg), "export": lambda arg: export_file(store, arg)},
         close=store.close,

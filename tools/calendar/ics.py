@@ -30,6 +30,16 @@ class ImportReport:
 
 def export_ics(store: CalendarStore, path: Path | str, start: datetime | None = None, end: datetime | None = None) -> int:
     """Write the store's events (those overlapping [start, end) if given) to ``path``; returns how many."""
+    content, count = ics_bytes(store, start, end)
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_bytes(content)
+    return count
+
+
+def ics_bytes(store: CalendarStore, start: datetime | None = None, end: datetime | None = None) -> tuple[bytes, int]:
+    """The store's events (those overlapping [start, end) if given) as one iCalendar file, and how
+    many there are; for a file written to disk (``export_ics``) or sent in a chat (/ics)."""
     if start is not None or end is not None:
         lower = start or datetime(1970, 1, 1, tzinfo=timezone.utc)
         upper = end or datetime(9999, 1, 1, tzinfo=timezone.utc)
@@ -42,10 +52,7 @@ def export_ics(store: CalendarStore, path: Path | str, start: datetime | None = 
     for event in events:
         cal.add_component(_to_vevent(event))
     cal.add_missing_timezones()
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    target.write_bytes(cal.to_ical())
-    return len(events)
+    return cal.to_ical(), len(events)
 
 
 def _to_vevent(event: Event) -> icalendar.Event:
