@@ -192,3 +192,29 @@ def test_the_log_file_masks_token_shapes_then_the_exact_token_with_one_formatter
                 root.removeHandler(h)
                 h.close()
         root.setLevel(level)
+
+
+def test_an_outbox_file_from_before_documents_gets_the_columns_and_keeps_its_replies(tmp_path: Path) -> None:
+    import sqlite3
+
+    from agent.domain import Document
+    from bot.outbox import LATE, MAX_AGE_S, Outbox
+
+    old = tmp_path / "old.sqlite3"
+    with sqlite3.connect(old) as conn:  # the outbox table as the first release created it
+        conn.execute("CREATE TABLE outbox (id INTEGER PRIMARY KEY AUTOINCREMENT, chat_id INTEGER NOT NULL, "
+                     "text TEXT NOT NULL, markup TEXT, update_id INTEGER, state TEXT NOT NULL, "
+                     "created_at REAL NOT NULL, next_at REAL NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, "
+                     "pieces_sent INTEGER NOT NULL DEFAULT 0, last_error TEXT)")
+        conn.execute("INSERT INTO outbox (chat_id, text, state, created_at, next_at) VALUES (1, 'old reply', 'queued', 0, 0)")
+    outbox = Outbox(old)
+    outbox.put_document(1, Document("cal.ics", b"BEGIN:VCALENDAR", "caption"))
+    heads = outbox.heads()
+    assert [(r.text, r.filename) for r in heads] == [("old reply", None)]  # the old reply still goes first
+    outbox.finish(heads[0], "sent")
+    [document] = outbox.heads()
+    assert (document.text, document.filename, document.document) == ("caption", "cal.ics", b"BEGIN:VCALENDAR")
+    apology = outbox.replace_with_apology(document, document.created_at + MAX_AGE_S + 1)
+    assert apology.text == LATE
+    assert [(r.text, r.filename, r.document) for r in outbox.heads()] == [(LATE, None, None)]  # a late file: words only
+    outbox.close()

@@ -112,5 +112,6 @@ def test_file_commands_are_local_only_never_offered_to_a_chat(tmp_path: Path) ->
     try:
         assert set(domain.commands) == {"today", "week"}
         assert set(domain.local_commands) == {"import", "export"}
+        assert set(domain.documents) == {"ics"}  # reads only the store: no path from the chat
     finally:
         domain.close()
