@@ -97,16 +97,20 @@ def domain_commands(domain: Domain) -> list[str]:
     return sorted({*domain.commands, *domain.documents})
 
 
+def described_commands(domain: Domain) -> list[BotCommand]:
+    """The domain's commands that have a description, in the domain's order."""
+    offered = set(domain_commands(domain))
+    return [BotCommand(name, text) for name, text in domain.descriptions.items() if name in offered]
+
+
 def command_menu(domain: Domain) -> list[BotCommand]:
     """The menu Telegram shows: the domain's described commands first, then the bot's own."""
-    offered = set(domain_commands(domain))
-    described = [BotCommand(name, text) for name, text in domain.descriptions.items() if name in offered]
-    return described + BUILT_IN_COMMANDS
+    return described_commands(domain) + BUILT_IN_COMMANDS
 
 
 def help_text(domain: Domain) -> str:
-    lines = "".join(f"/{name} – {text}\n" for name, text in domain.descriptions.items()
-                    if name in domain_commands(domain))
+    """/start and /help: the domain's described commands, then the bot's own."""
+    lines = "".join(f"/{c.command} – {c.description}\n" for c in described_commands(domain))
     return HELP_INTRO + lines + HELP_COMMANDS
 
 
