@@ -33,6 +33,7 @@ ENV_NAMES: dict[str, str] = {
     "agenda_time": "AGENT_AGENDA_TIME",
     "reminder_grace_minutes": "AGENT_REMINDER_GRACE_MINUTES",
     "state_cache_mb": "AGENT_STATE_CACHE_MB",
+    "tool_block": "AGENT_TOOL_BLOCK",
 }
 
 
@@ -69,6 +70,10 @@ class Settings:
     # RAM for the KV caches of chats that are not live (switching back then costs no re-evaluation);
     # Qwen3-4B needs ~144 KB per token, so 1024 MB keeps about two 3k-token chats. 0 turns it off.
     state_cache_mb: float = 1024.0
+    # How the prompt shows the tools: "full" JSON schemas, or "compact" one-line signatures for
+    # small models (~400 tokens instead of ~2,600). Export and training write the same block,
+    # so an adapter trained on one must be served with it (train sft refuses a mismatch).
+    tool_block: str = "full"
 
     @property
     def store_path(self) -> Path:
@@ -105,6 +110,12 @@ def _coerce(name: str, value: Any) -> Any:
             return time.fromisoformat(str(value).strip()).strftime("%H:%M")
         except ValueError as exc:
             raise ValueError(f"{name}: expected a 24-hour HH:MM time, e.g. 08:00; got {value!r}") from exc
+    if name == "tool_block":
+        from agent.prompt import TOOL_BLOCKS
+
+        if str(value).strip() not in TOOL_BLOCKS:
+            raise ValueError(f"{name}: expected one of {', '.join(TOOL_BLOCKS)}, got {value!r}")
+        return str(value).strip()
     if name in ("lora_scale", "approval_timeout_s", "reminder_grace_minutes", "state_cache_mb"):
         return float(value)
     if name in ("n_ctx", "n_threads", "max_steps", "max_tool_calls", "history_turns"):

@@ -94,6 +94,7 @@ class LlamaBackend:
         max_saved_sessions: int = 4,
         max_saved_state_mb: float = 1024,
         checked: bool = False,
+        tool_block: str = "full",
     ) -> None:
         self.model_path = str(model_path)
         self.lora_path = str(lora_path) if lora_path else None
@@ -115,7 +116,8 @@ class LlamaBackend:
         self.n_ctx = self._llm.n_ctx()
         self._vocab = self._llm._model.vocab
         self.renderer = PromptRenderer.from_metadata(
-            self._llm.metadata, self._llm._model.token_get_text, enable_thinking=enable_thinking
+            self._llm.metadata, self._llm._model.token_get_text, enable_thinking=enable_thinking,
+            tool_block=tool_block,
         )
         self._lock = threading.Lock()
         # Saved KV caches of conversations that are not live. A state is saved only when another
