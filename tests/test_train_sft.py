@@ -63,7 +63,7 @@ def export_dir(tmp_path_factory: pytest.TempPathFactory, smollm2: Path) -> Path:
 def greeting_export(tmp_path_factory: pytest.TempPathFactory, smollm2: Path) -> Path:
     """One short verified row: an oracle greeting (``no_tool``) exported with the compact tool block.
 
-    What the end-to-end test trains on: about 700 tokens, where a tool-using row with the full
+    What the end-to-end test trains on: about 1,100 tokens, where a tool-using row with the full
     block is ~3,000 and one training step on it took 17 minutes on a busy machine.
     """
     from agent.export import cli as export_cli
@@ -182,7 +182,7 @@ def test_the_compact_row_is_short_and_shows_the_compact_block(greeting_export: P
     system = row["messages"][0]["content"]
     assert "search_events(date?: string" in system and '"pattern"' not in system
     examples, _ = tokenize_rows(tokenizer, [row], 100_000)
-    assert len(examples[0]["input_ids"]) < 1000
+    assert len(examples[0]["input_ids"]) < 1200  # ~3,300 with the full block
 
 
 @pytest.mark.slow

@@ -16,19 +16,21 @@ if TYPE_CHECKING:
     from agent.bench.runner import Bench
 
 
-def _calendar_tools(bench: Bench) -> list[dict[str, Any]]:
-    from tools.calendar.store import CalendarStore
-    from tools.calendar.tools import build_registry
+def _domain_tools(bench: Bench) -> list[dict[str, Any]]:
+    """The configured domain's tools (the calendar's by default), on a temp data folder."""
+    from dataclasses import replace
 
-    store = CalendarStore(bench.tmp / "tool-block.sqlite3")
+    from agent.domain import load_domain
+
+    domain = load_domain(replace(bench.config.settings, data_dir=bench.tmp / "tool-block"))
     try:
-        return build_registry(store).schemas()
+        return domain.registry.schemas()
     finally:
-        store.close()
+        domain.close()
 
 
 def _count(bench: Bench, tokenize: Any, tag: str, label: str) -> None:
-    tools = _calendar_tools(bench)
+    tools = _domain_tools(bench)
     full, compact = (len(tokenize(hermes_tool_block(tools, block))) for block in ("full", "compact"))
     bench.report.add(f"tool_block_full_tokens_{tag}", f"{label}: tool block tokens, full", full)
     bench.report.add(f"tool_block_compact_tokens_{tag}", f"{label}: tool block tokens, compact", compact)
