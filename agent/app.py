@@ -39,6 +39,7 @@ def build_llama_backend(settings: Settings, demo: bool = False, fallback_demo: b
         n_threads=settings.n_threads,
         enable_thinking=settings.enable_thinking,
         max_saved_state_mb=settings.state_cache_mb,
+        tool_block=settings.tool_block,
         checked=True,  # require_loadable just ran; don't read the headers twice
     )
 

@@ -40,6 +40,7 @@ ENV_NAMES: dict[str, str] = {
     "api_key_file": "AGENT_API_KEY_FILE",
     "wire_format": "AGENT_WIRE_FORMAT",
     "profile": "AGENT_PROFILE",
+    "tool_block": "AGENT_TOOL_BLOCK",
 }
 
 BACKENDS = ("llama", "openai")
@@ -92,6 +93,10 @@ class Settings:
     tool_choice: str | None = None  # sent as is when set ("auto", "required"); else the server's default
     remote_timeout_s: float = 120.0  # per request
     remote_retries: int = 3  # retries after a 429, a 5xx, a timeout or a dropped connection
+    # How the prompt shows the tools: "full" JSON schemas, or "compact" one-line signatures for
+    # small models (~400 tokens instead of ~2,600). Export and training write the same block,
+    # so an adapter trained on one must be served with it (train sft refuses a mismatch).
+    tool_block: str = "full"
 
     @property
     def store_path(self) -> Path:
@@ -142,6 +147,12 @@ def _coerce(name: str, value: Any) -> Any:
         if text not in allowed:
             raise ValueError(f"{name}: expected {' or '.join(allowed)}, got {value!r}")
         return text
+    if name == "tool_block":
+        from agent.prompt import TOOL_BLOCKS
+
+        if str(value).strip() not in TOOL_BLOCKS:
+            raise ValueError(f"{name}: expected one of {', '.join(TOOL_BLOCKS)}, got {value!r}")
+        return str(value).strip()
     if name in ("lora_scale", "approval_timeout_s", "reminder_grace_minutes", "state_cache_mb", "remote_timeout_s"):
         return float(value)
     if name in ("n_ctx", "n_threads", "max_steps", "max_tool_calls", "history_turns", "remote_retries"):

@@ -61,11 +61,104 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
-def hermes_tool_block(tools: Iterable[dict[str, Any]]) -> str:
-    """The compact tool instructions for templates that do not render tools themselves.
+TOOL_BLOCKS = ("full", "compact")
+
+# "e.g. ..." examples, with the parenthesis or clause they sit in; a trailing sentence after the first.
+_EXAMPLE = re.compile(r"\s*\((?:[^()]*?)e\.g\.[^()]*\)|[,;]?\s*\be\.g\.\s[^.;]*(?:\.(?=\s|$))?")
+_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=[A-Z\[(']|$)")
+# What the compact block keeps of a property schema (constraints and defaults are the grammar's
+# and the validator's business; the model needs the shape and the meaning).
+_COMPACT_KEYS = ("type", "enum", "const", "items", "properties", "required", "anyOf")
+
+
+def short_description(text: str) -> str:
+    """One line: examples cut, then the first sentence (the rest is detail a small model can skip)."""
+    text = _EXAMPLE.sub("", " ".join(text.split())).strip()
+    first = _SENTENCE_END.split(text, maxsplit=1)[0].strip()
+    return first.rstrip(";,")
+
+
+def _compact_schema(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_compact_schema(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out: dict[str, Any] = {}
+    for key in _COMPACT_KEYS:
+        if key == "properties" and isinstance(node.get(key), dict):
+            out[key] = {name: _compact_schema(prop) for name, prop in node[key].items()}
+        elif key in node:
+            out[key] = _compact_schema(node[key])
+    if out.get("required") == []:
+        del out["required"]
+    return out
+
+
+def compact_tools(tools: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool schemas as the ``compact`` block shows them: the tool's description cut to one
+    line without examples; parameters by name and type only (no descriptions, defaults or
+    constraints). Only what the model reads changes: the grammar and the validator still work
+    from the full schemas, so what the block leaves out is still enforced (a date is
+    ``YYYY-MM-DD`` because the grammar admits nothing else)."""
+    out = []
+    for tool in tools:
+        function = tool.get("function", tool)
+        entry: dict[str, Any] = {"name": function["name"]}
+        if function.get("description"):
+            entry["description"] = short_description(str(function["description"]))
+        if function.get("parameters") is not None:
+            entry["parameters"] = _compact_schema(function["parameters"])
+        out.append({"type": "function", "function": entry} if "function" in tool else entry)
+    return out
+
+
+def _type_words(schema: dict[str, Any]) -> str:
+    if "enum" in schema:
+        return "|".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
+    if "anyOf" in schema:
+        return "|".join(_type_words(option) for option in schema["anyOf"])
+    kind = schema.get("type", "any")
+    if kind == "array":
+        return _type_words(schema.get("items") or {}) + "[]"
+    return "|".join(kind) if isinstance(kind, list) else str(kind)
+
+
+def tool_signature(tool: dict[str, Any]) -> str:
+    """One line: ``name(required: type, optional?: type) - description``."""
+    function = tool.get("function", tool)
+    parameters = function.get("parameters") or {}
+    required = set(parameters.get("required", []))
+    args = ", ".join(f"{name}{'' if name in required else '?'}: {_type_words(prop)}"
+                     for name, prop in (parameters.get("properties") or {}).items())
+    description = function.get("description")
+    return f"{function['name']}({args})" + (f" - {description}" if description else "")
+
+
+def shown_tools(tools: list[dict[str, Any]], tool_block: str = "full") -> list[dict[str, Any]]:
+    """The tools as the prompt shows them under the ``tool_block`` setting (``full`` or ``compact``).
+
+    The one place that decides: the runtime's renderer, the SFT/GRPO exports and therefore
+    training all call it, so a model is trained on the block it is served with.
+    """
+    if tool_block not in TOOL_BLOCKS:
+        raise ValueError(f"tool_block must be one of {', '.join(TOOL_BLOCKS)}, not {tool_block!r}")
+    return compact_tools(tools) if tool_block == "compact" else list(tools)
+
+
+def hermes_tool_block(tools: Iterable[dict[str, Any]], tool_block: str = "full") -> str:
+    """The tool instructions for templates that do not render tools themselves.
 
     Kept short on purpose: every token here is paid at every step and in every training example.
+    ``full`` lists the JSON schemas as Hermes does; ``compact`` one signature line per tool.
     """
+    tools = shown_tools(list(tools), tool_block)
+    if tool_block == "compact":
+        lines = "\n".join(tool_signature(t) for t in tools)
+        return (
+            f"# Tools\n<tools>\n{lines}\n</tools>\n"
+            "To call a function, reply with a JSON object within <tool_call></tool_call> tags:\n"
+            '<tool_call>{"name": <function-name>, "arguments": <args-json-object>}</tool_call>'
+        )
     lines = "\n".join(json.dumps(t, ensure_ascii=False, separators=(",", ":")) for t in tools)
     return (
         "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
@@ -76,7 +169,8 @@ def hermes_tool_block(tools: Iterable[dict[str, Any]]) -> str:
     )
 
 
-def as_hermes_chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def as_hermes_chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                   tool_block: str = "full") -> list[dict[str, Any]]:
     """Plain role/content messages for a template that does not render tools (SmolLM2's ChatML).
 
     The Hermes tool block goes into the system message and tool results become user turns in
@@ -91,7 +185,7 @@ def as_hermes_chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) 
         else:
             out.append({"role": role, "content": content})
     if tools:
-        block = hermes_tool_block(tools)
+        block = hermes_tool_block(tools, tool_block)
         if out and out[0]["role"] == "system":
             out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{block}"}
         else:
@@ -103,7 +197,7 @@ class PromptRenderer:
     """Renders OpenAI-style messages + tools into prompt text with one chat template."""
 
     def __init__(self, template: str, *, bos_token: str = "", eos_token: str = "",
-                 enable_thinking: bool = False) -> None:
+                 enable_thinking: bool = False, tool_block: str = "full") -> None:
         if not template:
             raise PromptError("the model has no chat template (tokenizer.chat_template is empty)")
         env = ImmutableSandboxedEnvironment(
@@ -119,11 +213,13 @@ class PromptRenderer:
         self.bos_token = bos_token
         self.eos_token = eos_token
         self.enable_thinking = enable_thinking
+        shown_tools([], tool_block)  # refuse an unknown setting here, not at the first turn
+        self.tool_block = tool_block
         self.native_tools = self._detect_native_tools()
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, str], token_text: Any, *,
-                      enable_thinking: bool = False) -> PromptRenderer:
+                      enable_thinking: bool = False, tool_block: str = "full") -> PromptRenderer:
         """Build from GGUF metadata (``Llama.metadata``); ``token_text(id) -> str`` names specials."""
         template = metadata.get("tokenizer.chat_template", "")
 
@@ -132,7 +228,8 @@ class PromptRenderer:
             return token_text(int(value)) if value not in (None, "") else ""
 
         return cls(template, bos_token=special("tokenizer.ggml.bos_token_id"),
-                   eos_token=special("tokenizer.ggml.eos_token_id"), enable_thinking=enable_thinking)
+                   eos_token=special("tokenizer.ggml.eos_token_id"), enable_thinking=enable_thinking,
+                   tool_block=tool_block)
 
     # -- template calls -------------------------------------------------------------------
 
@@ -168,7 +265,7 @@ class PromptRenderer:
         templates without tool support, see ``as_hermes_chat``.
         """
         if not self.native_tools:
-            return as_hermes_chat(messages, tools)
+            return as_hermes_chat(messages, tools, self.tool_block)
         out: list[dict[str, Any]] = []
         for m in messages:
             content = m.get("content") or ""
@@ -197,7 +294,7 @@ class PromptRenderer:
         """Prompt text for ``messages``; earlier assistant turns appear exactly as produced."""
         tools = list(tools or [])
         msgs = self._prepare(messages, tools)
-        native = tools if self.native_tools else None
+        native = shown_tools(tools, self.tool_block) if self.native_tools else None
         assistants = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
         if not assistants:
             return self._call(msgs, native, add_generation_prompt)

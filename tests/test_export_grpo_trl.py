@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import inspect
+import json
+from typing import Any
 
+import pytest
 from transformers.utils import get_json_schema
 
 from tests.test_export_sft import suite
-from tools.calendar.grpo_env import CalendarGRPOEnv
+from tools.calendar.grpo_env import CalendarGRPOEnv, tool_schemas
 
 
 def trl_tools(instance: CalendarGRPOEnv) -> list:
@@ -34,12 +37,83 @@ def test_transformers_builds_the_registry_schemas_from_the_environment_methods()
         assert set(schema["parameters"].get("required", [])) == set(theirs["parameters"].get("required", []))
 
 
+# A valid call of each tool, which each constraint check below then breaks in one argument.
+VALID = {
+    "search_events": {"date": "2026-12-01", "query": "치과"},
+    "create_event": {"title": "치과", "date": "2026-12-01", "start_time": "15:00", "duration_minutes": 60},
+    "update_event": {"event_id": 1, "title": "치과"},
+    "delete_event": {"event_id": 1},
+    "find_free_slots": {"date": "2026-12-01", "duration_minutes": 60},
+    "find_common_free_time": {"date": "2026-12-01", "attendees": ["민수"], "duration_minutes": 60},
+}
+TYPES = {"string": str, "integer": int, "boolean": bool, "array": list}
+
+
+def _outside_and_at_the_edge(prop: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """(constraint, a value just outside it, a value just inside it or None) for each constraint of ``prop``."""
+    out: list[tuple[str, Any, Any]] = []
+    items = prop.get("items", {})
+    if "pattern" in prop:
+        out.append(("pattern", "2026-12-01T15:00:00Z", None))
+    if "maxLength" in prop:
+        out.append(("maxLength", "x" * (prop["maxLength"] + 1), "x" * prop["maxLength"]))
+    if "minimum" in prop:
+        out.append(("minimum", prop["minimum"] - 1, None))
+    if "maximum" in prop:
+        out.append(("maximum", prop["maximum"] + 1, prop["maximum"]))
+    if "maxItems" in prop:
+        many = [f"p{i}" for i in range(prop["maxItems"] + 1)] if items.get("type") == "string" else list(range(prop["maxItems"] + 1))
+        out.append(("maxItems", many, many[:-1]))
+    if prop.get("minItems") == 1:
+        out.append(("minItems", [], None))
+    if "maxLength" in items:
+        out.append(("items.maxLength", ["x" * (items["maxLength"] + 1)], ["x" * items["maxLength"]]))
+    if "maximum" in items:
+        out.append(("items.maximum", [items["maximum"] + 1], [items["maximum"]]))
+    if "minimum" in items:
+        out.append(("items.minimum", [items["minimum"] - 1], [items["minimum"]]))
+    return out
+
+
+def test_the_environments_tools_enforce_each_constraint_of_the_registry_schemas() -> None:
+    """What transformers can express (types, required, descriptions) agrees with the registry's
+    schemas; every further constraint those schemas carry (and the rollout grammar is built from)
+    is one the environment's tool methods refuse just outside and accept at the edge."""
+    row = __import__("agent.export.grpo", fromlist=["prompt_rows"]).prompt_rows(suite(), split="train", per_template=1)[0]
+    environment = CalendarGRPOEnv()
+    environment.reset(**row)
+    tools = {t.__name__: t for t in trl_tools(environment)}
+    registry = {s["function"]["name"]: s["function"]["parameters"] for s in tool_schemas()}
+    assert sorted(registry) == sorted(tools) == sorted(VALID)
+    checked = 0
+    for name, parameters in registry.items():
+        theirs = get_json_schema(tools[name])["function"]["parameters"]["properties"]
+        for prop_name, prop in parameters["properties"].items():
+            assert theirs[prop_name]["type"] == prop["type"], (name, prop_name)
+            if "items" in prop:
+                assert theirs[prop_name]["items"]["type"] == prop["items"]["type"], (name, prop_name)
+            for constraint, outside, edge in _outside_and_at_the_edge(prop):
+                refused = json.loads(tools[name](**{**VALID[name], prop_name: outside}))
+                assert refused.get("error") == "invalid_arguments", (name, prop_name, constraint, refused)
+                if edge is not None:
+                    taken = json.loads(tools[name](**{**VALID[name], prop_name: edge}))
+                    assert taken.get("error") != "invalid_arguments", (name, prop_name, constraint, taken)
+                checked += 1
+    assert checked >= 30
+
+
 def test_one_rollout_of_the_real_small_model_is_scored(smollm2) -> None:
     """Generate with SmolLM2 in llama.cpp from a GRPO prompt row, run its calls on the environment's
     tool methods as TRL does, and score the rollout. SmolLM2 never opens a call by itself, so the
-    reply starts with ``<tool_call>`` (the grammar writes the rest)."""
+    reply starts with ``<tool_call>`` (the grammar writes the rest).
+
+    Whatever SmolLM2 writes on this CPU, the call closes: the grammar is built from the registry's
+    schemas (``tool_schemas``), in which every string and list is bounded, so no admitted call is
+    longer than ``max_text_bytes`` bytes, and the budget is at least that many tokens. The step
+    ends as the call closes, as a rollout that scores this one call needs nothing after it."""
     from agent.backends.llama import LlamaBackend
     from agent.export.grpo import prompt_rows
+    from agent.grammar import max_text_bytes, tool_call_gbnf
     from agent.parsing import parse_reply
     from tools.calendar.grpo_env import reward_func
 
@@ -47,14 +121,21 @@ def test_one_rollout_of_the_real_small_model_is_scored(smollm2) -> None:
     environment = CalendarGRPOEnv()
     assert environment.reset(**row) is None  # the row's prompt is complete: TRL appends nothing
     tools = {t.__name__: t for t in trl_tools(environment)}
-    schemas = [get_json_schema(t) for t in tools.values()]
+    schemas = tool_schemas()
 
-    backend = LlamaBackend(smollm2, n_ctx=4096, n_threads=2)
-    completion = backend.complete(row["prompt"], schemas, max_tokens=256, assistant_prefix="<tool_call>")
+    budget = int(max_text_bytes(tool_call_gbnf(schemas)))
+    backend = LlamaBackend(smollm2, n_ctx=16384, n_threads=2)
+    prompt_tokens = len(backend.tokenize(backend.render(row["prompt"], schemas)))
+    assert backend.n_ctx - prompt_tokens >= budget  # the budget below is not cut by the context
+    completion = backend.complete(row["prompt"], schemas, max_tokens=budget, assistant_prefix="<tool_call>",
+                                  stop_after_call=True)
     assert completion.error is None
-    calls = parse_reply(completion.text).tool_calls
-    assert calls and calls[0].name in tools  # the grammar admits only known tools
-    results = [tools[c.name](**c.arguments) for c in calls if c.name in tools]
+    assert completion.generated_tokens <= budget
+    reply = parse_reply(completion.text)
+    assert reply.tool_calls and not reply.problems, completion.text
+    calls = reply.tool_calls
+    assert calls[0].name in tools  # the grammar admits only known tools
+    results = [tools[c.name](**c.arguments) for c in calls]
     assert all(r.startswith('{"ok": ') for r in results)
 
     (reward,) = reward_func([[{"role": "assistant", "content": "Done."}]], [environment])

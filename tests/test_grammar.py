@@ -2,17 +2,28 @@
 
 from __future__ import annotations
 
+import json
+import math
 import re
 from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import pytest
 from llama_cpp import Llama
 from pydantic import BaseModel, Field
 
-from agent.grammar import CALL_CLOSE, check_grammar, compile_grammar, grammar_accepts, tool_call_gbnf
+from agent.grammar import (
+    CALL_CLOSE,
+    DEFAULT_MAX_STRING,
+    check_grammar,
+    compile_grammar,
+    grammar_accepts,
+    int_range_gbnf,
+    max_text_bytes,
+    tool_call_gbnf,
+)
 from agent.parsing import format_tool_call, parse_reply
 from tools.registry import Registry, Tool, ToolResult
 
@@ -25,13 +36,13 @@ class Kind(str, Enum):
 
 
 class CreateEvent(BaseModel):
-    title: str
-    start: str = Field(description="ISO 8601 local date-time")
+    title: str = Field(max_length=12)
+    start: str = Field(max_length=16, description="ISO 8601 local date-time")
     duration_minutes: int = 60
     all_day: bool = False
-    location: str | None = None
+    location: str | None = Field(None, max_length=8)
     kind: Kind = Kind.personal
-    attendees: list[str] = []
+    attendees: list[Annotated[str, Field(max_length=8)]] = Field([], max_length=2)
     priority: Literal["low", "high"] | None = None
 
 
@@ -200,23 +211,23 @@ PROMPT = (
 
 
 @pytest.mark.slow
-def test_generated_calls_are_always_valid_calls_to_known_tools(llm: Llama) -> None:
+def test_generated_calls_always_finish_as_valid_calls_within_the_grammars_bound(llm: Llama) -> None:
+    """Sampled at temperature 1 (whatever the CPU's floats make of it), every generation ends in a
+    complete call: the grammar admits nothing longer than ``max_text_bytes``, and a token is at
+    least one byte, so that many tokens always suffice."""
     grammar = compile_grammar(GBNF)
-    finished = 0
-    for seed in (0, 1, 2):
-        out = llm.create_completion(PROMPT, max_tokens=120, temperature=1.0, seed=seed, grammar=grammar)
+    budget = int(max_text_bytes(GBNF))
+    assert budget < 500  # the toy schema's limits keep it small (each token can cost a full-vocabulary mask)
+    for seed in (0, 1):
+        out = llm.create_completion(PROMPT, max_tokens=budget, temperature=1.0, seed=seed, grammar=grammar)
         choice = out["choices"][0]
         text = choice["text"]
-        assert grammar_accepts(llm, GBNF, text, partial=True), text  # never leaves the grammar
-        if choice["finish_reason"] != "stop":
-            continue  # cut off by max_tokens inside a string: the loop reports "length"
-        finished += 1
+        assert choice["finish_reason"] == "stop", text
         reply = parse_reply("<tool_call>" + text)
         assert reply.problems == [], (text, reply.problems)
         [call] = reply.tool_calls
         validated = REGISTRY.validate(call.name, call.arguments)
         assert isinstance(validated, BaseModel), (text, validated)
-    assert finished >= 1, "no generation finished within max_tokens"
 
 
 def test_qwen3_closing_tag_as_its_single_special_token_ends_the_call(tiny_qwen3: Path) -> None:
@@ -240,3 +251,166 @@ def test_the_calendar_domains_real_tools_give_a_grammar_llama_cpp_parses(llm: Ll
     gbnf = tool_call_gbnf(registry.schemas())
     check_grammar(llm, gbnf)
     assert not grammar_accepts(llm, gbnf, after_tag("no_such_tool", {}))
+
+
+# ------------------------------------------------------------------ the calendar's tight schemas
+
+
+@pytest.fixture(scope="module")
+def calendar_tools(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
+    from tools.calendar.store import CalendarStore
+    from tools.calendar.tools import build_registry
+
+    store = CalendarStore(tmp_path_factory.mktemp("calendar") / "calendar.sqlite3")
+    try:
+        return build_registry(store).schemas()
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def calendar_gbnf(calendar_tools: list[dict[str, Any]]) -> str:
+    return tool_call_gbnf(calendar_tools)
+
+
+@pytest.fixture(scope="module")
+def qwen(tiny_qwen3: Path) -> Iterator[Llama]:
+    model = Llama(str(tiny_qwen3), n_ctx=512, verbose=False, n_threads=2)
+    yield model
+    model.close()
+
+
+@pytest.fixture(params=["smollm2", "tiny_qwen3"])
+def vocab(request: pytest.FixtureRequest) -> Llama:
+    """Both vocabularies: a grammar is enforced on tokens, and the two split text differently."""
+    return request.getfixturevalue("llm" if request.param == "smollm2" else "qwen")
+
+
+def _update(**arguments: Any) -> str:
+    return after_tag("update_event", {"event_id": 7, **arguments})
+
+
+def test_every_repetition_in_the_calendar_grammar_is_bounded(calendar_gbnf: str) -> None:
+    bodies = [line.split(" ::= ", 1)[1] for line in calendar_gbnf.splitlines()]
+    outside_literals = [re.sub(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]', "", body) for body in bodies]
+    assert not [b for b in outside_literals if "*" in b or "+" in b]
+    assert max_text_bytes(calendar_gbnf) < 10_000  # so any call closes within that many tokens
+
+
+def test_max_text_bytes_counts_repetitions_and_sees_unbounded_ones() -> None:
+    assert max_text_bytes('root ::= "ab" [0-9]{0,3} ("x" | "yz")?\n') == 7
+    assert max_text_bytes('root ::= [^"]{2}\n') == 8  # any character: up to 4 bytes of UTF-8
+    assert math.isinf(max_text_bytes('root ::= "a" item*\nitem ::= "b"\n'))
+    assert math.isinf(max_text_bytes('root ::= "(" root ")" | "x"\n'))
+
+
+def test_a_looping_attendee_list_and_a_5000_character_title_are_rejected(vocab: Llama, calendar_gbnf: str) -> None:
+    loop = _update(attendees=["Jane", "John"] + ["Mike"] * 40)
+    assert not grammar_accepts(vocab, calendar_gbnf, loop, partial=True)  # refused at the 21st name, not at the end
+    assert grammar_accepts(vocab, calendar_gbnf, _update(attendees=["Jane", "John"] + ["Mike"] * 18))
+    assert not grammar_accepts(vocab, calendar_gbnf, _update(title="회의" * 2500), partial=True)
+    assert grammar_accepts(vocab, calendar_gbnf, _update(title="회" * 200))
+    assert not grammar_accepts(vocab, calendar_gbnf, _update(title="회" * 201))
+
+
+@pytest.mark.parametrize(
+    ("why", "arguments"),
+    [
+        ("date-time for a date", {"date": "2023-01-08T12:00:00Z"}),
+        ("date-time for a time", {"start_time": "2023-01-08T12:00:00Z"}),
+        ("month 13", {"date": "2026-13-01"}),
+        ("12-hour time", {"start_time": "3pm"}),
+        ("hour 24", {"start_time": "24:00"}),
+        ("seconds", {"start_time": "15:00:00"}),
+        ("zero length", {"duration_minutes": 0}),
+        ("longer than a day", {"duration_minutes": 1441}),
+        ("six reminders", {"remind_minutes_before": [5, 10, 15, 30, 60, 120]}),
+        ("a reminder beyond a week", {"remind_minutes_before": [10081]}),
+        ("a negative reminder", {"remind_minutes_before": [-5]}),
+        ("a 51-character name", {"attendees": ["x" * 51]}),
+        ("a leading zero", {"duration_minutes": "030"}),
+    ],
+)
+def test_arguments_outside_the_schemas_ranges_are_rejected(vocab: Llama, calendar_gbnf: str, why: str,
+                                                           arguments: dict[str, Any]) -> None:
+    text = _update(**arguments).replace('"030"', "030")
+    assert not grammar_accepts(vocab, calendar_gbnf, text), why
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        {"date": "2026-12-31", "start_time": "23:59", "duration_minutes": 1440},
+        {"start_time": "00:00", "duration_minutes": 1, "remind_minutes_before": [0, 10080]},
+        {"attendees": [], "location": "", "notes": "a\nb \"quoted\"", "remind_minutes_before": []},
+        {"title": "치과 예약", "end_time": "09:30", "allow_conflict": True},
+    ],
+)
+def test_arguments_at_the_edges_of_the_ranges_are_accepted(vocab: Llama, calendar_gbnf: str,
+                                                           arguments: dict[str, Any]) -> None:
+    assert grammar_accepts(vocab, calendar_gbnf, _update(**arguments))
+
+
+def test_event_ids_are_positive_integers(llm: Llama, calendar_gbnf: str) -> None:
+    for good in (1, 9, 10, 4321, 10**15):
+        assert grammar_accepts(llm, calendar_gbnf, after_tag("delete_event", {"event_id": good})), good
+    for bad in (0, -1, 1.5, "3"):
+        assert not grammar_accepts(llm, calendar_gbnf, after_tag("delete_event", {"event_id": bad})), bad
+
+
+@pytest.mark.parametrize(("low", "high"), [(1, 1440), (0, 10080), (-5, 12), (37, 4521), (0, 0), (-300, -20)])
+def test_integer_ranges_admit_exactly_their_numbers(llm: Llama, low: int, high: int) -> None:
+    gbnf = f"root ::= {int_range_gbnf(low, high)}\n"
+    probes = {low - 1, low, low + 1, high - 1, high, high + 1, (low + high) // 2, 10 * high + 1, 0}
+    for number in sorted(probes):
+        assert grammar_accepts(llm, gbnf, str(number)) == (low <= number <= high), number
+    assert not grammar_accepts(llm, gbnf, "0" + str(abs(high)) if high > 0 else "00")
+
+
+def test_properties_come_in_the_schemas_order_and_optional_ones_may_be_skipped(llm: Llama, calendar_gbnf: str) -> None:
+    slots = {"date": "2026-12-01", "duration_minutes": 60, "working_hours_end": "17:00"}
+    assert grammar_accepts(llm, calendar_gbnf, after_tag("find_free_slots", slots))
+    reordered = {"duration_minutes": 60, "date": "2026-12-01"}
+    assert not grammar_accepts(llm, calendar_gbnf, after_tag("find_free_slots", reordered))
+    assert not grammar_accepts(llm, calendar_gbnf, after_tag("find_free_slots", {"date": "2026-12-01"}))  # required
+
+
+def test_strings_and_lists_without_a_limit_get_the_default_cap(llm: Llama) -> None:
+    class Note(BaseModel):
+        text: str
+        tags: list[int] = []
+
+    gbnf = tool_call_gbnf([{"function": {"name": "note", "parameters": Note.model_json_schema()}}])
+    assert grammar_accepts(llm, gbnf, after_tag("note", {"text": "x" * DEFAULT_MAX_STRING}))
+    assert not grammar_accepts(llm, gbnf, after_tag("note", {"text": "x" * (DEFAULT_MAX_STRING + 1)}))
+    assert math.isfinite(max_text_bytes(gbnf))
+
+
+def test_a_free_form_object_argument_is_refused_rather_than_left_unbounded() -> None:
+    loose = {"type": "object", "properties": {"extra": {"type": "object"}}}
+    with pytest.raises(ValueError, match="unbounded"):
+        tool_call_gbnf([{"function": {"name": "loose", "parameters": loose}}])
+
+
+def test_every_call_the_oracle_makes_on_all_scenarios_is_admitted(llm: Llama, calendar_gbnf: str) -> None:
+    """The grammar is tight, not wrong: what the reference policy writes (and SFT teaches) passes."""
+    from agent.backends.scripted import ScriptedBackend
+    from agent.eval.dialogue import run_episode
+    from tools.calendar.eval_suite import load_eval_suite
+
+    suite = load_eval_suite()
+    scenarios = suite.scenarios()
+    assert len(scenarios) >= 480
+    calls: set[str] = set()
+    for scenario in scenarios:
+        environment = suite.make_environment(scenario)
+        try:
+            trace = run_episode(scenario, ScriptedBackend(suite.policies["oracle"](scenario)), environment)
+        finally:
+            environment.close()
+        for exchange in trace.exchanges:
+            for step in exchange.turn.steps:
+                calls.update(json.dumps([c.name, c.arguments], ensure_ascii=False) for c in step.calls)
+    assert len(calls) > 300
+    refused = [c for c in sorted(calls) if not grammar_accepts(llm, calendar_gbnf, after_tag(*json.loads(c)))]
+    assert refused == []

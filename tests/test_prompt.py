@@ -11,8 +11,8 @@ import llama_cpp
 import pytest
 
 from agent.parsing import format_tool_call
-from agent.prompt import (PromptError, PromptRenderer, hermes_tool_block, stamp_user_text, system_prompt,
-                          unstamp_user_text)
+from agent.prompt import (PromptError, PromptRenderer, compact_tools, hermes_tool_block, short_description,
+                          stamp_user_text, system_prompt, unstamp_user_text)
 
 TOOLS = [
     {"type": "function", "function": {
@@ -25,10 +25,11 @@ TOOLS = [
 ]
 
 
-def renderer_for(path: Path, *, enable_thinking: bool = False) -> PromptRenderer:
+def renderer_for(path: Path, *, enable_thinking: bool = False, tool_block: str = "full") -> PromptRenderer:
     """The renderer exactly as the llama backend builds it, from the GGUF's own metadata."""
     llm = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
-    return PromptRenderer.from_metadata(llm.metadata, llm._model.token_get_text, enable_thinking=enable_thinking)
+    return PromptRenderer.from_metadata(llm.metadata, llm._model.token_get_text, enable_thinking=enable_thinking,
+                                        tool_block=tool_block)
 
 
 def history(thinking: bool = False) -> list[dict]:
@@ -176,3 +177,66 @@ def test_a_user_message_is_stamped_with_its_local_send_time() -> None:
     assert stamp_user_text(datetime(2026, 11, 30, 9, 5), "Asia/Seoul", "x") == "[09:05] x"  # naive = local
     assert unstamp_user_text(stamp_user_text(now, "UTC", "[10:00] typed by the user")) == "[10:00] typed by the user"
     assert unstamp_user_text("no stamp [10:00] ") == "no stamp [10:00] "
+
+
+# ------------------------------------------------------------------ the compact tool block
+
+
+def calendar_tools() -> list[dict]:
+    from tools.calendar.store import CalendarStore
+    from tools.calendar.tools import build_registry
+
+    store = CalendarStore(":memory:")
+    try:
+        return build_registry(store).schemas()
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("model", ["smollm2", "tiny_qwen3"])
+def test_the_compact_block_costs_at_most_40_percent_of_the_full_one(model: str, request: pytest.FixtureRequest) -> None:
+    llm = llama_cpp.Llama(str(request.getfixturevalue(model)), vocab_only=True, verbose=False)
+    tools = calendar_tools()
+    full, compact = (len(llm.tokenize(hermes_tool_block(tools, block).encode(), add_bos=False))
+                     for block in ("full", "compact"))
+    assert compact <= 0.4 * full, (full, compact)
+
+
+def test_the_compact_block_keeps_names_types_and_what_is_required() -> None:
+    [create] = [t for t in compact_tools(calendar_tools()) if t["function"]["name"] == "create_event"]
+    parameters = create["function"]["parameters"]
+    assert create["function"]["description"] == "Add an event."  # the rest of the sentence is a detail
+    assert parameters["required"] == ["title", "date", "start_time"]
+    assert parameters["properties"]["attendees"] == {"type": "array", "items": {"type": "string"}}
+    text = json.dumps(parameters)
+    assert not any(word in text for word in ('"pattern"', '"maxLength"', '"default"', '"maximum"', '"description"'))
+    block = hermes_tool_block(calendar_tools(), "compact")
+    assert ("create_event(title: string, date: string, start_time: string, duration_minutes?: integer, "
+            "end_time?: string, attendees?: string[],") in block
+
+
+def test_short_descriptions_drop_examples_and_later_sentences() -> None:
+    assert short_description("One day, YYYY-MM-DD (내일 → e.g. 2026-12-01).") == "One day, YYYY-MM-DD."
+    assert short_description("Short title, e.g. '치과 예약' or 'Team sync'.") == "Short title"
+    assert short_description("Delete an event by id. Needs the user's confirmation.") == "Delete an event by id."
+
+
+@pytest.mark.parametrize("model", ["smollm2", "tiny_qwen3"])
+def test_the_renderer_shows_the_compact_tools_to_either_kind_of_template(model: str, request: pytest.FixtureRequest) -> None:
+    """Qwen3's template renders the (compact) schemas itself; for SmolLM2 the block is ours."""
+    path = request.getfixturevalue(model)
+    messages = history()[:2]
+    full = renderer_for(path).render(messages, calendar_tools())
+    compact = renderer_for(path, tool_block="compact").render(messages, calendar_tools())
+    assert '"pattern"' in full and '"pattern"' not in compact
+    assert "create_event" in compact and len(compact) < len(full) / 2
+
+
+def test_an_unknown_tool_block_is_a_configuration_error() -> None:
+    from agent.config import load_settings
+
+    assert load_settings(environ={"AGENT_TOOL_BLOCK": "compact", "AGENT_CONFIG": "/nonexistent"}).tool_block == "compact"
+    with pytest.raises(ValueError, match="tool_block: expected one of full, compact"):
+        load_settings(environ={"AGENT_TOOL_BLOCK": "tiny", "AGENT_CONFIG": "/nonexistent"})
+    with pytest.raises(ValueError):
+        PromptRenderer("{{ messages }}", tool_block="tiny")

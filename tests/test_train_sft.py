@@ -60,6 +60,28 @@ def export_dir(tmp_path_factory: pytest.TempPathFactory, smollm2: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
+def greeting_export(tmp_path_factory: pytest.TempPathFactory, smollm2: Path) -> Path:
+    """One short verified row: an oracle greeting (``no_tool``) exported with the compact tool block.
+
+    What the end-to-end test trains on: about 1,100 tokens, where a tool-using row with the full
+    block is ~3,000 and one training step on it took 17 minutes on a busy machine.
+    """
+    from agent.export import cli as export_cli
+
+    root = tmp_path_factory.mktemp("greeting")
+    env = {**os.environ, "AGENT_TOOL_BLOCK": "compact"}
+    run = subprocess.run([PY, "-m", "agent", "eval", "--policy", "oracle", "--split", "train", "--templates", "no_tool",
+                          "--limit", "1", "--out", str(root / "oracle"), "--no-progress"],
+                         capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AGENT_TOOL_BLOCK", "compact")
+        assert _cli(export_cli, ["export", "sft", "--from", str(root / "oracle"), "--out", str(root / "sft"),
+                                 "--success-only", "--model", str(smollm2)]) == 0
+    return root / "sft"
+
+
+@pytest.fixture(scope="module")
 def tokenizer(smol_base: Path) -> Any:
     from transformers import AutoTokenizer
 
@@ -143,11 +165,34 @@ def _logits(model: Path, lora: Path | None, tokens: list[int]) -> np.ndarray:
         llm.close()
 
 
+def test_rows_of_the_other_tool_block_are_refused(export_dir: Path, smollm2: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows exported with the full block, training for a runtime that serves the compact one: no."""
+    monkeypatch.setenv("AGENT_TOOL_BLOCK", "compact")
+    argv = ["train", "sft", "--base", str(smollm2), "--data", str(export_dir), "--out", str(tmp_path / "out")]
+    assert _cli(train_cli, argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "tool_block=full" in err[0] and "tool_block=compact" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_compact_row_is_short_and_shows_the_compact_block(greeting_export: Path, tokenizer: Any) -> None:
+    [row] = read_rows(greeting_export)
+    assert row["tool_block"] == "compact" and row["template"] == "no_tool"
+    system = row["messages"][0]["content"]
+    assert "search_events(date?: string" in system and '"pattern"' not in system
+    examples, _ = tokenize_rows(tokenizer, [row], 100_000)
+    assert len(examples[0]["input_ids"]) < 1200  # ~3,300 with the full block
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # ~4 min on 2 idle cores; a busy machine doubles it
-def test_end_to_end_train_convert_load_and_eval(smollm2: Path, smol_base: Path, export_dir: Path, tokenizer: Any,
+def test_end_to_end_train_convert_load_and_eval(smollm2: Path, smol_base: Path, greeting_export: Path, tokenizer: Any,
                                                 tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Train, resume, convert, load and eval, all with the compact tool block (the setting is
+    read from the environment by export, train and the eval subprocess alike)."""
     monkeypatch.setenv("ILJEONG_TRAIN_CACHE", str(smol_base.parent))
+    monkeypatch.setenv("AGENT_TOOL_BLOCK", "compact")
+    export_dir = greeting_export
     out = tmp_path / "lora"
     argv = ["train", "sft", "--base", str(smollm2), "--data", str(export_dir), "--out", str(out), "--limit", "1",
             "--max-steps", "1", "--lr", "5e-3", "--rank", "4", "--alpha", "8", "--save-steps", "1", "--convert", "--no-progress"]

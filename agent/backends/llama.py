@@ -94,6 +94,7 @@ class LlamaBackend:
         max_saved_sessions: int = 4,
         max_saved_state_mb: float = 1024,
         checked: bool = False,
+        tool_block: str = "full",
     ) -> None:
         self.model_path = str(model_path)
         self.lora_path = str(lora_path) if lora_path else None
@@ -115,7 +116,8 @@ class LlamaBackend:
         self.n_ctx = self._llm.n_ctx()
         self._vocab = self._llm._model.vocab
         self.renderer = PromptRenderer.from_metadata(
-            self._llm.metadata, self._llm._model.token_get_text, enable_thinking=enable_thinking
+            self._llm.metadata, self._llm._model.token_get_text, enable_thinking=enable_thinking,
+            tool_block=tool_block,
         )
         self._lock = threading.Lock()
         # Saved KV caches of conversations that are not live. A state is saved only when another
@@ -174,9 +176,12 @@ class LlamaBackend:
         session_id: str | None = None,
         max_tokens: int = 512,
         assistant_prefix: str = "",
+        stop_after_call: bool = False,
     ) -> Completion:
         """One model step. ``assistant_prefix`` starts the reply with given text (it is part of
-        ``text``, so the history stays faithful); tests use it to open a call deterministically."""
+        ``text``, so the history stays faithful); tests use it to open a call deterministically.
+        ``stop_after_call`` ends the step as the first call closes (a rollout that scores one call
+        then needs no budget for whatever the model would write after it)."""
         started = time.perf_counter()
         try:
             prompt = self.renderer.render(messages, tools) + assistant_prefix
@@ -186,7 +191,8 @@ class LlamaBackend:
             if self.stream is not None:
                 self.stream.start_step()
             try:
-                result = self._complete_locked(prompt, tools, session_id, max_tokens, assistant_prefix)
+                result = self._complete_locked(prompt, tools, session_id, max_tokens, assistant_prefix,
+                                               stop_after_call)
             except Exception as exc:  # a llama.cpp failure is a step error; start clean next time
                 self._llm.reset()
                 self._live_session = None
@@ -220,7 +226,7 @@ class LlamaBackend:
     # -- internals ------------------------------------------------------------------------
 
     def _complete_locked(self, prompt: str, tools: list[dict[str, Any]], session_id: str | None,
-                         max_tokens: int, assistant_prefix: str) -> Completion:
+                         max_tokens: int, assistant_prefix: str, stop_after_call: bool = False) -> Completion:
         llm = self._llm
         timings: dict[str, float] = {}
         canonical = self.tokenize(prompt)
@@ -259,7 +265,7 @@ class LlamaBackend:
 
         t = time.perf_counter()
         text, finish, n_generated, n_constrained = self._generate(
-            tools, min(max_tokens, self.n_ctx - llm.n_tokens), assistant_prefix
+            tools, min(max_tokens, self.n_ctx - llm.n_tokens), assistant_prefix, stop_after_call
         )
         timings["generate_s"] = time.perf_counter() - t
         timings["constrained_tokens"] = float(n_constrained)
@@ -375,7 +381,7 @@ class LlamaBackend:
         return self._candidates
 
     def _generate(self, tools: list[dict[str, Any]], budget: int,
-                  assistant_prefix: str) -> tuple[str, str, int, int]:
+                  assistant_prefix: str, stop_after_call: bool = False) -> tuple[str, str, int, int]:
         """Sample up to ``budget`` tokens; returns (text, finish_reason, generated, constrained).
 
         Free text until ``<tool_call>`` appears outside ``<think>``; then the tool-call grammar
@@ -420,8 +426,12 @@ class LlamaBackend:
                     constrained, call_start = self._sampler(gbnf), end
             elif constrained is not None and len(scan) > call_start and scan.endswith(CALL_CLOSE):
                 constrained = None
+                if stop_after_call:
+                    finish = "stop"  # the caller wants the call only: end once it has streamed
             if self.stream is not None and len(scan) > len(before):
                 self.stream.text(scan[len(before):])
+            if finish == "stop":
+                break
             marker = next((m for m in END_MARKERS if scan.endswith(m)), None)
             if marker is not None:
                 scan, finish = scan[: -len(marker)], "stop"

@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from agent.bench import grammar, memory, overhead, peers, prefix
+from agent.bench import grammar, memory, overhead, peers, prefix, tool_block
 from agent.bench.report import Report, machine
 
 
@@ -73,5 +73,6 @@ class Bench:
         prefix.interleaved(self, backend)
         grammar.constrained(self, backend, "49k", f"vocab {backend._llm.n_vocab()}")
         grammar.qwen3(self)
+        tool_block.sizes(self, backend)
         peers.peers(self, backend)
         return self.report

@@ -156,7 +156,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if not selection.wants_outcome():
         print("note: no --success-only or --min-reward: failed episodes are exported too", file=sys.stderr)
     tools = _default_tools(settings) if any(e.tools is None for e in episodes) else None
-    report = build_rows(episodes, selection, fmt, default_tools=tools, progress=True)
+    report = build_rows(episodes, selection, fmt, default_tools=tools, progress=True, tool_block=settings.tool_block)
     summary = write_sft(report, args.out)
     print(json.dumps(summary, ensure_ascii=False, indent=2))
     return 0 if report.rows else 1

@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 from agent.export.episodes import Episode
 from agent.parsing import format_tool_call, parse_reply
-from agent.prompt import as_hermes_chat
+from agent.prompt import as_hermes_chat, shown_tools
 
 FORMATS = ("exact", "structured")
 
@@ -85,9 +85,10 @@ def to_structured(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     return out, noncanonical
 
 
-def to_exact(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def to_exact(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+             tool_block: str = "full") -> list[dict[str, Any]]:
     """The messages a tool-less template must see to render exactly the runtime's prompt."""
-    return as_hermes_chat(messages, tools)
+    return as_hermes_chat(messages, tools, tool_block)
 
 
 @dataclass
@@ -142,8 +143,13 @@ def conversation_key(messages: list[dict[str, Any]], tools: list[dict[str, Any]]
 
 
 def build_rows(episodes: Iterable[Episode], selection: Selection, assistant_format: str,
-               default_tools: list[dict[str, Any]] | None = None, progress: bool = False) -> SftReport:
-    """Select, convert, dedupe and cap. Best rewards first within a template, so caps keep the best."""
+               default_tools: list[dict[str, Any]] | None = None, progress: bool = False,
+               tool_block: str = "full") -> SftReport:
+    """Select, convert, dedupe and cap. Best rewards first within a template, so caps keep the best.
+
+    ``tool_block`` is the runtime's setting: the rows show the tools as the runtime would
+    (``exact`` writes the block into the system message; ``structured`` rows carry the shown
+    schemas, which the template renders), and each row names the block it was made with."""
     if assistant_format not in FORMATS:
         raise ValueError(f"assistant format must be one of {FORMATS}, got {assistant_format!r}")
     report = SftReport(assistant_format=assistant_format)
@@ -165,7 +171,7 @@ def build_rows(episodes: Iterable[Episode], selection: Selection, assistant_form
             if assistant_format == "structured":
                 messages, noncanonical = to_structured(episode.messages)
             else:
-                messages, noncanonical = to_exact(episode.messages, tools), 0
+                messages, noncanonical = to_exact(episode.messages, tools, tool_block), 0
         except NotRepresentable:
             report.dropped["not representable as structured"] += 1
             continue
@@ -181,7 +187,8 @@ def build_rows(episodes: Iterable[Episode], selection: Selection, assistant_form
         report.noncanonical_turns += noncanonical
         report.rows.append({
             "messages": messages,
-            "tools": tools,
+            "tools": shown_tools(tools, tool_block),
+            "tool_block": tool_block,
             "split": episode.split,
             "template": episode.template,
             "scenario_id": episode.scenario_id,

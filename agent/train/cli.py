@@ -90,7 +90,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         base=base, data=args.data, out=args.out, rank=args.rank, alpha=args.alpha, dropout=args.dropout, targets=targets,
         epochs=args.epochs, max_steps=args.max_steps, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,
         max_length=args.max_length, split=args.split, limit=args.limit, save_steps=args.save_steps, seed=args.seed,
-        resume=args.resume, convert=args.convert, progress=not args.no_progress,
+        resume=args.resume, convert=args.convert, progress=not args.no_progress, tool_block=settings.tool_block,
     )
     try:
         result = train_sft(opts)

@@ -52,6 +52,7 @@ class SftOptions:
     convert: bool = False
     progress: bool = True
     cache: Path | None = None
+    tool_block: str = "full"  # the runtime's setting; rows made with another block are refused
 
 
 @dataclass
@@ -159,6 +160,20 @@ def _last_checkpoint(folder: Path) -> str | None:
     return get_last_checkpoint(str(folder)) if folder.is_dir() else None
 
 
+def check_tool_block(rows: list[dict[str, Any]], tool_block: str) -> None:
+    """Refuse rows exported with another tool block than the one the runtime will serve.
+
+    An adapter trained on the compact block and served with the full one (or the reverse) sees
+    a prompt it never saw in training: the tool-block setting must be the same for both.
+    Rows from before the setting existed were made with the full block.
+    """
+    made_with = sorted({str(row.get("tool_block", "full")) for row in rows} - {tool_block})
+    if made_with:
+        raise TrainError(f"the rows were exported with tool_block={made_with[0]} but this setup serves "
+                         f"tool_block={tool_block}; export again with the same setting, or set "
+                         f"tool_block={made_with[0]} (AGENT_TOOL_BLOCK or config.toml)")
+
+
 def train_sft(opts: SftOptions) -> SftResult:
     """Train a LoRA on the export at ``opts.data``; write the PEFT adapter to ``opts.out``."""
     import torch
@@ -170,6 +185,7 @@ def train_sft(opts: SftOptions) -> SftResult:
     from agent.train.base import prepare_base
 
     rows = read_rows(opts.data, opts.split, opts.limit)
+    check_tool_block(rows, opts.tool_block)
     base_dir = prepare_base(opts.base, opts.cache)
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
     if tokenizer.pad_token is None:

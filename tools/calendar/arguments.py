@@ -1,8 +1,15 @@
-"""Argument models of the calendar tools: strict ISO dates/times, small JSON schemas.
+"""Argument models of the calendar tools: strict ISO dates/times, small and tight JSON schemas.
 
 Validation lives here so a bad call is refused by ``Registry.validate`` (error code
 ``invalid_arguments``) before anything touches the store. Ambiguous forms ("3pm", "tomorrow",
 "12/01") are rejected with the expected form spelled out; nothing is guessed.
+
+The JSON schemas say what the validators accept, because the tool-call grammar is built from
+them (``agent.grammar``): dates carry a ``YYYY-MM-DD`` pattern, times ``HH:MM``, ids and minutes
+their ranges, and every string and list a maximum length. A small model under that grammar
+cannot write ``"2023-01-08T12:00:00Z"`` for a date or an attendee list that never ends. Where a
+validator has a friendlier message than pydantic's (dates, times, reminders), the schema is
+attached with ``WithJsonSchema`` and the validator stays the one that refuses.
 """
 
 from __future__ import annotations
@@ -11,12 +18,24 @@ import re
 from datetime import date, time
 from typing import Annotated, Any, ClassVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
 MAX_RANGE_DAYS = 62  # a search or slot query longer than this is almost surely a mistake
 MAX_DURATION_MINUTES = 24 * 60
 MAX_REMIND_MINUTES = 7 * 24 * 60  # a reminder up to a week ahead
 MAX_REMINDERS = 5
+MAX_TITLE = 200  # characters
+MAX_NAME = 50  # characters of one attendee's name
+MAX_ATTENDEES = 20
+MAX_LOCATION = 200
+MAX_NOTES = 500
+MAX_QUERY = 100
+
+# The canonical forms, as JSON-schema patterns (anchored; plain character classes, because
+# llama-cpp-python's pattern converter copies ``\d`` through as a literal). The validators below
+# also accept a few non-canonical spellings (surrounding blanks, ``HH:MM:SS``) from other clients.
+DATE_PATTERN = r"^[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$"
+TIME_PATTERN = r"^([01][0-9]|2[0-3]):[0-5][0-9]$"
 
 _DATE_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _TIME_RE = re.compile(r"(\d{2}):(\d{2})(?::(\d{2}))?")
@@ -68,11 +87,12 @@ def parse_time(text: str) -> time:
     return time.fromisoformat(text)
 
 
-IsoDate = Annotated[str, AfterValidator(check_date)]
-IsoTime = Annotated[str, AfterValidator(check_time)]
-Name = Annotated[str, AfterValidator(check_name)]
-Title = Annotated[str, AfterValidator(check_title), Field(max_length=200)]
+IsoDate = Annotated[str, AfterValidator(check_date), WithJsonSchema({"type": "string", "pattern": DATE_PATTERN})]
+IsoTime = Annotated[str, AfterValidator(check_time), WithJsonSchema({"type": "string", "pattern": TIME_PATTERN})]
+Name = Annotated[str, Field(max_length=MAX_NAME), AfterValidator(check_name)]
+Title = Annotated[str, Field(max_length=MAX_TITLE), AfterValidator(check_title)]
 Minutes = Annotated[int, Field(ge=1, le=MAX_DURATION_MINUTES)]
+EventId = Annotated[int, Field(ge=1)]
 
 
 def _dedupe(names: list[str] | None) -> list[str] | None:
@@ -96,7 +116,12 @@ def check_reminders(minutes: list[int] | None) -> list[int] | None:
     return values
 
 
-Reminders = Annotated[list[int], AfterValidator(check_reminders)]
+Attendees = Annotated[list[Name], Field(max_length=MAX_ATTENDEES), AfterValidator(_dedupe)]
+Reminders = Annotated[
+    list[int], AfterValidator(check_reminders),
+    WithJsonSchema({"type": "array", "items": {"type": "integer", "minimum": 0, "maximum": MAX_REMIND_MINUTES},
+                    "maxItems": MAX_REMINDERS}),
+]
 REMIND_HELP = "Minutes before the start to remind the user, e.g. 30분 전에 알려줘 → [30]; [] for none."
 
 
@@ -165,7 +190,7 @@ class PeriodArgs(ToolArgs):
 
 class SearchEventsArgs(PeriodArgs):
     query: str | None = Field(
-        None, description="Text to match in title, location, notes or attendee names, e.g. '치과'."
+        None, max_length=MAX_QUERY, description="Text to match in title, location, notes or attendee names, e.g. '치과'."
     )
 
     period_optional: ClassVar[bool] = True
@@ -177,7 +202,14 @@ class SearchEventsArgs(PeriodArgs):
         return self
 
 
-class WorkingHoursArgs(PeriodArgs):
+class WorkingHoursArgs(ToolArgs):
+    """The slot finders' length and working hours; mixed in after the period (and the people).
+
+    A mixin rather than a base of ``PeriodArgs`` because pydantic orders fields base-first, and
+    the order of the fields is the order the call grammar admits them in: a call says when, who,
+    then how long (``find_common_free_time(date, attendees, duration_minutes)``).
+    """
+
     duration_minutes: Minutes = Field(description="Length of the wanted slot in minutes, e.g. 60.")
     working_hours_start: IsoTime = Field("09:00", description="Earliest start, HH:MM.")
     working_hours_end: IsoTime = Field("18:00", description="Latest end, HH:MM.")
@@ -189,14 +221,16 @@ class WorkingHoursArgs(PeriodArgs):
         return self
 
 
-class FindFreeSlotsArgs(WorkingHoursArgs):
+class FindFreeSlotsArgs(WorkingHoursArgs, PeriodArgs):
     pass
 
 
-class FindCommonFreeTimeArgs(WorkingHoursArgs):
-    attendees: Annotated[list[Name], AfterValidator(_dedupe)] = Field(
-        min_length=1, description="People who must all be free, e.g. ['민수', 'Jane']."
-    )
+class _PeriodAndPeople(PeriodArgs):
+    attendees: Attendees = Field(min_length=1, description="People who must all be free, e.g. ['민수', 'Jane'].")
+
+
+class FindCommonFreeTimeArgs(WorkingHoursArgs, _PeriodAndPeople):
+    pass
 
 
 class CreateEventArgs(ToolArgs):
@@ -205,11 +239,9 @@ class CreateEventArgs(ToolArgs):
     start_time: IsoTime = Field(description="Local 24-hour HH:MM, e.g. 15:00.")
     duration_minutes: Minutes | None = Field(None, description="Length in minutes (give this or end_time).")
     end_time: IsoTime | None = Field(None, description="Local end HH:MM on the same day (or duration_minutes).")
-    attendees: Annotated[list[Name], AfterValidator(_dedupe)] | None = Field(
-        None, description="Names of people attending, e.g. ['민수']."
-    )
-    location: str | None = Field(None, description="Where, e.g. '강남역'.")
-    notes: str | None = Field(None, description="Free-text notes.")
+    attendees: Attendees | None = Field(None, description="Names of people attending, e.g. ['민수'].")
+    location: str | None = Field(None, max_length=MAX_LOCATION, description="Where, e.g. '강남역'.")
+    notes: str | None = Field(None, max_length=MAX_NOTES, description="Free-text notes.")
     remind_minutes_before: Reminders | None = Field(None, description=REMIND_HELP + " Omit for the default.")
     allow_conflict: bool = Field(False, description="true only if the user accepts overlapping another event.")
 
@@ -227,17 +259,17 @@ class CreateEventArgs(ToolArgs):
 
 
 class UpdateEventArgs(ToolArgs):
-    event_id: int = Field(description="id from search_events.")
+    event_id: EventId = Field(description="id from search_events.")
     title: Title | None = Field(None, description="New title.")
     date: IsoDate | None = Field(None, description="New day YYYY-MM-DD (keeps the time unless given).")
     start_time: IsoTime | None = Field(None, description="New start HH:MM (keeps the length unless given).")
     duration_minutes: Minutes | None = Field(None, description="New length in minutes.")
     end_time: IsoTime | None = Field(None, description="New end HH:MM, same day as the start.")
-    attendees: Annotated[list[Name], AfterValidator(_dedupe)] | None = Field(
+    attendees: Attendees | None = Field(
         None, description="Full new attendee list (replaces the old one; [] removes all)."
     )
-    location: str | None = Field(None, description="New location ('' clears it).")
-    notes: str | None = Field(None, description="New notes ('' clears them).")
+    location: str | None = Field(None, max_length=MAX_LOCATION, description="New location ('' clears it).")
+    notes: str | None = Field(None, max_length=MAX_NOTES, description="New notes ('' clears them).")
     remind_minutes_before: Reminders | None = Field(None, description=REMIND_HELP)
     allow_conflict: bool = Field(False, description="true only if the user accepts overlapping another event.")
 
@@ -252,4 +284,4 @@ class UpdateEventArgs(ToolArgs):
 
 
 class DeleteEventArgs(ToolArgs):
-    event_id: int = Field(description="id from search_events.")
+    event_id: EventId = Field(description="id from search_events.")

@@ -271,3 +271,23 @@ def reward_func(completions: list[Any], environments: list[CalendarGRPOEnv], **k
         environment._finish(final_text(completion))
         rewards.append(environment.get_reward())
     return rewards
+
+
+def tool_schemas() -> list[dict[str, Any]]:
+    """The registry's schemas of the environment's tools, with every constraint the validators apply.
+
+    TRL renders ``transformers.utils.get_json_schema(method)`` into the prompt, and that function
+    reads only type hints and the docstring: it cannot say ``pattern``, ``maxLength``,
+    ``maxItems``, ``minimum`` or ``maximum``. What it cannot say is still enforced (each call is
+    validated by the registry, ``invalid_arguments`` otherwise); and a rollout generated under a
+    grammar (llama.cpp) must build the grammar from these schemas, not from the method signatures,
+    or a small model may write ``"attendees": ["Mike", "Mike", ...`` until its budget runs out.
+    """
+    from tools.calendar.store import CalendarStore
+    from tools.calendar.tools import build_registry
+
+    store = CalendarStore(":memory:")
+    try:
+        return build_registry(store).schemas()
+    finally:
+        store.close()

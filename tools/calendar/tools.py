@@ -233,7 +233,7 @@ class CalendarTools:
             self.store.delete_event(event.id)
         return ToolResult.success({"deleted": event_view(event, self.zone)}, message=f"Deleted {event_words(event, self.zone)}.")
 
-    def _slots(self, args: WorkingHoursArgs, busy: list[Interval]) -> dict[str, Any]:
+    def _slots(self, args: FindFreeSlotsArgs | FindCommonFreeTimeArgs, busy: list[Interval]) -> dict[str, Any]:
         days = args.days()
         assert days is not None
         windows = working_windows(
