@@ -66,10 +66,15 @@ def read_api_key(settings: Settings, environ: Mapping[str, str] | None = None) -
 
 def write_key_file(path: Path, key: str) -> None:
     """Write the key readable by its owner only (``launchd install`` moves an environment key here)."""
+    write_secret_file(path, key)
+
+
+def write_secret_file(path: Path, secret: str) -> None:
+    """One secret on one line, mode 600 from the first byte (the API key; the bot token too)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
         os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a file that already existed
-        os.write(fd, (key + "\n").encode("utf-8"))
+        os.write(fd, (secret + "\n").encode("utf-8"))
     finally:
         os.close(fd)

@@ -113,13 +113,9 @@ def print_plist(settings: Settings, host: Host) -> int:
 
 def write_token_file(path: Path, token: str) -> None:
     """Write the token readable by its owner only (launchd's bot reads it from here)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.fchmod(fd, 0o600)  # O_CREAT's mode does not apply to a file that already existed
-        os.write(fd, (token + "\n").encode("utf-8"))
-    finally:
-        os.close(fd)
+    from agent.apikey import write_secret_file
+
+    write_secret_file(path, token)
 
 
 def write_plist(path: Path, data: bytes) -> None:
