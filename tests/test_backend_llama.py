@@ -177,8 +177,16 @@ def test_saved_states_stay_within_their_memory_budget(backend: LlamaBackend) -> 
 
 
 def test_concurrent_sessions_from_threads_match_sequential_results(backend: LlamaBackend) -> None:
-    """The bot calls from worker threads: the lock must keep each call's context intact."""
+    """The bot calls from worker threads: the lock must keep each call's context intact.
+
+    The expected texts come from a second sequential round, which decodes from each session's
+    saved state as the threaded calls do. The first round puts each prompt into the cache by
+    another path (Dave's reuses Carol's prefix), and a different batch split can move the last
+    bits of the logits enough to flip a greedy near-tie on some CPUs.
+    """
     owners = ["Carol", "Dave"]
+    for owner in owners:
+        backend.complete(conversation(owner), TOOLS, session_id=owner, max_tokens=6)
     expected = {o: backend.complete(conversation(o), TOOLS, session_id=o, max_tokens=6).text for o in owners}
     results: dict[str, list[str]] = {o: [] for o in owners}
 
