@@ -38,7 +38,7 @@ def test_bench_quick_json_has_every_figure(tmp_path: Path, smollm2: Path) -> Non
     env = {k: v for k, v in os.environ.items() if k not in ("AGENT_MODEL_PATH", "AGENT_LORA_PATH", "AGENT_CONFIG")}
     env["AGENT_DATA_DIR"] = str(tmp_path / "data")
     done = subprocess.run(
-        [sys.executable, "-m", "agent", "bench", "--quick", "--json", "--ctx", "4096"],
+        [sys.executable, "-m", "agent", "bench", "--quick", "--json", "--ctx", "8192"],
         capture_output=True, text=True, env=env, timeout=1800, cwd=Path(__file__).resolve().parents[1],
     )
     assert done.returncode == 0, done.stderr[-2000:]

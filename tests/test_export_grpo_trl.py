@@ -80,9 +80,14 @@ def test_the_environments_tools_enforce_each_constraint_of_the_registry_schemas(
     schemas; every further constraint those schemas carry (and the rollout grammar is built from)
     is one the environment's tool methods refuse just outside and accept at the edge."""
     row = __import__("agent.export.grpo", fromlist=["prompt_rows"]).prompt_rows(suite(), split="train", per_template=1)[0]
-    environment = CalendarGRPOEnv()
-    environment.reset(**row)
-    tools = {t.__name__: t for t in trl_tools(environment)}
+
+    def fresh_tools() -> dict:
+        """A new episode per probe: the gate's call budget and repeat rules must not decide them."""
+        environment = CalendarGRPOEnv()
+        environment.reset(**row)
+        return {t.__name__: t for t in trl_tools(environment)}
+
+    tools = fresh_tools()
     registry = {s["function"]["name"]: s["function"]["parameters"] for s in tool_schemas()}
     assert sorted(registry) == sorted(tools) == sorted(VALID)
     checked = 0
@@ -93,10 +98,10 @@ def test_the_environments_tools_enforce_each_constraint_of_the_registry_schemas(
             if "items" in prop:
                 assert theirs[prop_name]["items"]["type"] == prop["items"]["type"], (name, prop_name)
             for constraint, outside, edge in _outside_and_at_the_edge(prop):
-                refused = json.loads(tools[name](**{**VALID[name], prop_name: outside}))
+                refused = json.loads(fresh_tools()[name](**{**VALID[name], prop_name: outside}))
                 assert refused.get("error") == "invalid_arguments", (name, prop_name, constraint, refused)
                 if edge is not None:
-                    taken = json.loads(tools[name](**{**VALID[name], prop_name: edge}))
+                    taken = json.loads(fresh_tools()[name](**{**VALID[name], prop_name: edge}))
                     assert taken.get("error") != "invalid_arguments", (name, prop_name, constraint, taken)
                 checked += 1
     assert checked >= 30

@@ -161,6 +161,6 @@ def qwen3(bench: Bench) -> None:
                 bench.report.add(key, f"{label}: tok/s runtime grammar ÷ unconstrained ({text})", None, ">= 0.9",
                                  note=f"skipped: no --grammar-model and no tiny qwen3 fixture ({type(exc).__name__})")
             return
-    backend = bench.build_backend(path, n_ctx=2048)
+    backend = bench.build_backend(path, n_ctx=4096)  # the full tool block alone is ~2.2k Qwen3 tokens
     constrained(bench, backend, "151k", f"vocab {backend._llm.n_vocab()}")
     del backend
