@@ -31,6 +31,7 @@ from tools.registry import ToolResult
 log = logging.getLogger(__name__)
 
 TYPING_EVERY_S = 4.0  # Telegram shows "typing…" for about 5 s per action
+TYPING_TIMEOUT_S = 3.0  # a Bot API that does not answer the action in time does not delay the turn
 QUEUED_NOTICE = "Queued: I'm answering another chat first; your message is next in line."
 KEY_REFUSED_REPLY = ("Sorry, the model's API refused this bot's API key. "
                      "The bot's owner needs to fix AGENT_API_KEY or the key file (see the bot's log).")
@@ -180,6 +181,7 @@ class TurnRunner:
     async def _turn(self, job: Job) -> str:
         loop = asyncio.get_running_loop()
         approver = BotApprover(self.desk, loop, job.chat_id, job.user_id, job.cancel, self._describe_now)
+        await self._typing(job.chat_id)  # shown before the model starts, however short the turn
         typing = asyncio.create_task(self._keep_typing(job.chat_id))
         try:
             turn: Turn = await self.model.run(
@@ -199,10 +201,17 @@ class TurnRunner:
             return None
         return registry.describe(request.tool, validated)
 
+    async def _typing(self, chat_id: int) -> None:
+        """One "typing…" action, bounded: it is cosmetic and must never hold up or break a turn."""
+        try:
+            await asyncio.wait_for(self.bot.send_chat_action(chat_id, ChatAction.TYPING), TYPING_TIMEOUT_S)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.debug("typing action for %s failed: %s", chat_id, exc)
+
     async def _keep_typing(self, chat_id: int) -> None:
+        """Renew the action while the turn runs (the first one went out before it started)."""
         while True:
-            try:
-                await self.bot.send_chat_action(chat_id, ChatAction.TYPING)
-            except Exception as exc:  # cosmetic: never let it disturb the turn
-                log.debug("typing action for %s failed: %s", chat_id, exc)
             await asyncio.sleep(TYPING_EVERY_S)
+            await self._typing(chat_id)
