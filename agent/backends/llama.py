@@ -31,6 +31,7 @@ from llama_cpp import _internals
 
 from agent.backends.base import Completion, TextSink
 from agent.backends.candidates import CandidateIndex, grammar_keeps
+from agent.backends.sampling import Sampling
 from agent.prompt import PromptError, PromptRenderer
 
 CALL_OPEN = "<tool_call>"
@@ -102,6 +103,7 @@ class LlamaBackend:
         self.use_grammar = grammar
         self.temperature = temperature
         self.seed = seed
+        self.default_sampling = Sampling(temperature=temperature, seed=seed)  # when complete() gets none
         self.max_saved_sessions = max_saved_sessions
         # A state costs KV bytes per token: ~23 KB for SmolLM2-135M, ~144 KB for Qwen3-4B (a 3k-token
         # chat is ~440 MB), so the count alone does not bound the memory.
@@ -177,11 +179,13 @@ class LlamaBackend:
         max_tokens: int = 512,
         assistant_prefix: str = "",
         stop_after_call: bool = False,
+        sampling: Sampling | None = None,
     ) -> Completion:
         """One model step. ``assistant_prefix`` starts the reply with given text (it is part of
         ``text``, so the history stays faithful); tests use it to open a call deterministically.
         ``stop_after_call`` ends the step as the first call closes (a rollout that scores one call
-        then needs no budget for whatever the model would write after it)."""
+        then needs no budget for whatever the model would write after it). ``sampling``: this step's
+        temperature/top-p/seed (None: the backend's own, greedy by default)."""
         started = time.perf_counter()
         try:
             prompt = self.renderer.render(messages, tools) + assistant_prefix
@@ -192,7 +196,7 @@ class LlamaBackend:
                 self.stream.start_step()
             try:
                 result = self._complete_locked(prompt, tools, session_id, max_tokens, assistant_prefix,
-                                               stop_after_call)
+                                               stop_after_call, sampling or self.default_sampling)
             except Exception as exc:  # a llama.cpp failure is a step error; start clean next time
                 self._llm.reset()
                 self._live_session = None
@@ -226,7 +230,8 @@ class LlamaBackend:
     # -- internals ------------------------------------------------------------------------
 
     def _complete_locked(self, prompt: str, tools: list[dict[str, Any]], session_id: str | None,
-                         max_tokens: int, assistant_prefix: str, stop_after_call: bool = False) -> Completion:
+                         max_tokens: int, assistant_prefix: str, stop_after_call: bool = False,
+                         sampling: Sampling = Sampling()) -> Completion:
         llm = self._llm
         timings: dict[str, float] = {}
         canonical = self.tokenize(prompt)
@@ -265,7 +270,7 @@ class LlamaBackend:
 
         t = time.perf_counter()
         text, finish, n_generated, n_constrained = self._generate(
-            tools, min(max_tokens, self.n_ctx - llm.n_tokens), assistant_prefix, stop_after_call
+            tools, min(max_tokens, self.n_ctx - llm.n_tokens), assistant_prefix, stop_after_call, sampling
         )
         timings["generate_s"] = time.perf_counter() - t
         timings["constrained_tokens"] = float(n_constrained)
@@ -308,8 +313,9 @@ class LlamaBackend:
             return canonical
         return cached[:k] + self._llm.tokenize(data[offset:], add_bos=False, special=True)
 
-    def _sampler(self, gbnf: str | None = None) -> tuple[_internals.LlamaSampler, Any]:
-        """Greedy (or seeded temperature) sampling, optionally after a GBNF grammar.
+    def _sampler(self, gbnf: str | None = None, sampling: Sampling = Sampling()) -> tuple[_internals.LlamaSampler, Any]:
+        """Greedy, or seeded top-p/temperature sampling, optionally after a GBNF grammar (which
+        masks first, so what is sampled is always a token the grammar allows).
 
         Returns the chain and the grammar sampler inside it (None without a grammar), so the
         caller can offer a single token to the grammar without running the whole chain.
@@ -321,15 +327,19 @@ class LlamaBackend:
             if not grammar:
                 raise ValueError("tool-call grammar does not parse")
             llama_cpp.llama_sampler_chain_add(sampler.sampler, grammar)  # the chain owns it now
-        if self.temperature <= 0.0:
+        if sampling.greedy:
             sampler.add_greedy()
         else:
-            sampler.add_temp(self.temperature)
-            sampler.add_dist(self.seed)
+            # temperature before top-p, as transformers and vLLM apply them: the same settings
+            # mean the same on the llama and the openai backend
+            sampler.add_temp(sampling.temperature)
+            if sampling.top_p < 1.0:
+                sampler.add_top_p(sampling.top_p, 1)
+            sampler.add_dist(sampling.seed)
         return sampler, grammar
 
     def _sample_constrained(self, free: _internals.LlamaSampler, chain: _internals.LlamaSampler,
-                            grammar: Any) -> int:
+                            grammar: Any, greedy: bool = True) -> int:
         """Grammar-valid token, cheaply when possible.
 
         Masking the whole vocabulary costs ~5 ms a token on 49k entries and ~15 ms on Qwen3's
@@ -345,7 +355,7 @@ class LlamaBackend:
         if grammar_keeps(grammar, np.array([token], dtype=np.int32)).size:
             llama_cpp.llama_sampler_accept(grammar, token)
             return token
-        if self.temperature <= 0.0:
+        if greedy:
             n_vocab = self._llm.n_vocab()
             logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self._llm._ctx.ctx, -1), shape=(n_vocab,))
             stage, candidates = "narrowed", self._candidate_index().candidates(grammar)
@@ -381,7 +391,8 @@ class LlamaBackend:
         return self._candidates
 
     def _generate(self, tools: list[dict[str, Any]], budget: int,
-                  assistant_prefix: str, stop_after_call: bool = False) -> tuple[str, str, int, int]:
+                  assistant_prefix: str, stop_after_call: bool = False,
+                  sampling: Sampling = Sampling()) -> tuple[str, str, int, int]:
         """Sample up to ``budget`` tokens; returns (text, finish_reason, generated, constrained).
 
         Free text until ``<tool_call>`` appears outside ``<think>``; then the tool-call grammar
@@ -389,7 +400,7 @@ class LlamaBackend:
         """
         llm = self._llm
         gbnf = self._grammar_for(tools) if (self.use_grammar and tools) else None
-        free, _ = self._sampler()
+        free, _ = self._sampler(None, sampling)
         # Decoded piece by piece (a multi-byte character split across tokens waits for its end),
         # not by detokenizing the whole output after every token.
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
@@ -399,12 +410,12 @@ class LlamaBackend:
         scan = assistant_prefix  # text the trigger looks at (prefix + output)
         n_constrained = 0
         if gbnf is not None and _opens_call(scan, 0) is not None:
-            constrained, call_start = self._sampler(gbnf), _opens_call(scan, 0)
+            constrained, call_start = self._sampler(gbnf, sampling), _opens_call(scan, 0)
         finish = "length"
         evaluated = 0  # how many of ``out`` are in the KV cache
         while len(out) < budget:
             if constrained is not None:
-                token = self._sample_constrained(free, *constrained)
+                token = self._sample_constrained(free, *constrained, greedy=sampling.greedy)
                 n_constrained += 1
             else:
                 token = free.sample(llm._ctx, -1)
@@ -423,7 +434,7 @@ class LlamaBackend:
                         out.extend(self.tokenize(scan[len(before):end], add_bos=False))
                         scan = scan[:end]
                         decoder.reset()
-                    constrained, call_start = self._sampler(gbnf), end
+                    constrained, call_start = self._sampler(gbnf, sampling), end
             elif constrained is not None and len(scan) > call_start and scan.endswith(CALL_CLOSE):
                 constrained = None
                 if stop_after_call:
