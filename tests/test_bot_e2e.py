@@ -16,7 +16,7 @@ from typing import Iterator
 
 import pytest
 
-from bot.app import INTERRUPTED
+from bot.polling import INTERRUPTED
 from bot.approvals import EXPIRED, NOT_YOURS
 from bot.worker import QUEUED_NOTICE, TURN_FAILED
 from tests.bot_harness import (
