@@ -151,3 +151,27 @@ def test_a_scripted_policy_refuses_a_temperature(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "agent", "eval", "--policy", "oracle", "--temperature", "0.7",
                              "--out", str(tmp_path / "x")], capture_output=True, text=True, env=env, timeout=300)
     assert result.returncode == 2 and result.stderr.count("\n") == 1 and "nothing to sample" in result.stderr
+
+
+@pytest.mark.slow
+def test_sampled_tool_calls_stay_inside_the_grammar(smollm2: Path) -> None:
+    """At temperature 5 nearly every token the free sampler draws is one the call grammar rejects:
+    the constrained path must then sample among the allowed tokens only, so the call still parses
+    and validates, for each seed."""
+    from agent.backends.llama import LlamaBackend
+    from agent.grammar import max_text_bytes, tool_call_gbnf
+    from agent.parsing import parse_reply
+    from tools.calendar.grpo_env import tool_schemas
+
+    schemas = tool_schemas()
+    budget = int(max_text_bytes(tool_call_gbnf(schemas)))
+    backend = LlamaBackend(smollm2, n_ctx=8192, n_threads=1, tool_block="compact")
+    messages = [{"role": "user", "content": "Book lunch with Mina tomorrow at noon."}]
+    for seed in (1, 2):
+        completion = backend.complete(messages, schemas, max_tokens=budget, assistant_prefix="<tool_call>",
+                                      stop_after_call=True, sampling=Sampling(temperature=5.0, seed=seed))
+        assert completion.error is None
+        reply = parse_reply(completion.text)
+        assert reply.tool_calls and not reply.problems, completion.text
+        assert reply.tool_calls[0].name in {s["function"]["name"] for s in schemas}
+    assert backend.grammar_paths["full_mask"] > 0  # the rejected free samples went through the mask
