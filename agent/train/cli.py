@@ -1,4 +1,5 @@
-"""``python -m agent train sft``: LoRA SFT on an export, from the GGUF base, to a PEFT adapter (and GGUF).
+"""``python -m agent train sft|grpo|ei``: LoRA SFT on an export, GRPO with the domain's environment, expert
+iteration in rounds; from the GGUF base to a PEFT adapter (and GGUF).
 
 Exit status: 0 done, 2 bad input (one ``error:`` line), 1 interrupted (re-run with --resume).
 """
