@@ -168,7 +168,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         total_rows = rows_kept + (sum(r["rows_kept"] for r in rounds) if not opts.continue_adapter else 0)
         new_adapter: Path | None = adapter
         train_info: dict[str, Any] | None = None
-        if rows_kept if opts.continue_adapter else total_rows:
+        if rows_kept:  # no new rows: training again on the old ones would only re-roll the same adapter
             merged = folder / "train.jsonl"
             merged.write_text("".join(p.read_text(encoding="utf-8") for p in data_files if p.is_file()), encoding="utf-8")
             init = None
@@ -184,7 +184,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
             train_info = {"steps": result.steps, "examples": result.examples, "final_loss": result.final_loss,
                           "seconds": result.seconds}
         else:
-            log(f"round {n}: no verified success to train on; the adapter stays {adapter}")
+            log(f"round {n}: no new verified success; the adapter stays {adapter}")
         log(f"round {n}: {rows_kept} rows kept of {len(records)} episodes; eval on dev ({len(dev)} scenarios)")
         dev_result = evaluate(new_adapter, dev, folder / "dev")
         info = {
