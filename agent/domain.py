@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from tools.registry import Registry
+from agent.tools import Registry
 
 if TYPE_CHECKING:
     from agent.config import Settings

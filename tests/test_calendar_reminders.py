@@ -28,7 +28,7 @@ from tools.calendar.reminders import (
 )
 from tools.calendar.store import SCHEMA_VERSION, CalendarStore
 from tools.calendar.tools import build_registry
-from tools.registry import Registry
+from agent.tools import Registry
 
 SEOUL, BERLIN = ZoneInfo("Asia/Seoul"), ZoneInfo("Europe/Berlin")
 GRACE = timedelta(minutes=30)

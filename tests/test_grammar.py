@@ -25,7 +25,7 @@ from agent.grammar import (
     tool_call_gbnf,
 )
 from agent.parsing import format_tool_call, parse_reply
-from tools.registry import Registry, Tool, ToolResult
+from agent.tools import Registry, Tool, ToolResult
 
 # ------------------------------------------------------------------ a toy registry
 

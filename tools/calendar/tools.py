@@ -23,7 +23,7 @@ from tools.calendar.arguments import (
 )
 from tools.calendar.slots import Interval, free_slots, working_windows
 from tools.calendar.store import UNSET, CalendarStore, Event
-from tools.registry import Registry, Tool, ToolResult
+from agent.tools import Registry, Tool, ToolResult
 
 CALENDAR_TOOL_NAMES: tuple[str, ...] = (
     "search_events",
