@@ -11,9 +11,12 @@ import os
 import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import platformdirs
+
+if TYPE_CHECKING:
+    from models.resolve import ModelChoice
 
 DEFAULT_TZ = "Asia/Seoul"
 
@@ -105,6 +108,16 @@ class Settings:
     @property
     def sessions_path(self) -> Path:
         return self.data_dir / "sessions.sqlite3"
+
+    def model_choice(self) -> ModelChoice:
+        """The part of these settings that ``models.resolve`` needs (models/ never sees Settings)."""
+        from models.resolve import ModelChoice
+
+        return ModelChoice(
+            data_dir=self.data_dir, model_path=self.model_path, lora_path=self.lora_path,
+            no_adapter=self.no_adapter, profile=self.profile, adapter_repo=self.adapter_repo,
+            adapter_file=self.adapter_file,
+        )
 
 
 def _coerce(name: str, value: Any) -> Any:

@@ -31,7 +31,7 @@ def run_doctor(settings: Settings, *, demo: bool = False, generate: bool = True)
     from models.check import check_adapter, check_model
     from models.resolve import resolve_or_exit
 
-    model_path, lora_path = resolve_or_exit(settings, demo=demo)
+    model_path, lora_path = resolve_or_exit(settings.model_choice(), demo=demo)
     model = check_model(model_path)
     print(f"model: {model_path}\n  {'ok' if model.ok else 'REFUSED: ' + model.reason}  {model.info}")
     if lora_path is not None:
