@@ -14,8 +14,8 @@ from typing import Any, Callable
 
 from agent.approval import Approver
 from agent.backends.base import Backend, Completion
-from agent.gate import TurnLedger, call_key, run_call
 from agent.formats import HERMES, ParsedReply, ToolCall
+from agent.gate import TurnLedger, call_key, run_call
 from agent.records import StepRecord, StopReason, Turn
 from tools.registry import Registry, ToolResult
 
@@ -54,8 +54,7 @@ class Agent:
             if cancel is not None and cancel.is_set():
                 return log.finish(StopReason.INTERRUPTED)
             completion = self.backend.complete(messages, tools, session_id=session_id, max_tokens=self.budgets.max_tokens)
-            failure = _backend_failure(completion)
-            if failure is not None:
+            if (failure := _backend_failure(completion)) is not None:
                 return log.finish(failure[0], error=failure[1])
 
             parsed = HERMES.parse_reply(completion.text)
