@@ -313,21 +313,6 @@ def arguments_text(arguments: Any) -> str:
 # -- wire -> Completion -------------------------------------------------------------------------
 
 
-def hermes_block(name: str, arguments: str) -> str:
-    """One call as ``<tool_call>`` text, holding the server's ``arguments`` text byte for byte.
-
-    For arguments a JSON object, this is what ``HERMES.format_tool_call`` writes when the
-    server's text is ``json.dumps`` of it; arguments that are not valid JSON go in as a string,
-    so the block still parses and the loop answers "invalid arguments" to the model.
-    """
-    try:
-        json.loads(arguments)
-        inner = arguments
-    except ValueError:
-        inner = json.dumps(arguments, ensure_ascii=False)
-    return f"{HERMES.call_open}\n{{\"name\": {json.dumps(name, ensure_ascii=False)}, \"arguments\": {inner}}}\n{HERMES.call_close}"
-
-
 def completion_from(data: dict[str, Any]) -> Completion:
     """A Completion from a chat-completions answer; raises on a shape it does not know."""
     choice = data["choices"][0]
@@ -347,7 +332,7 @@ def completion_from(data: dict[str, Any]) -> Completion:
             except ValueError:
                 parsed = text  # left as the string; the loop reports invalid arguments to the model
             native.append({"id": call.get("id"), "name": str(fn["name"]), "arguments": parsed, "arguments_text": text})
-        calls_text = "\n".join(hermes_block(c["name"], c["arguments_text"]) for c in native)
+        calls_text = "\n".join(HERMES.call_text(c["name"], c["arguments_text"]) for c in native)
         content = f"{content}\n{calls_text}" if content else calls_text
     finish = choice.get("finish_reason") or "stop"
     if finish == "tool_calls":

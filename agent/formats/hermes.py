@@ -51,6 +51,20 @@ class HermesFormat:
         body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
         return f"{self.call_open}\n{body}\n{self.call_close}"
 
+    def call_text(self, name: str, arguments: str) -> str:
+        """One call as text, holding an API server's ``arguments`` text byte for byte.
+
+        For arguments a JSON object, this is what ``format_tool_call`` writes when the server's
+        text is ``json.dumps`` of it; arguments that are not valid JSON go in as a string, so the
+        block still parses and the loop answers "invalid arguments" to the model.
+        """
+        try:
+            json.loads(arguments)
+            inner = arguments
+        except ValueError:
+            inner = json.dumps(arguments, ensure_ascii=False)
+        return f'{self.call_open}\n{{"name": {json.dumps(name, ensure_ascii=False)}, "arguments": {inner}}}\n{self.call_close}'
+
     @property
     def call_example(self) -> str:
         """How a call looks, for telling a model that its call could not be read."""
