@@ -61,6 +61,14 @@ def test_a_closed_call_or_a_tag_before_start_is_not_open() -> None:
     assert HERMES.call_opened("no tag at all") is None
 
 
+def test_what_the_backends_own_trigger_was_pinned_to_holds_for_the_format_trigger() -> None:
+    """The cases tests/test_backend_llama.py pins on ``_opens_call``, so the backend can use this one."""
+    assert HERMES.call_opened("ok <tool_call>", 0) == len("ok <tool_call>")
+    assert HERMES.call_opened("<think>maybe <tool_call></think>", 0) is None
+    assert HERMES.call_opened("<tool_call>{}</tool_call>", 0) is None
+    assert HERMES.call_opened("<think>x</think><tool_call>", 0) == len("<think>x</think><tool_call>")
+
+
 FRAGMENTS = [
     "", "text ", "\n", "`", "` ", "```", "```\n", "<think>", "</think>", "<tool_response>", "</tool_response>",
     OPEN, "</tool_call>", HERMES.format_tool_call("other", {}), '{"a": 1}',
