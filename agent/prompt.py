@@ -93,7 +93,8 @@ class PromptRenderer:
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, str], token_text: Any, *,
-                      enable_thinking: bool = False, tool_block: str = "full") -> PromptRenderer:
+                      enable_thinking: bool = False, tool_block: str = "full",
+                      chat_format: HermesFormat = HERMES) -> PromptRenderer:
         """Build from GGUF metadata (``Llama.metadata``); ``token_text(id) -> str`` names specials."""
         template = metadata.get("tokenizer.chat_template", "")
 
@@ -103,7 +104,7 @@ class PromptRenderer:
 
         return cls(template, bos_token=special("tokenizer.ggml.bos_token_id"),
                    eos_token=special("tokenizer.ggml.eos_token_id"), enable_thinking=enable_thinking,
-                   tool_block=tool_block)
+                   tool_block=tool_block, chat_format=chat_format)
 
     # -- template calls -------------------------------------------------------------------
 
