@@ -148,7 +148,7 @@ def _coerce(name: str, value: Any) -> Any:
             raise ValueError(f"{name}: expected {' or '.join(allowed)}, got {value!r}")
         return text
     if name == "tool_block":
-        from agent.prompt import TOOL_BLOCKS
+        from agent.formats.tool_view import TOOL_BLOCKS
 
         if str(value).strip() not in TOOL_BLOCKS:
             raise ValueError(f"{name}: expected one of {', '.join(TOOL_BLOCKS)}, got {value!r}")
