@@ -90,7 +90,7 @@ def _zone(value: str) -> str:
 
 
 def _tool_block(value: str) -> str:
-    from agent.prompt import TOOL_BLOCKS
+    from agent.formats.tool_view import TOOL_BLOCKS
 
     if value.strip() not in TOOL_BLOCKS:
         raise ValueError(f"expected one of {', '.join(TOOL_BLOCKS)}, got {value!r}")

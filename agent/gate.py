@@ -18,7 +18,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from agent.approval import ApprovalRequest, Approver
-from agent.parsing import ToolCall
+from agent.formats import ToolCall
 from agent.records import CallRecord, CallStatus, StopReason
 from agent.tools import Registry, ToolResult
 

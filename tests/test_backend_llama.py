@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from agent.backends.llama import LlamaBackend, ModelRefused, _opens_call
-from agent.grammar import max_text_bytes, tool_call_gbnf
-from agent.parsing import parse_reply
+from agent.formats import HERMES, parse_reply
+from agent.formats.gbnf import max_text_bytes
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def test_grammar_makes_the_opened_call_valid(backend: LlamaBackend) -> None:
     """SmolLM2 does not open <tool_call> by itself; the reply is started with the tag (kept in the
     text) and everything after it is the model's, under the grammar. The budget is the grammar's
     longest call, so the call closes whatever this CPU's floats make SmolLM2 write."""
-    budget = int(max_text_bytes(tool_call_gbnf(TOOLS)))
+    budget = int(max_text_bytes(HERMES.call_gbnf(TOOLS)))
     result = backend.complete(conversation("Alice"), TOOLS, max_tokens=budget, assistant_prefix="<tool_call>",
                               stop_after_call=True)
     assert result.finish_reason in ("stop", "length"), result.error
@@ -249,7 +249,7 @@ def test_tiny_qwen3_tool_call_is_one_special_token(tiny_qwen3: Path) -> None:
     open_id = qwen.tokenize("<tool_call>", add_bos=False)
     assert open_id == [151657]
     result = qwen.complete([{"role": "user", "content": "Delete event 3."}], [DELETE],
-                           max_tokens=int(max_text_bytes(tool_call_gbnf([DELETE]))), assistant_prefix="<tool_call>",
+                           max_tokens=int(max_text_bytes(HERMES.call_gbnf([DELETE]))), assistant_prefix="<tool_call>",
                            stop_after_call=True)
     assert result.finish_reason != "error", result.error
     # random weights, but the grammar still forces a call to the only tool with an integer id

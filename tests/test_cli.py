@@ -169,7 +169,7 @@ def test_piped_repl_denies_destructive_calls_unless_yes(tmp_path):
     from agent.app import build_runtime
     from agent.backends.scripted import ScriptedBackend
     from agent.config import load_settings
-    from agent.parsing import format_tool_call
+    from agent.formats import format_tool_call
     from agent.repl import run_repl
     from tools.calendar import CalendarStore
 

@@ -5,28 +5,18 @@ from __future__ import annotations
 import json
 import threading
 from datetime import datetime
-from pathlib import Path
 from zoneinfo import ZoneInfo
-
-import pytest
 
 from agent.approval import ApprovalRequest, ApproveAll, Decision, DenyAll
 from agent.backends.base import Completion
 from agent.backends.scripted import ScriptedBackend
 from agent.loop import Agent, Budgets
-from agent.parsing import format_tool_call
+from agent.formats import format_tool_call
 from agent.records import CallStatus, StopReason
 from tools.calendar import CalendarStore, build_registry
 
 SEOUL = ZoneInfo("Asia/Seoul")
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=SEOUL)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> CalendarStore:
-    s = CalendarStore(tmp_path / "calendar.sqlite3", tz="Asia/Seoul")
-    yield s
-    s.close()
 
 
 def add_dentist(store: CalendarStore) -> int:

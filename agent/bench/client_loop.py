@@ -27,7 +27,7 @@ from agent.eval.suite import Environment, Scenario
 from agent.eval.trace import EpisodeTrace
 from agent.gate import TurnLedger, run_call
 from agent.loop import QUESTION_ENDINGS, Budgets
-from agent.parsing import ToolCall
+from agent.formats import ToolCall
 from agent.records import CallRecord, CallStatus, StepRecord, StopReason, Turn
 from agent.tools import Registry, ToolResult
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from agent.bench.episode import DAY, EPISODE_PREFIXES
 from agent.bench.recording import RecordingBackend, StepTrace
 from agent.bench.report import Report, progress
+from agent.formats import HERMES
 
 if TYPE_CHECKING:
     from agent.bench.runner import Bench
@@ -24,8 +25,8 @@ CHAT_TURNS: dict[str, list[tuple[str, str]]] = {
     "chat-b": [
         ("Is there anything called Dentist on 2026-12-01?", EPISODE_PREFIXES[4]),
         ("Add 'Team sync' at 10:00 that day, 30 minutes.",
-         '<tool_call>\n{"name": "create_event", "arguments": {"title": "Team sync", "date": "%s", '
-         '"start_time": "10:00", "duration_minutes": 30}}\n</tool_call>' % DAY),
+         HERMES.format_tool_call("create_event", {"title": "Team sync", "date": DAY, "start_time": "10:00",
+                                                  "duration_minutes": 30})),
         ("What is on that day now?", EPISODE_PREFIXES[1]),
     ],
 }
