@@ -29,7 +29,7 @@ def build_llama_backend(settings: Settings, demo: bool = False, fallback_demo: b
     from models.check import require_loadable
     from models.resolve import resolve_or_exit
 
-    model_path, lora_path = resolve_or_exit(settings, demo=demo, fallback_demo=fallback_demo)
+    model_path, lora_path = resolve_or_exit(settings.model_choice(), demo=demo, fallback_demo=fallback_demo)
     require_loadable(model_path, lora_path)
     return LlamaBackend(
         model_path=model_path,

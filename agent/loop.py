@@ -17,7 +17,7 @@ from agent.backends.base import Backend, Completion
 from agent.formats import HERMES, ParsedReply, ToolCall
 from agent.gate import TurnLedger, call_key, run_call
 from agent.records import StepRecord, StopReason, Turn
-from tools.registry import Registry, ToolResult
+from agent.tools import Registry, ToolResult
 
 __all__ = ["Agent", "Budgets", "QUESTION_ENDINGS", "call_key"]  # call_key: re-exported for old imports
 

@@ -19,7 +19,7 @@ from agent.loop import Agent
 from agent.records import Turn
 from agent.sessions import SessionStore
 from agent.trajectory import TrajectoryLog
-from tools.registry import ToolResult
+from agent.tools import ToolResult
 
 
 def recent_turns(history: list[dict[str, Any]], keep: int) -> list[dict[str, Any]]:

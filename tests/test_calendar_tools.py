@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tools.calendar import CALENDAR_TOOL_NAMES, DOMAIN_PROMPT, CalendarStore, build_registry
-from tools.registry import Registry, ToolResult
+from agent.tools import Registry, ToolResult
 
 SEOUL = ZoneInfo("Asia/Seoul")
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=SEOUL)

@@ -47,11 +47,14 @@ class Decoder:
     """Decodes a fixed number of tokens after ``<tool_call>`` on the backend's own context."""
 
     def __init__(self, bench: Bench, backend: Any, tag: str) -> None:
-        from agent.grammar import tool_call_gbnf
-        from tools.calendar.store import CalendarStore
-        from tools.calendar.tools import build_registry
+        from dataclasses import replace
 
-        tools = build_registry(CalendarStore(bench.tmp / f"constrained-{tag}.sqlite3")).schemas()
+        from agent.domain import load_domain
+        from agent.grammar import tool_call_gbnf
+
+        domain = load_domain(replace(bench.config.settings, data_dir=bench.tmp / f"constrained-{tag}"))
+        tools = domain.registry.schemas()
+        domain.close()
         messages = [{"role": "system", "content": "You manage a calendar."}, {"role": "user", "content": USER_TEXT}]
         self.backend = backend
         self.prompt = backend.tokenize(backend.render(messages, tools) + CALL_OPEN)

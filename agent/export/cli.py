@@ -88,7 +88,7 @@ def _model_to_check(settings: Settings, demo: bool = False) -> Path | None:
         return locate_demo_model()
     from models.resolve import resolve
 
-    return resolve(settings).model_path
+    return resolve(settings.model_choice()).model_path
 
 
 def _assistant_format(choice: str, settings: Settings, demo: bool = False) -> tuple[str, str]:

@@ -61,7 +61,7 @@ def _base(args: argparse.Namespace, settings: Settings) -> Path | None:
         return Path(settings.model_path)
     from models.resolve import resolve
 
-    return resolve(settings).model_path
+    return resolve(settings.model_choice()).model_path
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:

@@ -33,7 +33,7 @@ from agent.records import CallRecord, CallStatus, StepRecord, StopReason, Turn
 from tools.calendar.eval_suite import make_environment
 from tools.calendar.scenarios import build_scenario
 from tools.calendar.verify import CalendarVerifier
-from tools.registry import ToolResult
+from agent.tools import ToolResult
 
 ROW_KEYS = ("scenario_id", "template", "index", "seed")
 

@@ -1,7 +1,8 @@
-"""The tool registry: turns a domain's plain functions into model-visible schemas and safe calls.
+"""The runtime's tool contract: a domain's plain functions as model-visible schemas and safe calls.
 
 A domain (e.g. ``tools.calendar``) builds a ``Registry`` of ``Tool``s bound to its store. The
-agent runtime only ever talks to this class: it never imports a domain by name.
+agent runtime only ever talks to this class: it never imports a domain by name. It lives in
+``agent/`` because it is the runtime's own contract; domains depend on it, not the other way.
 """
 
 from __future__ import annotations
