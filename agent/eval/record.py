@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any
 
@@ -64,8 +63,8 @@ class EpisodeRecord(BaseModel):
 
     @classmethod
     def of(cls, key: str, sample: int, trace: EpisodeTrace, verdict: Verdict, backend: dict[str, Any],
-           started: float) -> EpisodeRecord:
-        """The record of a finished episode; ``started`` is its ``time.perf_counter()`` at the start."""
+           seconds: float) -> EpisodeRecord:
+        """The record of a finished (or crashed) episode, from its trace and verdict."""
         scenario = trace.scenario
         return cls(
             key=key, scenario_id=scenario.id, template=scenario.template, variant=scenario.variant,
@@ -75,7 +74,7 @@ class EpisodeRecord(BaseModel):
                        for e in trace.exchanges],
             stop_reasons=[e.turn.stop_reason for e in trace.exchanges],
             calls=trace.calls(), final_snapshot=trace.final, verdict=verdict, backend=backend,
-            error=trace.error, seconds=time.perf_counter() - started,
+            error=trace.error, seconds=seconds,
         )
 
     def to_json(self) -> dict[str, Any]:

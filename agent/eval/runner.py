@@ -92,7 +92,7 @@ def run_one(
         verdict = verifier.verify(trace)
     finally:
         environment.close()
-    return EpisodeRecord.of(key, sample, trace, verdict, backend.identity(), started)
+    return EpisodeRecord.of(key, sample, trace, verdict, backend.identity(), time.perf_counter() - started)
 
 
 def run_eval(
