@@ -248,7 +248,7 @@ def test_eval_over_the_api_plays_the_oracle_and_concurrency_changes_nothing(tmp_
         assert one.verdict == four.verdict == scripted.verdict and one.verdict.success
         assert one.messages == four.messages  # each episode saw only its own conversation
         assert one.final_snapshot == four.final_snapshot == scripted.final_snapshot
-        assert one["stop_reasons"] == four["stop_reasons"] == scripted["stop_reasons"]
+        assert one.stop_reasons == four.stop_reasons == scripted.stop_reasons
     assert json.loads((tmp_path / "four" / "run.json").read_text())["backend"] == "openai"
 
 
