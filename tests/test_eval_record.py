@@ -3,7 +3,6 @@ writes the same shape, and a file that is not a record is refused in one line wi
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from pathlib import Path
@@ -24,6 +23,7 @@ from agent.export.episodes import read_episodes
 from agent.records import CallStatus, StopReason
 from tools.calendar.eval_suite import load_eval_suite
 from tools.calendar.scenarios import build_scenario
+from tests.export_helpers import parse
 
 # Written by the runner of main at c2eb4cd (before the typed record): the oracle on a delete that
 # needs a yes, a policy that guesses the missing time, and one that uses tools for a greeting.
@@ -149,9 +149,7 @@ def test_compare_and_export_refuse_a_folder_holding_a_malformed_file(tmp_path: P
     error = capsys.readouterr().err
     assert error.startswith(f"error: {bad}:") and "sample: Input should be a valid integer" in error
     assert error.count("\n") == 1
-    parser = argparse.ArgumentParser(prog="python -m agent")
-    export_cli.add_parser(parser.add_subparsers(dest="command"), parents=[])
-    assert export_cli.run(parser.parse_args(["export", "stats", "--from", str(broken)]), Settings()) == 2
+    assert export_cli.run(parse(["export", "stats", "--from", str(broken)]), Settings()) == 2
     assert capsys.readouterr().err.startswith(f"error: {bad}:")
 
 

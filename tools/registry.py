@@ -49,13 +49,14 @@ class Tool:
     arguments: type[BaseModel]
     run: Callable[[Any], ToolResult]  # receives a validated ``arguments`` instance
     destructive: bool = False
-    # Changes the domain's state (create, update, delete): the verifier's "no change before the
-    # information", "looked up before changing" and duplicate rules read it. A destructive tool
-    # always mutates, whether or not this is set (see ``Registry.mutates``).
-    mutates: bool = False
     # For destructive tools: the exact action in words a human can approve ("Delete 'Dentist',
     # Tue 3 Dec 15:00-16:00"). Receives the validated arguments.
     describe: Callable[[Any], str] | None = None
+    # Changes the domain's state (create, update, delete): the verifier's "no change before the
+    # information", "looked up before changing" and duplicate rules read it. A destructive tool
+    # always mutates, whether or not this is set (see ``Registry.mutates``). Last, so that
+    # positional construction keeps its meaning.
+    mutates: bool = False
 
     def schema(self) -> dict[str, Any]:
         """OpenAI ``tools`` entry; pydantic's schema without the noise small models don't need."""
