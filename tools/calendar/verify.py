@@ -21,6 +21,10 @@ changing, handed back with an answer, calls that ran), ``final`` (the expected s
 collateral or detour change on the way), ``reply``; minus penalties for unknown tools, invalid
 payloads, duplicate calls, calls over the budget (growing with the excess, up to a cap),
 collateral changes and a contradicting reply.
+
+Which calls are changes, which need a yes and which only look things up is read from the tools'
+``mutates`` and ``destructive`` flags (``ToolKinds``), not from a list of names. Comparing store
+snapshots lives in ``snapshot_diff``; what the tool results showed about events, in ``evidence``.
 """
 
 from __future__ import annotations
