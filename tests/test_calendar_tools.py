@@ -51,6 +51,11 @@ def test_registry_has_all_tools_and_marks_only_changes_of_existing_data_destruct
     assert {n for n in registry.names if registry.is_destructive(n)} == {"update_event", "delete_event"}
 
 
+def test_registry_marks_every_tool_that_changes_the_store_as_mutating(registry: Registry) -> None:
+    assert {n for n in registry.names if registry.mutates(n)} == {"create_event", "update_event", "delete_event"}
+    assert not registry.mutates("no_such_tool")
+
+
 def test_schemas_are_small_plain_json_without_null_unions(registry: Registry) -> None:
     for schema in registry.schemas():
         text = json.dumps(schema, ensure_ascii=False)

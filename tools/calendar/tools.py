@@ -337,6 +337,7 @@ def build_registry(
                 "Add an event. Refuses to overlap another event unless allow_conflict=true.",
                 CreateEventArgs,
                 t.create_event,
+                mutates=True,
             ),
             Tool(
                 "update_event",
@@ -344,6 +345,7 @@ def build_registry(
                 UpdateEventArgs,
                 t.update_event,
                 destructive=True,
+                mutates=True,
                 describe=t.describe_update,
             ),
             Tool(
@@ -352,6 +354,7 @@ def build_registry(
                 DeleteEventArgs,
                 t.delete_event,
                 destructive=True,
+                mutates=True,
                 describe=t.describe_delete,
             ),
             Tool(
