@@ -10,7 +10,10 @@ The one rule is ``synchronous=FULL``: every COMMIT is on disk before it returns.
 files records something the program has already acted on -- a tool call reported as done, a
 Telegram update acknowledged (Telegram will not send it again), a reply or reminder promised,
 a message the model will be shown again -- so losing a commit is losing data, not only time.
-The cost is one fsync of the WAL per commit; the program commits a handful of times per turn.
+The cost is one fsync of the WAL per commit, and the program commits once per message, tool
+call and turn: on the Linux VM this was measured on, a commit took ~8 ms instead of ~0.02 ms,
+and a scripted six-step turn (five calendar writes) 60-200 ms instead of ~30 ms -- small next
+to the model's seconds per step. (On macOS SQLite's FULL is a plain fsync, much cheaper.)
 
 Files are owner-only: a new file is created 0600 (its ``-wal`` and ``-shm`` files inherit that
 mode from it), an existing one is tightened to 0600, and a missing parent directory is created
@@ -124,13 +127,21 @@ class Database:
 
     @property
     def version(self) -> int:
-        with self.lock:
-            return int(self.conn.execute("PRAGMA user_version").fetchone()[0])
+        return int(self.fetchone("PRAGMA user_version")[0])
 
     def execute(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> sqlite3.Cursor:
-        """One statement under the lock (a write on its own is its own transaction)."""
+        """One statement under the lock (a write on its own is its own transaction); read rows
+        with ``fetchall``/``fetchone``, which fetch them before the lock is let go."""
         with self.lock:
             return self.conn.execute(sql, params)
+
+    def fetchall(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[Any]:
+        with self.lock:
+            return self.conn.execute(sql, params).fetchall()
+
+    def fetchone(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> Any:
+        with self.lock:
+            return self.conn.execute(sql, params).fetchone()
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:

@@ -29,10 +29,10 @@ class DeliveryLedger:
 
     def settled_reminders(self, due_after: datetime) -> set[tuple[int, int, str]]:
         """(event id, minutes, due UTC text) already sent or skipped, due after ``due_after``."""
-        rows = self.db.execute(
+        rows = self.db.fetchall(
             "SELECT event_id, minutes_before, due_utc FROM sent_reminders WHERE due_utc > ?",
             (to_utc_text(due_after),),
-        ).fetchall()
+        )
         return {(int(r[0]), int(r[1]), str(r[2])) for r in rows}
 
     def settle_reminder(self, event_id: int, minutes_before: int, due: datetime, at: datetime, outcome: str) -> bool:
@@ -59,9 +59,9 @@ class DeliveryLedger:
 
     def open_snoozes(self) -> list[tuple[int, int, datetime]]:
         """(snooze id, event id, due) of snoozes not yet sent, earliest first."""
-        rows = self.db.execute(
+        rows = self.db.fetchall(
             "SELECT id, event_id, due_utc FROM snoozes WHERE sent_at IS NULL ORDER BY due_utc, id"
-        ).fetchall()
+        )
         return [(int(r[0]), int(r[1]), from_utc_text(r[2])) for r in rows]
 
     def settle_snooze(self, snooze_id: int, at: datetime) -> bool:
@@ -75,12 +75,12 @@ class DeliveryLedger:
 
     def agenda_setting(self, target: str) -> tuple[bool, str | None] | None:
         """(enabled, HH:MM or None for the default time), or None if never set."""
-        row = self.db.execute("SELECT enabled, at_time FROM agenda_settings WHERE target = ?", (target,)).fetchone()
+        row = self.db.fetchone("SELECT enabled, at_time FROM agenda_settings WHERE target = ?", (target,))
         return (bool(row[0]), row[1]) if row else None
 
     def agenda_settings(self) -> list[dict[str, Any]]:
         """Every chat's setting, by target (part of the store's snapshot: a user can change it)."""
-        rows = self.db.execute("SELECT target, enabled, at_time FROM agenda_settings ORDER BY target").fetchall()
+        rows = self.db.fetchall("SELECT target, enabled, at_time FROM agenda_settings ORDER BY target")
         return [{"target": str(r[0]), "enabled": bool(r[1]), "at_time": r[2]} for r in rows]
 
     def set_agenda_setting(self, target: str, enabled: bool, at_time: str | None) -> None:
@@ -99,8 +99,8 @@ class DeliveryLedger:
         return cur.rowcount == 1
 
     def agenda_recorded(self, target: str, day: str) -> bool:
-        row = self.db.execute("SELECT 1 FROM agenda_sent WHERE target = ? AND day = ?", (target, day)).fetchone()
+        row = self.db.fetchone("SELECT 1 FROM agenda_sent WHERE target = ? AND day = ?", (target, day))
         return row is not None
 
     def _event_exists(self, event_id: int) -> bool:
-        return self.db.execute("SELECT 1 FROM events WHERE id = ?", (event_id,)).fetchone() is not None
+        return self.db.fetchone("SELECT 1 FROM events WHERE id = ?", (event_id,)) is not None
