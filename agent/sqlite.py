@@ -51,11 +51,20 @@ Migration = Union[str, Callable[[sqlite3.Connection], None]]
 
 
 def _private_file(path: Path) -> None:
-    """Create ``path`` 0600 if missing (and its parents 0700); tighten it and its WAL files if loose."""
+    """Create ``path`` 0600 if missing (and its parents 0700); tighten it and its WAL files if loose.
+
+    An existing file is never opened here, only chmod-ed: closing any descriptor of a file drops
+    every POSIX lock this process holds on it, including those of a SQLite connection already
+    open on it (the inbox's, when the outbox opens the same file). Another process then takes
+    itself for the last connection and deletes the WAL that connection is still writing to:
+    its commits from then on are lost. (SQLite's "How To Corrupt" page, 2.2.)
+    """
     if not path.parent.is_dir():
         path.parent.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, FILE_MODE)
-    os.close(fd)
+    try:
+        os.close(os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, FILE_MODE))
+    except FileExistsError:
+        pass
     for candidate in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
         try:
             mode = stat.S_IMODE(candidate.stat().st_mode)

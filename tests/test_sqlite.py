@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
@@ -165,6 +167,28 @@ def test_writes_from_threads_and_a_second_connection_all_land(tmp_path: Path) ->
     assert db.execute("SELECT COUNT(*) FROM notes").fetchone()[0] == 60
     db.close()
     other.close()
+
+
+def test_a_second_open_of_the_same_file_keeps_the_first_connections_commits_visible_to_other_processes(
+    tmp_path: Path,
+) -> None:
+    """The inbox and the outbox open one file in one process. Opening it must not drop the first
+    connection's POSIX locks, or a reader in another process deletes the live WAL on closing."""
+    path = tmp_path / "shared.sqlite3"
+    first = Database(path, STEPS[:1])
+    second = Database(path, STEPS[:1])
+
+    def count_elsewhere() -> int:
+        code = f"import sqlite3; c = sqlite3.connect({str(path)!r}); print(c.execute('SELECT COUNT(*) FROM notes').fetchone()[0]); c.close()"
+        return int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+
+    first.execute("INSERT INTO notes (body) VALUES ('one')")
+    assert count_elsewhere() == 1
+    first.execute("INSERT INTO notes (body) VALUES ('two')")
+    second.execute("INSERT INTO notes (body) VALUES ('three')")
+    assert count_elsewhere() == 3
+    first.close()
+    second.close()
 
 
 def test_memory_databases_make_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
