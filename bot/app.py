@@ -1,16 +1,9 @@
-"""The running bot: Bot API connection, handlers, durable polling, and crash recovery.
+"""The running bot: the Bot API connection, start-up, the tasks it runs, and shutdown.
 
-Polling is our own loop rather than PTB's Updater, because the Updater acknowledges a batch
-(by asking for the next offset) before any handler has seen it. Here every update is written
-to the ``Inbox`` first, as raw JSON; only then is the next ``getUpdates`` sent. An update is
-marked done once its reply is in the durable outbox (``bot.outbox``), and failed (never to
-be retried) if it cannot be read or its handler raises. At start-up, updates still pending
-from a run that died are not re-run (a half-finished turn may already have changed the
-calendar, and running it again could do it twice): the chat is told the message was
-interrupted and asked to check and resend.
-
-Stopping: SIGTERM/SIGINT are handled from before the first Bot API call, so they work
-during start-up retries too; see ``serve`` and ``ShutdownGuard``.
+``serve`` wires the pieces together -- the handlers (``bot.handlers``), the durable polling
+loop (``bot.polling``), the turn runner, the outbox sender and the reminder loop -- and runs
+them until a stop. Stopping: SIGTERM/SIGINT are handled from before the first Bot API call,
+so they work during start-up retries too; see ``serve`` and ``ShutdownGuard``.
 """
 
 from __future__ import annotations
@@ -21,260 +14,32 @@ import os
 import signal
 import sys
 import threading
-import warnings
-from dataclasses import dataclass
 from typing import Awaitable, Callable
 
-from telegram import BotCommand, Update
-from telegram.error import EndPointNotFound, InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
-from telegram.ext import (
-    Application,
-    ApplicationBuilder,
-    ApplicationHandlerStop,
-    CallbackQueryHandler,
-    CommandHandler,
-    ContextTypes,
-    MessageHandler,
-    TypeHandler,
-    filters,
-)
+from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError
+from telegram.ext import Application, ApplicationBuilder
 from telegram.request import HTTPXRequest
-from telegram.warnings import PTBUserWarning
 
-from agent.domain import Domain
 from agent.runtime import Runtime
 from bot.access import Access
-from bot.approvals import NOT_YOURS, ApprovalDesk
+from bot.approvals import ApprovalDesk
 from bot.config import BotConfig, mask
-from bot.inbox import Inbox, clean
+from bot.handlers import BotServices, add_handlers, command_menu, domain_commands
+from bot.inbox import Inbox
 from bot.outbox import Outbox, OutboxSender
-from bot.reminders import PREFIX as REMINDER_PREFIX
-from bot.reminders import REAL_TICK_S, Clock, ReminderDesk, ReminderLoop, chat_target, system_clock
+from bot.polling import FIRST_POLL_DELAY_S, MAX_POLL_DELAY_S, POLL_TIMEOUT_S, answer_interrupted, poll
+from bot.reminders import REAL_TICK_S, Clock, ReminderDesk, ReminderLoop, system_clock
 from bot.sending import with_retry
 from bot.timing import TIME
-from bot.worker import Job, TurnRunner
+from bot.worker import TurnRunner
 
 log = logging.getLogger(__name__)
-# poll() asks for getUpdates through do_api_request on purpose (to get the raw JSON).
-warnings.filterwarnings("ignore", message=r"Please use 'Bot\.get_updates'", category=PTBUserWarning)
 
-POLL_TIMEOUT_S = 25
-ALLOWED_UPDATES = ["message", "callback_query"]
-FIRST_POLL_DELAY_S, MAX_POLL_DELAY_S = 1.0, 60.0
 TASK_BOUND_S = 3.0  # each group of tasks gets this long to end once cancelled
 SHUTDOWN_BOUND_S = 10.0  # after a stop signal the process ends within this, whatever hangs
 DEFAULT_API = "https://api.telegram.org"
 # A refused token ends the bot "successfully", so launchd does not restart it (see README).
 EXIT_TOKEN_REFUSED = 0
-
-HELP_INTRO = (
-    "I'm your calendar assistant. Write what you need in plain words, e.g. "
-    "\"lunch with Mina tomorrow at 12\".\n\n"
-)
-HELP_COMMANDS = (
-    "/new – start a fresh conversation\n"
-    "/cancel – stop what I'm doing\n"
-    "/help – this text\n\n"
-    "Before I delete or change anything I ask with Approve / Deny buttons."
-)
-REMINDER_HELP = (
-    "\n\nReminders come before your events (say e.g. \u201c30분 전에 알려줘\u201d); "
-    "/reminders lists the next ones.\n/agenda on|off|HH:MM – the daily agenda in this chat"
-)
-INTERRUPTED = (
-    "I was restarted while working on your message \u201c{text}\u201d, so I did not finish it. "
-    "Some steps may already have been done: please check, then send it again if needed."
-)
-BUILT_IN_COMMANDS = [
-    BotCommand("new", "start a fresh conversation"),
-    BotCommand("cancel", "stop the running request"),
-    BotCommand("help", "what I can do"),
-]
-
-
-def domain_commands(domain: Domain) -> list[str]:
-    """Every model-free command of the domain the bot answers: text ones and file ones."""
-    return sorted({*domain.commands, *domain.documents})
-
-
-def described_commands(domain: Domain) -> list[BotCommand]:
-    """The domain's commands that have a description, in the domain's order."""
-    offered = set(domain_commands(domain))
-    return [BotCommand(name, text) for name, text in domain.descriptions.items() if name in offered]
-
-
-def command_menu(domain: Domain) -> list[BotCommand]:
-    """The menu Telegram shows: the domain's described commands first, then the bot's own."""
-    return described_commands(domain) + BUILT_IN_COMMANDS
-
-
-def help_text(domain: Domain) -> str:
-    """/start and /help: the domain's described commands, then the bot's own."""
-    lines = "".join(f"/{c.command} – {c.description}\n" for c in described_commands(domain))
-    return HELP_INTRO + lines + HELP_COMMANDS
-
-
-def _short(text: str, limit: int = 200) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-@dataclass
-class BotServices:
-    """What the handlers share; kept in ``application.bot_data['services']``."""
-
-    access: Access
-    inbox: Inbox
-    runtime: Runtime
-    desk: ApprovalDesk
-    runner: TurnRunner
-    outbox: Outbox
-    reminders: ReminderLoop | None = None  # when the domain has a Notifier
-
-
-def _services(context: ContextTypes.DEFAULT_TYPE) -> BotServices:
-    return context.application.bot_data["services"]
-
-
-# ---- handlers -------------------------------------------------------------------------------
-
-
-def _user_id(update: Update) -> int | None:
-    return update.effective_user.id if update.effective_user else None
-
-
-async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Group -1: strangers and unlisted groups get silence; only their ids reach the log."""
-    services = _services(context)
-    chat, user = update.effective_chat, update.effective_user
-    if chat is not None and services.access.allows(chat.id, chat.type, user.id if user else None):
-        return
-    log.warning("refused update from user %s in %s chat %s", user.id if user else None,
-                chat.type if chat else None, chat.id if chat else None)
-    if update.callback_query is not None:
-        # A stranger's button tap must still be answered, or their client spins; no data in it.
-        await with_retry(lambda: update.callback_query.answer(NOT_YOURS), "answerCallbackQuery")
-    services.inbox.done(update.update_id)
-    raise ApplicationHandlerStop
-
-
-async def reply_now(update: Update, context: ContextTypes.DEFAULT_TYPE, text: str) -> None:
-    """Answer without the model: through the outbox, which also finishes the update."""
-    _services(context).outbox.put(update.effective_chat.id, text, update.update_id)
-
-
-async def on_start(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    services = _services(context)
-    await reply_now(update, context, help_text(services.runtime.domain) + (REMINDER_HELP if services.reminders else ""))
-
-
-async def on_cancel(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    stopped = _services(context).runner.cancel(update.effective_chat.id, _user_id(update))
-    await reply_now(update, context, "Stopping…" if stopped else "Nothing is running.")
-
-
-async def on_new(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    job = Job(update.effective_chat.id, update.update_id, "new", user_id=_user_id(update))
-    await _services(context).runner.submit(job)
-
-
-async def on_domain_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    name = update.message.text.split()[0].lstrip("/").split("@")[0]
-    argument = update.message.text.partition(" ")[2]
-    services = _services(context)
-    if name not in domain_commands(services.runtime.domain):
-        await reply_now(update, context, f"/{name} is not available here. /help lists what is.")
-        return
-    job = Job(update.effective_chat.id, update.update_id, "command", argument, name, user_id=_user_id(update))
-    await services.runner.submit(job)
-
-
-async def on_agenda(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """/agenda on|off|HH:MM: this private chat's daily agenda (stored, so it survives restarts)."""
-    services = _services(context)
-    chat = update.effective_chat
-    if services.reminders is None:
-        text = "/agenda is not available here."
-    elif chat.type != "private":
-        text = "The daily agenda goes to private chats: send /agenda to me directly."
-    else:
-        argument = update.message.text.partition(" ")[2]
-        text = services.reminders.notifier.agenda_command(chat_target(chat.id), argument)
-    await reply_now(update, context, text)
-
-
-async def on_reminders(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    reminders = _services(context).reminders
-    text = reminders.notifier.upcoming(reminders.clock()) if reminders else "/reminders is not available here."
-    await reply_now(update, context, text)
-
-
-async def on_unknown_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    await reply_now(update, context, "I don't know that command. /help lists what I can do.")
-
-
-async def on_text(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    await _services(context).runner.submit(
-        Job(update.effective_chat.id, update.update_id, "turn", update.message.text, user_id=_user_id(update))
-    )
-
-
-async def on_other_message(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    await reply_now(update, context, "I can only read text messages.")
-
-
-async def on_button(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    services = _services(context)
-    query = update.callback_query
-    data = query.data if isinstance(query.data, str) else None  # a forged update may carry 5 or [..]
-    if services.reminders is not None and data is not None and data.startswith(REMINDER_PREFIX + ":"):
-        text = await services.reminders.answer(query)
-    else:
-        text = await services.desk.answer(query)
-    await with_retry(lambda: query.answer(text), "answerCallbackQuery")
-    services.inbox.done(update.update_id)
-
-
-async def finish_unhandled(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Group 1: updates no handler owns (edits, reactions, …) are done once seen."""
-    if isinstance(update, Update) and update.message is None and update.callback_query is None:
-        _services(context).inbox.done(update.update_id)
-
-
-async def on_error(update: object, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """A handler raised: the update is marked failed with the error (so a restart neither
-    re-runs it nor reports it as interrupted) and the bot goes on with the next one."""
-    update_id = getattr(update, "update_id", None)
-    error = context.error
-    log.error("handler failed for update %s", update_id, exc_info=error)
-    if isinstance(update_id, int):
-        _services(context).inbox.failed(update_id, f"handler failed: {type(error).__name__}: {error}")
-    # PTB would otherwise go on to the next handler group: after a failing gate, that would be
-    # the handlers the gate exists to keep a stranger's update away from.
-    raise ApplicationHandlerStop
-
-
-def add_handlers(application: Application, domain_commands: list[str], reminders: bool = False) -> None:
-    application.add_handler(TypeHandler(Update, gate), group=-1)
-    # Handlers read update.message: an edited message (which has none) is left to
-    # finish_unhandled rather than crash them.
-    new = filters.UpdateType.MESSAGE
-    application.add_handler(CommandHandler(["start", "help"], on_start, filters=new))
-    if reminders:
-        application.add_handler(CommandHandler("agenda", on_agenda, filters=new))
-        application.add_handler(CommandHandler("reminders", on_reminders, filters=new))
-    application.add_handler(CommandHandler("cancel", on_cancel, filters=new))
-    application.add_handler(CommandHandler("new", on_new, filters=new))
-    if domain_commands:
-        application.add_handler(CommandHandler(domain_commands, on_domain_command, filters=new))
-    application.add_handler(MessageHandler(new & filters.COMMAND, on_unknown_command))
-    application.add_handler(MessageHandler(new & filters.TEXT & ~filters.COMMAND, on_text))
-    application.add_handler(MessageHandler(new, on_other_message))
-    application.add_handler(CallbackQueryHandler(on_button))
-    application.add_handler(TypeHandler(Update, finish_unhandled), group=1)
-    application.add_error_handler(on_error)
-
-
-# ---- start-up, polling, shutdown ------------------------------------------------------------
 
 
 def build_application(config: BotConfig) -> Application:
@@ -290,77 +55,6 @@ def build_application(config: BotConfig) -> Application:
         .job_queue(None)
         .build()
     )
-
-
-async def answer_interrupted(application: Application, services: BotServices) -> None:
-    """Tell chats whose messages a previous run never finished; then mark those done."""
-    for update_id, body in services.inbox.pending():
-        update = read_update(body, application, services.inbox)
-        if update is None:  # marked failed
-            continue
-        message, chat, user = update.message, update.effective_chat, update.effective_user
-        allowed = chat is not None and services.access.allows(chat.id, chat.type, user.id if user else None)
-        if allowed and message is not None and message.text:
-            log.info("update %s in chat %s was interrupted by a restart", update_id, chat.id)
-            services.outbox.put(chat.id, INTERRUPTED.format(text=_short(message.text)), update_id)
-        else:
-            services.inbox.done(update_id)
-
-
-async def poll(application: Application, inbox: Inbox, stop: asyncio.Event) -> None:
-    """Long polling that records each update before acknowledging it with the next offset.
-
-    Updates are fetched as raw JSON and stored before PTB parses them: an update PTB cannot
-    build (a field it does not know how to read, a lone surrogate in a stranger's text) is
-    marked failed and skipped, and the offset moves past it, so it can never stop this loop
-    or be fetched again by every restart.
-    """
-    offset = inbox.next_offset()
-    delay = FIRST_POLL_DELAY_S
-    while not stop.is_set():
-        try:
-            raw_updates = await application.bot.do_api_request(
-                "get_updates",
-                api_kwargs={"offset": offset, "timeout": POLL_TIMEOUT_S, "allowed_updates": ALLOWED_UPDATES},
-                read_timeout=POLL_TIMEOUT_S + 15,
-            )
-            delay = FIRST_POLL_DELAY_S
-        except TimedOut:
-            continue
-        except InvalidToken:
-            raise
-        except EndPointNotFound as exc:
-            # getUpdates exists: this is how do_api_request reports Telegram's 401/404 for a
-            # token revoked while running (PTB raised InvalidToken underneath). Retrying
-            # cannot help; serve reports it as at start-up.
-            raise InvalidToken(str(exc)) from exc
-        except Exception as exc:  # NetworkError, 5xx, a garbled answer: wait and ask again
-            log.warning("getUpdates failed (%s: %s); retrying in %.1f s", type(exc).__name__, exc, delay * TIME.scale)
-            await TIME.sleep(delay)
-            delay = min(delay * 2, MAX_POLL_DELAY_S)
-            continue
-        for raw in raw_updates if isinstance(raw_updates, list) else []:
-            update_id = raw.get("update_id") if isinstance(raw, dict) else None
-            if not isinstance(update_id, int) or isinstance(update_id, bool):
-                log.error("getUpdates returned an item without an update id; skipped")
-                continue
-            fresh = inbox.record(update_id, raw)
-            offset = max(offset or 0, update_id + 1)
-            if fresh:
-                update = read_update(raw, application, inbox)
-                if update is not None:
-                    await application.update_queue.put(update)
-
-
-def read_update(raw: dict, application: Application, inbox: Inbox) -> Update | None:
-    """The update PTB builds from ``raw``; None (and the row marked failed) if it cannot."""
-    update_id = raw["update_id"]
-    try:
-        return Update.de_json(clean(raw), application.bot)
-    except Exception as exc:
-        inbox.failed(update_id, f"unreadable update: {type(exc).__name__}: {exc}")
-        log.error("update %s could not be read (%s: %s); skipped", update_id, type(exc).__name__, _short(str(exc)))
-        return None
 
 
 class ShutdownGuard:

@@ -6,7 +6,7 @@ batch). A handler marks the update done once its reply has been sent (or queued 
 outbox); an update that cannot be parsed or whose handler raised is marked failed, with the
 error, so it is never retried and never blocks the updates after it. Rows still pending at
 start-up belong to a run that died: the bot tells those chats that their message was
-interrupted (see ``bot.app``).
+interrupted (see ``bot.polling``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The bot speaks first: reminders and the daily agenda, on a clock the tests can drive.
 
-The bot runs its own polling loop (see ``bot.app``) and builds its Application without PTB's
+The bot runs its own polling loop (see ``bot.polling``) and builds its Application without PTB's
 JobQueue: APScheduler jobs run on the wall clock, which a test cannot move, and a schedule
 held in memory would have to be rebuilt after every turn anyway. Instead one task ticks:
 each tick asks the domain's ``Notifier`` (whose schedule is the store itself) what is due at

@@ -7,15 +7,35 @@ every test run on the machine.
 
 Never load ``broken_adapters`` into llama-cpp-python in the test process: 0.3.36
 segfaults on them. Use them to test the checker, or in a subprocess.
+
+``store`` is the one calendar store fixture: a real SQLite file under the test's
+``tmp_path``. A module that needs events in it overrides ``store`` with a fixture of the
+same name that takes this one and adds them.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from tests import model_fixtures as mf
+from tools.calendar.store import CalendarStore
+
+# --------------------------------------------------------------------------- the calendar store
+
+
+@pytest.fixture
+def store(tmp_path: Path) -> Iterator[CalendarStore]:
+    """An empty calendar store in ``tmp_path/calendar.sqlite3`` (zone Asia/Seoul), closed after the test.
+
+    Built with ``CalendarStore(path)`` and nothing else, so it follows the store's own
+    defaults and layout."""
+    opened = CalendarStore(tmp_path / "calendar.sqlite3")
+    yield opened
+    opened.close()
+
 
 # --------------------------------------------------------------------------- real models
 

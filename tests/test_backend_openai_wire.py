@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 from datetime import datetime
-from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -25,13 +24,6 @@ TOOLS = [{"type": "function", "function": {
     "name": "create_event", "description": "Create a calendar event.",
     "parameters": {"type": "object", "properties": {"title": {"type": "string"}}, "required": ["title"]}}}]
 CREATE_ARGS = {"title": "치과", "date": "2026-12-02", "start_time": "15:00", "duration_minutes": 60}
-
-
-@pytest.fixture
-def store(tmp_path: Path):
-    s = CalendarStore(tmp_path / "calendar.sqlite3", tz="Asia/Seoul")
-    yield s
-    s.close()
 
 
 def backend_for(server: StrictOpenAIServer, **kwargs) -> OpenAIBackend:

@@ -8,9 +8,7 @@ module's bot process cannot see each other's messages.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -18,94 +16,15 @@ from typing import Iterator
 
 import pytest
 
-from bot.app import INTERRUPTED
+from bot.polling import INTERRUPTED
 from bot.approvals import EXPIRED, NOT_YOURS
 from bot.worker import QUEUED_NOTICE, TURN_FAILED
-from tests.fake_telegram import Call, FakeTelegram
-from tests.test_bot_toy_domain import titles
-
-ROOT = Path(__file__).resolve().parents[1]
-TOKEN = "123456789:" + "A" * 35
-ALICE, BOB, MALLORY = 111, 222, 333  # Alice and Bob are allowed; Mallory is not
-BURST_USERS = [1001, 1002, 1003, 1004, 1005]
-GROUP_ALLOWED, GROUP_OTHER = -500, -600
-
-CALL = '<tool_call>{{"name": "{tool}", "arguments": {{"title": "{{title}}"}}}}</tool_call>'
-LONG_PARAGRAPH = "word " * 300  # ~1500 characters
-SCRIPT = {
-    "rules": [
-        {"match": r"^add (?P<title>.+)$", "steps": [CALL.format(tool="create_event"), "Created: {title}"]},
-        {"match": r"^delete (?P<title>.+)$", "steps": [CALL.format(tool="delete_event"), "Result: {result}"]},
-        {"match": r"^long$", "steps": ["\n\n".join(f"P{i} " + LONG_PARAGRAPH.strip() for i in range(6))]},
-        {"match": r"^slow", "sleep": 600, "steps": ["finally done"]},
-    ],
-    "default": ["You said: {user}"],
-}
-
-
-class BotProcess:
-    """The bot as a subprocess with its own data dir, pointed at the fake server."""
-
-    def __init__(
-        self, fake: FakeTelegram, data_dir: Path, script: dict | None, approval_timeout_s: float = 300,
-        extra_config: str = "", domain: str = "tests.test_bot_toy_domain",
-    ) -> None:
-        self.fake, self.data_dir = fake, data_dir
-        data_dir.mkdir(parents=True, exist_ok=True)
-        (data_dir / "config.toml").write_text(
-            f'domain = "{domain}"\napproval_timeout_s = {approval_timeout_s}\n{extra_config}'
-        )
-        self.script_path = data_dir / "script.json"
-        self.script_path.write_text(json.dumps(script))
-        # No script: the real SmolLM2 demo model.
-        self.model_args = ["--scripted", str(self.script_path)] if script is not None else ["--demo"]
-        self.proc: subprocess.Popen | None = None
-        self.extra_env: dict[str, str] = {}  # e.g. a longer allowlist for one module's bot
-
-    def env(self, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "AGENT_"))}
-        env.update(
-            TELEGRAM_BOT_TOKEN=TOKEN,
-            TELEGRAM_ALLOWED_USERS=",".join(map(str, [ALICE, BOB, *BURST_USERS])),
-            TELEGRAM_ALLOWED_CHATS=str(GROUP_ALLOWED),
-            TELEGRAM_API_BASE_URL=self.fake.base_url,
-            AGENT_DATA_DIR=str(self.data_dir),
-            PYTHONPATH=str(ROOT),
-        )
-        env.update(self.extra_env)
-        env.update(extra)
-        return env
-
-    def start(self, timeout: float = 60) -> BotProcess:
-        polls_before = len(self.fake.requests("getUpdates"))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot", "run", *self.model_args],
-            cwd=ROOT, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        )
-        self.fake.wait_for(
-            lambda: len(self.fake.requests("getUpdates")) > polls_before or self.proc.poll() is not None,
-            timeout, "the bot to start polling",
-        )
-        assert self.proc.poll() is None, self.proc.stdout.read().decode()
-        return self
-
-    def kill9(self) -> None:
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait(30)
-
-    def stop(self) -> int:
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                return self.proc.wait(30)
-        return self.proc.returncode if self.proc else 0
-
-    def log(self) -> str:
-        path = self.data_dir / "logs" / "bot.log"
-        return path.read_text() if path.exists() else ""
+from tests.bot_harness import (
+    ALICE, BOB, BURST_USERS, GROUP_ALLOWED, GROUP_OTHER, LONG_PARAGRAPH, MALLORY, ROOT, SCRIPT, TOKEN, BotProcess,
+    answers, approval_message, buttons, dentist_script, replies, wait_reply,
+)
+from tests.fake_telegram import FakeTelegram
+from tests.toy_domain import titles
 
 
 @pytest.fixture(scope="module")
@@ -120,35 +39,6 @@ def bot(fake: FakeTelegram, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     process = BotProcess(fake, tmp_path_factory.mktemp("bot"), SCRIPT).start()
     yield process
     assert process.stop() == 0, process.log()[-3000:]
-
-
-def replies(fake: FakeTelegram, chat_id: int) -> list[str]:
-    """What the chat was sent, without the "queued" notices."""
-    return [t for t in fake.texts(chat_id) if t != QUEUED_NOTICE]
-
-
-def wait_reply(fake: FakeTelegram, chat_id: int, needle: str, timeout: float = 30) -> str:
-    return fake.wait_for(
-        lambda: next((t for t in replies(fake, chat_id) if needle in t), None), timeout, f"{needle!r} in chat {chat_id}"
-    )
-
-
-def approval_message(fake: FakeTelegram, chat_id: int, count: int = 1) -> Call:
-    """The ``count``-th sendMessage with an inline keyboard in the chat."""
-    asks = lambda: [c for c in fake.requests("sendMessage", chat_id) if "reply_markup" in c.params]
-    return fake.wait_for(lambda: len(asks()) >= count and asks()[count - 1], 30, "an approval question")
-
-
-def buttons(call: Call) -> dict[str, str]:
-    """Button label -> callback data, checked against Telegram's 64-byte limit."""
-    rows = call.json("reply_markup")["inline_keyboard"]
-    found = {b["text"]: b["callback_data"] for row in rows for b in row}
-    assert all(len(data.encode()) <= 64 for data in found.values())
-    return found
-
-
-def answers(fake: FakeTelegram) -> list[str]:
-    return [c.params.get("text", "") for c in fake.requests("answerCallbackQuery")]
 
 
 # ---- tests ----------------------------------------------------------------------------------
@@ -448,15 +338,8 @@ def test_calendar_domain_create_today_and_approved_delete(tmp_path: Path) -> Non
 
     today = datetime.now(ZoneInfo("Asia/Seoul")).date().isoformat()
     title = "Dentist _x_ *[room 2]*"
-    create = {"name": "create_event", "arguments": {
-        "title": title, "date": today, "start_time": "15:00", "duration_minutes": 30}}
-    delete = {"name": "delete_event", "arguments": {"event_id": 1}}
-    script = {"rules": [
-        {"match": "^book", "steps": [f"<tool_call>{json.dumps(create)}</tool_call>", "Booked: {result}"]},
-        {"match": "^cancel it", "steps": [f"<tool_call>{json.dumps(delete)}</tool_call>", "Result: {result}"]},
-    ]}
     server = FakeTelegram(TOKEN).start()
-    process = BotProcess(server, tmp_path, script, domain="tools.calendar.domain",
+    process = BotProcess(server, tmp_path, dentist_script(title, today), domain="tools.calendar.domain",
                          extra_config='tz = "Asia/Seoul"\n').start()
     try:
         server.send_text(ALICE, ALICE, "book the dentist")

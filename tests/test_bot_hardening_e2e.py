@@ -18,12 +18,12 @@ from typing import Iterator
 import pytest
 
 from bot.approvals import EXPIRED, NOT_YOURS
-from tests.fake_telegram import FakeTelegram
-from tests.test_bot_e2e import (
+from tests.bot_harness import (
     ALICE, BOB, BURST_USERS, GROUP_ALLOWED, ROOT, SCRIPT, TOKEN, BotProcess, answers, approval_message, buttons,
-    replies, wait_reply,
+    dentist_script, replies, wait_reply,
 )
-from tests.test_bot_toy_domain import titles
+from tests.fake_telegram import FakeTelegram
+from tests.toy_domain import titles
 
 # The tests below share one bot (it is slow to start), so each uses chats no other test in this
 # file uses in a way that lasts: BLOCKED and GONE are refused for good by the fake server.
@@ -188,20 +188,12 @@ def test_an_approval_does_not_cover_an_event_that_changed_after_the_question(tmp
     """The real calendar domain: the question names the event as it was; the event is then
     changed (here straight in the calendar file, as another client would); the tap is refused,
     the question says so and the model is told why."""
-    import json
     from datetime import datetime
     from zoneinfo import ZoneInfo
 
     today = datetime.now(ZoneInfo("Asia/Seoul")).date().isoformat()
-    create = {"name": "create_event", "arguments": {
-        "title": "Dentist", "date": today, "start_time": "15:00", "duration_minutes": 30}}
-    delete = {"name": "delete_event", "arguments": {"event_id": 1}}
-    script = {"rules": [
-        {"match": "^book", "steps": [f"<tool_call>{json.dumps(create)}</tool_call>", "Booked: {result}"]},
-        {"match": "^cancel it", "steps": [f"<tool_call>{json.dumps(delete)}</tool_call>", "Result: {result}"]},
-    ]}
     server = FakeTelegram(TOKEN).start()
-    process = BotProcess(server, tmp_path, script, domain="tools.calendar.domain",
+    process = BotProcess(server, tmp_path, dentist_script("Dentist", today), domain="tools.calendar.domain",
                          extra_config='tz = "Asia/Seoul"\n').start()
     try:
         server.send_text(ALICE, ALICE, "book the dentist")

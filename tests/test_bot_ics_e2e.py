@@ -17,8 +17,8 @@ import httpx
 import icalendar
 import pytest
 
+from tests.bot_harness import ALICE, BOB, MALLORY, TOKEN, BotProcess, wait_reply
 from tests.fake_telegram import Call, FakeTelegram
-from tests.test_bot_e2e import ALICE, BOB, MALLORY, TOKEN, BotProcess, wait_reply
 
 SEOUL = ZoneInfo("Asia/Seoul")
 LUNCH = {"name": "create_event", "arguments": {

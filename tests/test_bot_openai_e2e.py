@@ -1,6 +1,6 @@
 """The real ``python -m bot run --backend openai`` against the fake Bot API and the strict OpenAI server.
 
-Same harness as ``test_bot_e2e`` (the bot as a subprocess, the toy domain), with the model on
+Same harness as ``test_bot_e2e`` (tests/bot_harness.py) (the bot as a subprocess, the toy domain), with the model on
 the far side of an OpenAI-compatible API that answers with native tool calls.
 """
 
@@ -13,11 +13,11 @@ from typing import Iterator
 import pytest
 
 from agent.prompt import unstamp_user_text
+from tests.bot_harness import TOKEN, BotProcess, approval_message, buttons, wait_reply
 from tests.fake_telegram import FakeTelegram
 from tests.openai_server import StrictOpenAIServer
-from tests.test_bot_e2e import TOKEN, BotProcess, approval_message, buttons, wait_reply
-from tests.test_bot_toy_domain import titles
-from tests.test_openai_frontends import KEY, MODEL, toy_script
+from tests.toy_domain import titles
+from tests.toy_openai import KEY, MODEL, toy_script
 
 ALICE = 111
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from bot.buttons import EXPIRED, NOT_YOURS
+from tests.bot_harness import ALICE, BOB, BURST_USERS, TOKEN, BotProcess, buttons, replies, wait_reply
 from tests.fake_telegram import Call, FakeTelegram
-from tests.test_bot_e2e import ALICE, BOB, BURST_USERS, TOKEN, BotProcess, buttons, replies, wait_reply
 from tools.calendar.store import CalendarStore
 
 SEOUL = ZoneInfo("Asia/Seoul")

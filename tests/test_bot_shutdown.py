@@ -26,8 +26,8 @@ import pytest
 from bot.app import ShutdownGuard, serve
 from bot.config import BotConfig, load_bot_config, settings_or_problem
 from bot.inbox import Inbox
+from tests.bot_harness import ALICE, ROOT, TOKEN, BotProcess
 from tests.fake_telegram import FakeTelegram
-from tests.test_bot_e2e import ALICE, ROOT, TOKEN, BotProcess
 
 pytestmark = pytest.mark.filterwarnings("ignore:Please use .Bot.get_updates.")
 

@@ -37,13 +37,13 @@ def test_not_a_day_is_none(text: str) -> None:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> CalendarStore:
-    s = CalendarStore(tmp_path / "calendar.sqlite3", tz="Asia/Seoul")
+def store(store: CalendarStore) -> CalendarStore:
+    """The shared store (tests/conftest.py) with a dentist on Wednesday and a review on Friday."""
+    s = store
     s.add_event("치과", datetime(2026, 12, 2, 15, tzinfo=SEOUL), datetime(2026, 12, 2, 16, tzinfo=SEOUL), location="강남역 치과")
     s.add_event("Design review", datetime(2026, 12, 4, 10, tzinfo=SEOUL), datetime(2026, 12, 4, 11, tzinfo=SEOUL),
                 attendees=("Mina", "Joon"))
-    yield s
-    s.close()
+    return s
 
 
 NOW = datetime(2026, 12, 1, 9, 0, tzinfo=SEOUL)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from collections.abc import Iterator
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -21,15 +20,15 @@ def at(day: int, hour: int, minute: int = 0) -> datetime:
 
 
 @pytest.fixture
-def source(tmp_path: Path) -> Iterator[CalendarStore]:
-    s = CalendarStore(tmp_path / "source.sqlite3")
+def source(store: CalendarStore) -> CalendarStore:
+    """The shared store (tests/conftest.py) holding three events in three zones, one with every field."""
+    s = store
     s.add_event("엄마 생신 저녁", at(5, 18), at(5, 20, 30), location="을지로 3가, 2층", notes="케이크 픽업\n꽃다발",
                 attendees=["김민수", "Jane Doe"])
     ny = ZoneInfo("America/New_York")
     s.add_event("NY call", datetime(2026, 12, 1, 9, tzinfo=ny), datetime(2026, 12, 1, 10, tzinfo=ny), tz="America/New_York")
     s.add_event("UTC sync", datetime(2026, 12, 2, 1, tzinfo=timezone.utc), datetime(2026, 12, 2, 2, tzinfo=timezone.utc), tz="UTC")
-    yield s
-    s.close()
+    return s
 
 
 def test_round_trip_keeps_titles_times_places_notes_and_attendees(source: CalendarStore, tmp_path: Path) -> None:

@@ -10,7 +10,6 @@ import sys
 import textwrap
 import threading
 from datetime import datetime, timedelta
-from collections.abc import Iterator
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -24,13 +23,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 def at(day: int, hour: int, minute: int = 0) -> datetime:
     return datetime(2026, 12, day, hour, minute, tzinfo=SEOUL)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[CalendarStore]:
-    s = CalendarStore(tmp_path / "calendar.sqlite3")
-    yield s
-    s.close()
 
 
 def test_opening_creates_parent_dirs_with_wal_and_foreign_keys(tmp_path: Path) -> None:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -20,13 +18,6 @@ NOW = datetime(2026, 11, 30, 8, 0, tzinfo=SEOUL)
 
 def at(day: int, hour: int, minute: int = 0) -> datetime:
     return datetime(2026, 12, day, hour, minute, tzinfo=SEOUL)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[CalendarStore]:
-    s = CalendarStore(tmp_path / "calendar.sqlite3")
-    yield s
-    s.close()
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from agent.config import Settings
 from agent.export import cli
 from agent.export.grpo import needs_dialogue, prompt_rows, write_grpo
 from agent.parsing import parse_reply
-from tests.test_export_sft import parse, suite
+from tests.export_helpers import parse, suite
 from tools.calendar.grpo_env import CONTROL_METHODS, CalendarGRPOEnv, final_text, reward_func
 from tools.calendar.scenarios import build_scenario
 

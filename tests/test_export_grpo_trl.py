@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from transformers.utils import get_json_schema
 
-from tests.test_export_sft import suite
+from tests.export_helpers import suite
 from tools.calendar.grpo_env import CalendarGRPOEnv, tool_schemas
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 from typing import Any
@@ -12,8 +11,6 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from agent.backends.scripted import ScriptedBackend
 from agent.config import Settings
-from agent.eval.runner import RunOptions, run_eval
-from agent.eval.suite import EvalSuite, Scenario, load_eval_suite
 from agent.export import cli
 from agent.export.episodes import Episode, episode_from_json, read_episodes
 from agent.export.sft import Selection, build_rows, to_exact, to_structured, write_sft
@@ -22,28 +19,7 @@ from agent.prompt import PromptRenderer
 from agent.trajectory import TrajectoryLog
 from models.gguf_header import HeaderReader
 from tests import model_fixtures as mf
-
-
-def suite() -> EvalSuite:
-    return load_eval_suite(Settings())
-
-
-BROKEN = {"delete_request": "deletes_without_asking", "missing_info": "guesses_missing_time",
-          "conflict_create": "ignores_conflicts", "no_tool": "tools_for_greetings"}
-BROKEN_SAMPLE = 2  # samples 0 and 1 are the oracle (deterministic: sample 1 repeats sample 0)
-
-
-def run(suite: EvalSuite, out: Path, scenarios: list[Scenario], samples: int = 1) -> list[dict[str, Any]]:
-    """Episodes through the real eval runner (loop, simulated user, verifier, one JSON each).
-
-    Sample ``BROKEN_SAMPLE`` of a template in ``BROKEN`` runs the policy that breaks its rule;
-    every other sample runs the oracle."""
-
-    def backend_for(scenario: Scenario, sample: int) -> ScriptedBackend:
-        policy = BROKEN[scenario.template] if sample == BROKEN_SAMPLE else "oracle"
-        return ScriptedBackend(suite.policies[policy](scenario))
-
-    return run_eval(suite, scenarios, backend_for, RunOptions(out_dir=out, samples=samples, progress=False))
+from tests.export_helpers import BROKEN, BROKEN_SAMPLE, parse, run, suite
 
 
 def is_oracle(episode: Episode) -> bool:
@@ -261,12 +237,6 @@ def test_trajectory_log_sessions_are_unscored_episodes(tmp_path: Path) -> None:
     assert episode.messages == messages[1:]
     assert build_rows([episode], Selection(success_only=True), "structured").dropped["not scored"] == 1
     assert len(build_rows([episode], Selection(), "structured").rows) == 1
-
-
-def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m agent")
-    cli.add_parser(parser.add_subparsers(dest="command"), parents=[])
-    return parser.parse_args(argv)
 
 
 def test_cli_sft_writes_the_export(results: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,7 +11,7 @@ from agent.config import Settings
 from agent.export import cli
 from agent.export.episodes import read_episodes
 from agent.export.stats import compute, render
-from tests.test_export_sft import parse, run, suite
+from tests.export_helpers import parse, run, suite
 
 
 @pytest.fixture(scope="module")

@@ -30,11 +30,9 @@ class Recording:
 
 
 @pytest.fixture
-def registry():
-    store = CalendarStore(":memory:", tz="Asia/Seoul")
+def registry(store: CalendarStore):
     store.add_event("Dentist", datetime(2026, 12, 1, 15, tzinfo=SEOUL), datetime(2026, 12, 1, 16, tzinfo=SEOUL))
-    yield build_registry(store, now=lambda: NOW)
-    store.close()
+    return build_registry(store, now=lambda: NOW)
 
 
 def test_the_approval_sees_the_validated_arguments_not_the_raw_ones(registry) -> None:

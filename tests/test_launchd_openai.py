@@ -1,6 +1,6 @@
 """``launchd install`` for a bot on a remote API: backend settings in the plist, the key never.
 
-Same fakes as ``test_launchd_service`` (only launchctl is faked); the checks are the bot
+Same fakes as ``test_launchd_service`` (tests/launchd_harness.py: only launchctl is faked); the checks are the bot
 token's: the secret is not in the plist bytes, it lands in an owner-only file, a file others can
 read is refused.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 from agent.config import Settings, load_settings
 from bot.__main__ import main as bot_main
 from launchd import service
-from tests.test_launchd_service import TOKEN, FakeLaunchctl, make_host, plist_path
+from tests.launchd_harness import TOKEN, FakeLaunchctl, make_host, plist_path
 
 KEY = "sk-launchd-test-abcdef0123456789"
 REMOTE = {

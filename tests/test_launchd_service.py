@@ -1,65 +1,23 @@
 """install/uninstall/status/logs: real checks and files; only launchctl itself is faked.
 
-The fake records the exact argument lists that would run and answers like launchctl does
-(``print`` of an unknown service exits 113).
+The fake (tests/launchd_harness.py) records the exact argument lists that would run and
+answers like launchctl does (``print`` of an unknown service exits 113).
 """
 
 from __future__ import annotations
 
-import io
 import os
 import plistlib
 import stat
-import subprocess
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import pytest
 
 from agent.config import Settings, load_settings
 from launchd import service
 from launchd.service import Host
+from tests.launchd_harness import LAUNCHCTL, TARGET, TOKEN, UID, FakeLaunchctl, make_host, plist_path
 from tests.model_fixtures import smollm2_path
-
-TOKEN = "123456789:AAHf4k3-t0k3n_for_tests_only_xyzABC"
-LAUNCHCTL = "/bin/launchctl"
-UID = 501
-TARGET = f"gui/{UID}/com.iljeong.bot"
-
-
-@dataclass
-class FakeLaunchctl:
-    """Stands in for ``subprocess.run``: records argv, keeps a loaded/unloaded state."""
-
-    loaded: bool = False
-    bootstrap_failures: int = 0
-    calls: list[list[str]] = field(default_factory=list)
-    captured: list[bool] = field(default_factory=list)
-
-    def __call__(self, argv: Sequence[str], capture: bool) -> subprocess.CompletedProcess[str]:
-        argv = list(argv)
-        self.calls.append(argv)
-        self.captured.append(capture)
-        code = 0
-        if argv[:2] == [LAUNCHCTL, "print"]:
-            code = 0 if self.loaded else 113
-        elif argv[:2] == [LAUNCHCTL, "bootout"]:
-            code, self.loaded = (0, False) if self.loaded else (3, False)
-        elif argv[:2] == [LAUNCHCTL, "bootstrap"]:
-            if self.bootstrap_failures:
-                self.bootstrap_failures -= 1
-                code = 5
-            else:
-                self.loaded = True
-        return subprocess.CompletedProcess(argv, code, "", "")
-
-
-def make_host(tmp_path: Path, fake: FakeLaunchctl, launchctl: str | None = LAUNCHCTL, platform: str = "darwin") -> Host:
-    return Host(
-        home=tmp_path / "home", uid=UID, launchctl=launchctl, run=fake, platform=platform,
-        out=io.StringIO(), err=io.StringIO(), sleep=lambda _s: None,
-    )
 
 
 def make_settings(tmp_path: Path, **env: str) -> Settings:
@@ -71,10 +29,6 @@ def make_settings(tmp_path: Path, **env: str) -> Settings:
         "TELEGRAM_ALLOWED_USERS": "11",
     }
     return load_settings(environ={k: v for k, v in {**base, **env}.items() if v})
-
-
-def plist_path(tmp_path: Path) -> Path:
-    return tmp_path / "home" / "Library" / "LaunchAgents" / "com.iljeong.bot.plist"
 
 
 # ------------------------------------------------------------------ install

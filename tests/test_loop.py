@@ -5,10 +5,7 @@ from __future__ import annotations
 import json
 import threading
 from datetime import datetime
-from pathlib import Path
 from zoneinfo import ZoneInfo
-
-import pytest
 
 from agent.approval import ApprovalRequest, ApproveAll, Decision, DenyAll
 from agent.backends.base import Completion
@@ -20,13 +17,6 @@ from tools.calendar import CalendarStore, build_registry
 
 SEOUL = ZoneInfo("Asia/Seoul")
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=SEOUL)
-
-
-@pytest.fixture
-def store(tmp_path: Path) -> CalendarStore:
-    s = CalendarStore(tmp_path / "calendar.sqlite3", tz="Asia/Seoul")
-    yield s
-    s.close()
 
 
 def add_dentist(store: CalendarStore) -> int:

@@ -19,30 +19,11 @@ import pytest
 
 from agent.approval import ApproveAll, DenyAll
 from agent.prompt import unstamp_user_text
-from bot.scripted import rule_script
-from tests.openai_server import Reply, Request, StrictOpenAIServer, internal_messages, native_reply, policy_script
-from tests.test_bot_toy_domain import titles
+from tests.openai_server import Reply, Request, StrictOpenAIServer, policy_script
+from tests.toy_domain import CALL, titles
+from tests.toy_openai import KEY, MODEL, toy_script
 
 ROOT = Path(__file__).resolve().parents[1]
-KEY = "sk-frontend-test-9f8e7d6c5b4a"
-MODEL = "deepseek-chat"
-CALL = '<tool_call>{{"name": "{tool}", "arguments": {{"title": "{{title}}"}}}}</tool_call>'
-TOY = {
-    "rules": [
-        {"match": r"^add (?P<title>.+)$", "steps": [CALL.format(tool="create_event"), "Created: {title}"]},
-        {"match": r"^delete (?P<title>.+)$", "steps": [CALL.format(tool="delete_event"), "Result: {result}"]},
-    ],
-    "default": ["You said: {user}"],
-}
-
-
-def toy_script(request: Request) -> Reply:
-    """The bot tests' toy policy, answered with native calls; "flaky ..." gets a 503."""
-    messages = internal_messages(request.messages)
-    last_user = next(m for m in reversed(messages) if m["role"] == "user")
-    if unstamp_user_text(last_user["content"]).startswith("flaky"):
-        return Reply.error(503, "overloaded")
-    return native_reply(rule_script(TOY)(messages))
 
 
 @pytest.fixture
@@ -59,7 +40,7 @@ def clean_env(data_dir: Path, **extra: str) -> dict[str, str]:
 
 def toy_data_dir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True)
-    (path / "config.toml").write_text('domain = "tests.test_bot_toy_domain"\n')
+    (path / "config.toml").write_text('domain = "tests.toy_domain"\n')
     return path
 
 
@@ -106,7 +87,7 @@ def test_the_terminal_approver_asks_before_a_remote_models_delete(tmp_path: Path
     from agent.config import load_settings
     from agent.repl import TerminalApprover, format_turn
 
-    settings = load_settings({"data_dir": str(toy_data_dir(tmp_path / "data")), "domain": "tests.test_bot_toy_domain"},
+    settings = load_settings({"data_dir": str(toy_data_dir(tmp_path / "data")), "domain": "tests.toy_domain"},
                              environ={})
     runtime = build_runtime(settings, OpenAIBackend(toy_server.url, MODEL, KEY))
     asked: list[str] = []
@@ -161,7 +142,7 @@ def test_repl_refuses_a_broken_url_or_demo_with_a_remote_backend_in_one_line(tmp
 
 def test_repl_shows_a_refused_key_in_one_line_and_a_server_fault_without_losing_the_message(tmp_path: Path, toy_server) -> None:
     data = toy_data_dir(tmp_path / "data")
-    (data / "config.toml").write_text('domain = "tests.test_bot_toy_domain"\nremote_retries = 1\n')
+    (data / "config.toml").write_text('domain = "tests.toy_domain"\nremote_retries = 1\n')
     wrong = repl(data, toy_server.url, "hello\n", AGENT_API_KEY="sk-wrong")
     assert wrong.returncode == 0 and "the API key was refused (HTTP 401" in wrong.stdout
     flaky = repl(data, toy_server.url, "flaky add Tea\nadd Tea\n", AGENT_API_KEY=KEY)
@@ -264,7 +245,7 @@ def test_a_session_moves_from_llama_to_openai_and_back(tmp_path: Path, smollm2: 
     from agent.config import load_settings
     from agent.loop import Budgets
 
-    settings = load_settings({"data_dir": str(toy_data_dir(tmp_path / "data")), "domain": "tests.test_bot_toy_domain"},
+    settings = load_settings({"data_dir": str(toy_data_dir(tmp_path / "data")), "domain": "tests.toy_domain"},
                              environ={})
     # 1. the local format: the call as text the model wrote (scripted, so the call is certain)
     local = build_runtime(settings, ScriptedBackend([CALL.format(tool="create_event").replace("{title}", "Dentist"), "Created."]))

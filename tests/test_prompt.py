@@ -13,6 +13,7 @@ import pytest
 from agent.parsing import format_tool_call
 from agent.prompt import (PromptError, PromptRenderer, compact_tools, hermes_tool_block, short_description,
                           stamp_user_text, system_prompt, unstamp_user_text)
+from tests.renderers import renderer_for
 
 TOOLS = [
     {"type": "function", "function": {
@@ -23,13 +24,6 @@ TOOLS = [
         "name": "list_events", "description": "List events on a day.",
         "parameters": {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]}}},
 ]
-
-
-def renderer_for(path: Path, *, enable_thinking: bool = False, tool_block: str = "full") -> PromptRenderer:
-    """The renderer exactly as the llama backend builds it, from the GGUF's own metadata."""
-    llm = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
-    return PromptRenderer.from_metadata(llm.metadata, llm._model.token_get_text, enable_thinking=enable_thinking,
-                                        tool_block=tool_block)
 
 
 def history(thinking: bool = False) -> list[dict]:

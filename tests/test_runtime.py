@@ -17,7 +17,7 @@ from agent.loop import Budgets
 from agent.parsing import format_tool_call
 from agent.runtime import recent_turns
 from agent.trajectory import TrajectoryLog
-from tests.test_prompt import renderer_for
+from tests.renderers import renderer_for
 
 SEOUL = ZoneInfo("Asia/Seoul")  # the settings' default zone
 

@@ -1,8 +1,10 @@
 """A tiny domain for the bot's end-to-end tests: events by title, one destructive tool.
 
-The bot process loads it through ``domain = "tests.test_bot_toy_domain"`` in its config
-file, so the tests do not depend on the calendar domain's wording. The store is a SQLite
-file in the data dir, so a test can check what a turn really changed.
+The bot process (and the REPL) load it through ``domain = "tests.toy_domain"`` in the
+config file, so the tests do not depend on the calendar domain's wording. The store is a
+SQLite file in the data dir, so a test can check what a turn really changed. ``TOY_RULES``
+is the scripted policy that drives it (``add X`` creates, ``delete X`` asks, then deletes),
+shared by the scripted bot and the strict OpenAI server's toy policy.
 """
 
 from __future__ import annotations
@@ -16,6 +18,13 @@ from agent.domain import Domain
 from tools.registry import Registry, Tool, ToolResult
 
 STORE_NAME = "toy_events.sqlite3"
+
+CALL = '<tool_call>{{"name": "{tool}", "arguments": {{"title": "{{title}}"}}}}</tool_call>'
+TOY_RULES = [
+    {"match": r"^add (?P<title>.+)$", "steps": [CALL.format(tool="create_event"), "Created: {title}"]},
+    {"match": r"^delete (?P<title>.+)$", "steps": [CALL.format(tool="delete_event"), "Result: {result}"]},
+]
+ECHO = ["You said: {user}"]  # the default reply of every toy script
 
 
 class CreateArgs(BaseModel):
