@@ -58,9 +58,6 @@ class Runtime:
         session_id = self.sessions.current(conversation)
         history = self.sessions.history(session_id)
         user = {"role": "user", "content": self.stamp_user(text) if self.stamp_user else text}
-        self.sessions.append(session_id, user)
-        messages = [{"role": "system", "content": self.system_prompt()}]
-        messages += recent_turns(history, self.history_turns) + [user]
         produced: list[dict[str, Any]] = []
 
         def store(message: dict[str, Any]) -> None:
@@ -69,7 +66,13 @@ class Runtime:
             if observe is not None:
                 observe(message)
 
+        # The user message is stored inside the try: a Ctrl-C that lands just after its commit
+        # (the REPL shows "thinking" before this call; a durable commit waits for the disk)
+        # must close it off too, not leave it dangling.
         try:
+            self.sessions.append(session_id, user)
+            messages = [{"role": "system", "content": self.system_prompt()}]
+            messages += recent_turns(history, self.history_turns) + [user]
             turn = self.agent.run_turn(messages, approver, session_id=session_id, cancel=cancel, on_message=store)
         except KeyboardInterrupt:
             self._close_interrupted(session_id, len(history), produced)
