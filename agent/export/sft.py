@@ -189,6 +189,7 @@ def build_rows(episodes: Iterable[Episode], selection: Selection, assistant_form
             "messages": messages,
             "tools": shown_tools(tools, tool_block),
             "tool_block": tool_block,
+            "assistant_format": assistant_format,
             "split": episode.split,
             "template": episode.template,
             "scenario_id": episode.scenario_id,
