@@ -55,10 +55,10 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     sft.add_argument("--convert", action="store_true", help="also write OUT/adapter.gguf (python -m models convert-lora)")
     sft.add_argument("--no-progress", action="store_true", help="no progress bars")
     demo = actions.add_parser(
-        "demo", parents=list(parents), help="rebuild the shipped SmolLM2 demo adapter from scratch (fixed seeds)",
+        "demo", parents=list(parents), help="train a SmolLM2 demo adapter from scratch (fixed seeds)",
         description="Oracle episodes on the train split -> export sft (exact format, compact tool block) -> "
-                    "train sft with the shipped adapter's settings -> convert, each step printed as the CLI "
-                    "command it runs. With --ship the result replaces models/demo/ and its record.",
+                    "train sft with the recipe's settings -> convert, each step printed as the CLI "
+                    "command it runs; prints the adapter's record (sha256, command).",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     from agent.train.demo import add_arguments
