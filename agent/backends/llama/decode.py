@@ -27,8 +27,9 @@ from agent.backends.candidates import CandidateIndex, grammar_keeps
 from agent.backends.llama.engine import Engine
 from agent.parsing import CALL_CLOSE, CALL_OPEN, THINK_CLOSE, THINK_OPEN  # the format's tags
 
-# -- the chat format's part of decoding: turn-end text and the grammar trigger --------------------
-# (the format module owns these; the loop below only calls ``opens_call``)
+# -- the chat format's part of decoding: tags (imported above), turn-end text, grammar trigger ----
+# The one place the loop learns the format: swapping this block (and ``Sampling.grammar_for``'s
+# GBNF) for a format object's trigger, stop markers and tags leaves the loop as it is.
 
 END_MARKERS = ("<|im_end|>",)  # stop text for models whose EOS differs from the turn end
 
