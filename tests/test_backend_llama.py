@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.backends.llama import LlamaBackend, ModelRefused, opens_call
+from agent.backends.llama import LlamaBackend, ModelFiles, ModelRefused, opens_call
 from agent.grammar import max_text_bytes, tool_call_gbnf
 from agent.parsing import parse_reply
 
@@ -232,6 +232,45 @@ def test_adapter_loads_and_changes_the_output(smollm2: Path, smollm2_lora: Path,
 def test_mismatched_adapter_is_refused_before_llama_cpp(smollm2: Path, tiny_qwen3_lora: Path) -> None:
     with pytest.raises(ModelRefused, match=str(tiny_qwen3_lora)):
         LlamaBackend(smollm2, lora_path=tiny_qwen3_lora, n_ctx=512, n_threads=2)
+
+
+def entry_point_settings(tmp_path: Path, model: Path, adapter: Path | None):
+    from agent.config import load_settings
+
+    environ = {"AGENT_MODEL_PATH": str(model)}
+    environ.update({"AGENT_LORA_PATH": str(adapter)} if adapter else {"AGENT_NO_ADAPTER": "1"})
+    return load_settings({"data_dir": str(tmp_path)}, environ=environ)
+
+
+def test_the_entry_point_reads_the_headers_once_and_the_backend_trusts_them(smollm2, smollm2_lora, tmp_path,
+                                                                            monkeypatch) -> None:
+    import models.check
+    from agent.app import build_llama_backend
+
+    checked: list[tuple] = []
+    real = models.check.check_pair
+    monkeypatch.setattr(models.check, "check_pair", lambda *paths: checked.append(paths) or real(*paths))
+    backend = build_llama_backend(entry_point_settings(tmp_path, smollm2, smollm2_lora))
+    assert checked == [(smollm2, smollm2_lora)]
+    assert backend.identity()["adapter_path"] == str(smollm2_lora)
+
+
+def test_a_mismatched_adapter_at_the_entry_point_is_one_line_and_exit_2(smollm2, tiny_qwen3_lora, tmp_path,
+                                                                         capsys) -> None:
+    from agent.app import build_llama_backend
+
+    with pytest.raises(SystemExit) as exited:
+        build_llama_backend(entry_point_settings(tmp_path, smollm2, tiny_qwen3_lora))
+    assert exited.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(tiny_qwen3_lora) in lines[0], lines
+
+
+def test_checked_files_carry_their_adapter(smollm2: Path, smollm2_lora: Path) -> None:
+    """A ``ModelFiles`` names both files it was checked for; a second adapter beside it is refused."""
+    files = ModelFiles.check(smollm2, smollm2_lora)
+    with pytest.raises(TypeError, match="inside ModelFiles"):
+        LlamaBackend(files, lora_path=smollm2_lora)
 
 
 def test_tool_call_trigger_ignores_reasoning_and_closed_calls() -> None:
