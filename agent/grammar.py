@@ -2,7 +2,6 @@
 
 The call grammar itself is the chat format's (``HERMES.call_gbnf``, built by
 ``agent.formats.gbnf``); this module is what llama.cpp does with a GBNF text.
-``tool_call_gbnf`` stays importable here for ``agent/backends/llama.py`` until it asks the format.
 """
 
 from __future__ import annotations
@@ -15,12 +14,8 @@ from typing import TYPE_CHECKING, Any
 import llama_cpp
 from llama_cpp.llama_grammar import LlamaGrammar
 
-from agent.formats.hermes import HERMES
-
 if TYPE_CHECKING:
     from llama_cpp import Llama
-
-tool_call_gbnf = HERMES.call_gbnf
 
 
 @functools.lru_cache(maxsize=16)
