@@ -15,15 +15,21 @@ lenient about where they sit, so it keeps working while the runner's format sett
 Files without ``messages`` (e.g. a run summary) are skipped. The trajectory log
 (``trajectories.sqlite``) has no verdicts and no system prompt: its sessions come back as
 unscored episodes of template ``"log"``, split ``"log"``.
+
+A conversation longer than the runtime's history window (``agent.history``) comes back as one
+episode per window, each exactly what the model was shown, with the whole one's verdict and
+``extra["window"]`` numbering them.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
+
+from agent.history import served_windows
 
 
 @dataclass
@@ -99,6 +105,16 @@ def episode_from_json(data: dict[str, Any], source: str = "") -> Episode | None:
     )
 
 
+def as_served(episode: Episode) -> list[Episode]:
+    """The episode as the model was shown it: one episode per history window (``agent.history``),
+    so a conversation longer than the runtime's window is never trained on whole."""
+    windows = served_windows(episode.messages)
+    if len(windows) == 1:
+        return [episode]
+    return [replace(episode, messages=w, calls=sum(1 for m in w if m.get("role") == "tool"),
+                    extra={**episode.extra, "window": i}) for i, w in enumerate(windows)]
+
+
 def read_results(folder: Path) -> Iterator[Episode]:
     """Every episode JSON under ``folder`` (recursively, sorted so exports are reproducible)."""
     for path in sorted(folder.rglob("*.json")):
@@ -109,7 +125,7 @@ def read_results(folder: Path) -> Iterator[Episode]:
         if isinstance(data, dict):
             episode = episode_from_json(data, str(path))
             if episode is not None:
-                yield episode
+                yield from as_served(episode)
 
 
 def read_trajectory_log(path: Path) -> Iterator[Episode]:
@@ -135,8 +151,8 @@ def read_trajectory_log(path: Path) -> Iterator[Episode]:
         log.close()
     for key in order:
         messages = sessions[key]
-        yield Episode(messages=messages, scenario_id=key, template="log", split="log",
-                      calls=sum(1 for m in messages if m.get("role") == "tool"), source=str(path))
+        yield from as_served(Episode(messages=messages, scenario_id=key, template="log", split="log",
+                                     calls=sum(1 for m in messages if m.get("role") == "tool"), source=str(path)))
 
 
 def read_episodes(source: Path) -> list[Episode]:
@@ -147,5 +163,5 @@ def read_episodes(source: Path) -> list[Episode]:
         return list(read_trajectory_log(source))
     if source.suffix == ".json":
         episode = episode_from_json(json.loads(source.read_text(encoding="utf-8")), str(source))
-        return [episode] if episode else []
+        return as_served(episode) if episode else []
     raise ValueError(f"{source}: expected a results folder, an episode .json or a trajectories .sqlite")
