@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from agent.backends.llama import LlamaBackend, ModelRefused, _opens_call
+from agent.backends.llama import LlamaBackend, ModelRefused, opens_call
 from agent.grammar import max_text_bytes, tool_call_gbnf
 from agent.parsing import parse_reply
 
@@ -85,12 +85,12 @@ def greedy_call_by_fast_paths_and_by_full_mask(model: LlamaBackend, monkeypatch)
     """The same call decoded by the runtime's path and by the full-vocabulary mask alone, and which
     fast paths the first one took."""
     before = dict(model.grammar_paths)
-    model._llm.reset()  # both runs evaluate the prompt from scratch: batch sizes change the last bits
+    model.reset_context()  # both runs evaluate the prompt from scratch: batch sizes change the last bits
     fast = model.complete(conversation("Alice"), TOOLS, max_tokens=80, assistant_prefix="<tool_call>")
     used = {k: n - before[k] for k, n in model.grammar_paths.items()}
     with monkeypatch.context() as patch:
-        patch.setattr(model, "_sample_constrained", lambda free, chain, grammar: chain.sample(model._llm._ctx, -1))
-        model._llm.reset()
+        patch.setattr(model.sampling, "fast_paths", False)
+        model.reset_context()
         slow = model.complete(conversation("Alice"), TOOLS, max_tokens=80, assistant_prefix="<tool_call>")
     return used, fast.text, slow.text
 
@@ -100,7 +100,7 @@ def test_fast_grammar_paths_choose_what_the_full_mask_chooses(backend, tiny_qwen
     """The fast paths are an optimisation only: under greedy sampling the call must be token for
     token the one the full-vocabulary mask gives. Each path is forced in turn, on SmolLM2 (49k)
     and on the random-weight Qwen3 fixture (151k), whose first choice is rarely valid JSON."""
-    monkeypatch.setattr("agent.backends.llama.NARROWED_MAX_SHARE", share)
+    monkeypatch.setattr("agent.backends.llama.decode.NARROWED_MAX_SHARE", share)
     for model in (backend, LlamaBackend(tiny_qwen3, n_ctx=2048, n_threads=2)):
         used, fast, slow = greedy_call_by_fast_paths_and_by_full_mask(model, monkeypatch)
         assert used[path] > 0, used
@@ -235,10 +235,10 @@ def test_mismatched_adapter_is_refused_before_llama_cpp(smollm2: Path, tiny_qwen
 
 
 def test_tool_call_trigger_ignores_reasoning_and_closed_calls() -> None:
-    assert _opens_call("ok <tool_call>", 0) == len("ok <tool_call>")
-    assert _opens_call("<think>maybe <tool_call></think>", 0) is None
-    assert _opens_call("<tool_call>{}</tool_call>", 0) is None
-    assert _opens_call("<think>x</think><tool_call>", 0) == len("<think>x</think><tool_call>")
+    assert opens_call("ok <tool_call>", 0) == len("ok <tool_call>")
+    assert opens_call("<think>maybe <tool_call></think>", 0) is None
+    assert opens_call("<tool_call>{}</tool_call>", 0) is None
+    assert opens_call("<think>x</think><tool_call>", 0) == len("<think>x</think><tool_call>")
 
 
 def test_tiny_qwen3_tool_call_is_one_special_token(tiny_qwen3: Path) -> None:
@@ -273,9 +273,9 @@ def test_characters_split_across_tokens_are_decoded_exactly(tiny_qwen3: Path, mo
     qwen = LlamaBackend(tiny_qwen3, n_ctx=512, n_threads=2)
     text = "뷁 똠방각하 🦜🪿 내일 3시"
     tokens = qwen.tokenize(text, add_bos=False)
-    assert len(tokens) < len(text.encode()) and any(qwen._piece(t)[0] & 0xC0 == 0x80 for t in tokens)
-    script = _Script(tokens, qwen._llm.token_eos())
-    monkeypatch.setattr(qwen, "_sampler", lambda gbnf=None: (script, None))
+    assert len(tokens) < len(text.encode()) and any(qwen.engine.piece(t)[0] & 0xC0 == 0x80 for t in tokens)
+    script = _Script(tokens, qwen.engine.eos)
+    monkeypatch.setattr(qwen.sampling, "sampler", lambda gbnf=None: (script, None))
     result = qwen.complete([{"role": "user", "content": "hi"}], [], max_tokens=64)
     assert result.text == text
     assert result.generated_tokens == len(tokens) and result.finish_reason == "stop"

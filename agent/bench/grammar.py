@@ -16,12 +16,10 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from agent.backends.llama import CALL_OPEN
 from agent.bench.episode import EPISODE_PREFIXES, USER_TEXT
 from agent.bench.recording import hold
 from agent.bench.report import progress
+from agent.parsing import CALL_OPEN
 
 if TYPE_CHECKING:
     from agent.bench.runner import Bench
@@ -58,41 +56,36 @@ class Decoder:
         self.gbnf = tool_call_gbnf(tools)
         self.valid_call = backend.tokenize(VALID_CALL, add_bos=False)
         t = time.perf_counter()
-        backend._candidate_index()  # built once per process, on the first token that needs it
+        backend.sampling.candidate_index()  # built once per process, on the first token that needs it
         self.index_build_s = time.perf_counter() - t
 
     def _steer(self, token: int) -> None:
         """Make ``token`` the model's first choice by raising its logit above all others."""
-        import llama_cpp
-
-        llm = self.backend._llm
-        logits = np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(llm._ctx.ctx, -1), shape=(llm.n_vocab(),))
+        logits = self.backend.engine.logits()
         logits[token] = logits.max() + 10.0
 
     def decode(self, mode: str, length: int, steered: bool = False) -> Decoded:
-        import llama_cpp
-
-        backend, llm = self.backend, self.backend._llm
-        hold(llm, self.prompt)
-        free, _ = backend._sampler()
-        chain, grammar = backend._sampler(self.gbnf)
-        paths = dict(backend.grammar_paths)
+        sampling, engine = self.backend.sampling, self.backend.engine
+        hold(engine.llm, self.prompt)
+        free, _ = sampling.sampler()
+        chain, grammar = sampling.sampler(self.gbnf)
+        paths = dict(sampling.grammar_paths)
         out: list[int] = []
         t = time.perf_counter()
         while len(out) < length:
             if steered:
                 self._steer(self.valid_call[len(out)])
             if mode == "free":
-                token = free.sample(llm._ctx, -1)
+                token = engine.sample(free)
             elif mode == "full_mask":
-                token = chain.sample(llm._ctx, -1)
+                token = engine.sample(chain)
             else:
-                token = backend._sample_constrained(free, chain, grammar)
-            if mode != "free" and llama_cpp.llama_vocab_is_eog(backend._vocab, token):
+                token = sampling.sample_constrained(free, chain, grammar)
+            if mode != "free" and engine.is_eog(token):
                 break
             out.append(token)
-            llm.eval([token])
-        return Decoded(time.perf_counter() - t, out, {k: n - paths[k] for k, n in backend.grammar_paths.items()})
+            engine.eval([token])
+        return Decoded(time.perf_counter() - t, out, {k: n - paths[k] for k, n in sampling.grammar_paths.items()})
 
 
 def constrained(bench: Bench, backend: Any, tag: str, label: str) -> None:
@@ -162,5 +155,5 @@ def qwen3(bench: Bench) -> None:
                                  note=f"skipped: no --grammar-model and no tiny qwen3 fixture ({type(exc).__name__})")
             return
     backend = bench.build_backend(path, n_ctx=4096)  # the full tool block alone is ~2.2k Qwen3 tokens
-    constrained(bench, backend, "151k", f"vocab {backend._llm.n_vocab()}")
+    constrained(bench, backend, "151k", f"vocab {backend.engine.n_vocab}")
     del backend

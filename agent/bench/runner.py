@@ -72,7 +72,7 @@ class Bench:
         prefix.state_copy(self.report, backend)
         prefix.interleaved(self, backend)
         long_chat.long_chat(self, backend)
-        grammar.constrained(self, backend, "49k", f"vocab {backend._llm.n_vocab()}")
+        grammar.constrained(self, backend, "49k", f"vocab {backend.engine.n_vocab}")
         grammar.qwen3(self)
         tool_block.sizes(self, backend)
         peers.peers(self, backend)

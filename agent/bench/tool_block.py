@@ -40,7 +40,7 @@ def _count(bench: Bench, tokenize: Any, tag: str, label: str) -> None:
 def sizes(bench: Bench, backend: Any) -> None:
     """Both renderings in the loaded model's vocabulary, then in Qwen3's (``--grammar-model`` or the fixture)."""
     progress("tool block: counting tokens, full and compact")
-    _count(bench, lambda text: backend.tokenize(text, add_bos=False), "49k", f"vocab {backend._llm.n_vocab()}")
+    _count(bench, lambda text: backend.tokenize(text, add_bos=False), "49k", f"vocab {backend.engine.n_vocab}")
     path = bench.config.grammar_model
     if path is None:
         try:
