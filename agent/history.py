@@ -3,7 +3,7 @@
 A sliding window (the last N user turns) changes the start of the history on every turn once a
 chat passes N turns, and llama.cpp then re-evaluates everything after the system prompt, every
 turn. Here the window is cut only every ``block`` turns: when the earlier turns would pass
-``keep``, the oldest ``block`` of them go at once. Between two cuts the prompt up to the newest
+``keep``, the oldest ``block`` of them (two thirds of the window) go at once. Between two cuts the prompt up to the newest
 user message is the previous turn's prompt and reply, byte for byte, so only the new message is
 evaluated; at a cut, the kept turns are evaluated once more.
 
@@ -20,8 +20,10 @@ DEFAULT_HISTORY_TURNS = 12  # earlier user turns kept at most (the runtime's ``h
 
 
 def default_block(keep: int) -> int:
-    """Half the window: a cut every ``keep // 2`` turns, and at least that many turns kept after it."""
-    return max(1, keep // 2)
+    """Two thirds of the window (8 of 12): a cut every 8 turns, and at least 5 earlier turns kept
+    after it. Measured on a 40-message chat with SmolLM2's 3.3k-token prompt (evaluated ÷ new
+    prompt tokens): half the window 1.26, two thirds 1.15, three quarters 1.09, sliding 3.48."""
+    return max(1, keep * 2 // 3)
 
 
 def kept_start(user_turns: int, keep: int, block: int | None = None) -> int:

@@ -33,7 +33,7 @@ class Runtime:
     system_prompt: Callable[[], str]
     history_turns: int = DEFAULT_HISTORY_TURNS
     # Earlier turns dropped at once when the kept ones pass ``history_turns`` (``agent.history``);
-    # None: half the window. 1 is a sliding window, which breaks the cache on every turn.
+    # None: two thirds of the window. 1 is a sliding window, which breaks the cache on every turn.
     history_block: int | None = None
     # The user's text as it is stored and shown to the model: stamped with the local time it
     # was sent (``agent.prompt.stamp_user_text``; ``agent.app`` builds it). None: stored as typed.

@@ -108,8 +108,8 @@ def test_history_window_cuts_on_user_turns():
 def test_history_is_cut_in_blocks_so_the_kept_count_stays_in_range():
     drops = [kept_start(n, 12) for n in range(40)]
     assert drops[:13] == [0] * 13  # 12 earlier turns fit
-    assert sorted(set(drops)) == [0, 6, 12, 18, 24, 30]  # then half the window goes at once
-    assert all(7 <= n - d <= 12 for n, d in enumerate(drops) if n > 12)
+    assert sorted(set(drops)) == [0, 8, 16, 24, 32]  # then two thirds of the window go at once
+    assert all(5 <= n - d <= 12 for n, d in enumerate(drops) if n > 12)
     assert [kept_start(n, 12, block=1) for n in (12, 13, 14)] == [0, 1, 2]  # block 1: sliding
 
 
@@ -126,8 +126,8 @@ def test_a_long_chat_keeps_the_previous_prompt_as_its_prefix_between_cuts(tmp_pa
         if later[: len(earlier) + 1] != earlier + [reply]:
             breaks += 1
         assert sum(m["role"] == "user" for m in later) <= runtime.history_turns + 1
-    assert breaks == 5  # earlier turns 13, 19, 25, 31, 37: not one cut per turn from turn 13 on
-    assert backend.calls[-1][1]["content"].endswith("note 30")  # the last cut kept turns 30..38
+    assert breaks == 4  # earlier turns 13, 21, 29, 37: not one cut per turn from turn 13 on
+    assert backend.calls[-1][1]["content"].endswith("note 32")  # the last cut kept turns 32..38
 
 
 def test_served_windows_split_a_long_conversation_as_the_runtime_showed_it():
@@ -136,7 +136,7 @@ def test_served_windows_split_a_long_conversation_as_the_runtime_showed_it():
         conversation += [{"role": "user", "content": f"u{i}"}, {"role": "assistant", "content": f"a{i}"}]
     first, second = served_windows(conversation, keep=12)
     assert [m["content"] for m in first[:2]] == ["s", "u0"] and first[-1]["content"] == "a12"
-    assert [m["content"] for m in second[:2]] == ["s", "u6"] and second[-1]["content"] == "a18"
+    assert [m["content"] for m in second[:2]] == ["s", "u8"] and second[-1]["content"] == "a18"
     # the last prompt of each window is what recent_turns showed that turn
     assert second[1:-1] == recent_turns(conversation[1:-2], 12) + [conversation[-2]]
     assert served_windows(conversation[:9], keep=12) == [conversation[:9]]
