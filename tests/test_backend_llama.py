@@ -310,14 +310,15 @@ def oracle_calls(count: int) -> tuple[list[dict], list[str]]:
     return [t for t in tools if t["function"]["name"] in names], calls
 
 
+@pytest.mark.timeout(1800)  # ~500 decoded tokens: minutes on a loaded 2-core machine
 def test_jump_forward_writes_the_oracles_calls_as_token_by_token_decoding_does(backend, tiny_qwen3):
     """Jump-forward appends what the grammar forces without sampling it; with each call made the
     model's first choice by a logit bias, the text must be the call, exactly as token-by-token
     greedy decoding writes it, on both vocabularies (SmolLM2 49k, Qwen3 151k)."""
     from agent.bench.jump import write_call
 
-    tools, calls = oracle_calls(3)
-    assert len(calls) == 3
+    tools, calls = oracle_calls(2)
+    assert len(calls) == 2
     messages = conversation("Alice")
     for model in (backend, LlamaBackend(tiny_qwen3, n_ctx=4096, n_threads=2)):
         for call in calls:
