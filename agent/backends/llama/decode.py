@@ -61,8 +61,9 @@ class Sampling:
         # False: every constrained token by the full mask, the reference the fast paths must match
         self.fast_paths = True
         # Greedy only: text the grammar alone decides is appended in one batch (``forced_tokens``).
-        # False: token by token, as before; greedy outputs are the same text either way.
-        self.jump_forward = True
+        # Off by default until a quiet bench run shows it pays (one noisy run on SmolLM2: 1.2x
+        # slower, see docs/performance.md); greedy outputs are the same text either way.
+        self.jump_forward = False
         # how constrained tokens were found beyond the model's first choice (see sample_constrained)
         self.grammar_paths: dict[str, int] = {"top": 0, "narrowed": 0, "full_mask": 0}
         self._candidates: CandidateIndex | None = None
