@@ -9,7 +9,7 @@ the constraint after a call, and it would also fire on a ``<tool_call>`` inside 
 ``Sampling`` builds the samplers and picks grammar-valid tokens in three stages (see
 ``sample_constrained``); ``generate`` is the loop. The loop keeps the tokens it has sampled but
 not yet evaluated apart (``out[evaluated:]``), so a run of tokens that the grammar forces is
-appended and evaluated in one batch (jump-forward, ``Sampling.forced_tokens``).
+appended and evaluated in one batch when ``Sampling.jump_forward`` is on (``forced_tokens``).
 """
 
 from __future__ import annotations
