@@ -332,3 +332,52 @@ def test_characters_split_across_tokens_are_decoded_exactly(tiny_qwen3: Path, mo
     result = qwen.complete([{"role": "user", "content": "hi"}], [], max_tokens=64)
     assert result.text == text
     assert result.generated_tokens == len(tokens) and result.finish_reason == "stop"
+
+
+def oracle_calls(count: int) -> tuple[list[dict], list[str]]:
+    """The first ``count`` distinct calls the eval oracle makes (text after ``<tool_call>``), one
+    scenario per template, and the schemas of the calendar tools they call (the whole tool block
+    would not fit the 2048-token context)."""
+    from agent.backends.scripted import ScriptedBackend
+    from agent.eval.dialogue import run_episode
+    from tools.calendar.eval_suite import load_eval_suite
+
+    suite = load_eval_suite()
+    calls: list[str] = []
+    tools: list[dict] = []
+    for scenario in suite.scenarios(per_template=1):
+        environment = suite.make_environment(scenario)
+        try:
+            tools = environment.registry.schemas()
+            trace = run_episode(scenario, ScriptedBackend(suite.policies["oracle"](scenario)), environment)
+        finally:
+            environment.close()
+        for message in trace.messages:
+            text = message.get("content") or ""
+            if message.get("role") == "assistant" and "<tool_call>" in text:
+                call = text.split("<tool_call>", 1)[1]
+                if call not in calls:
+                    calls.append(call)
+    calls = calls[:count]
+    names = {json.loads(c.split("</tool_call>")[0])["name"] for c in calls}
+    return [t for t in tools if t["function"]["name"] in names], calls
+
+
+@pytest.mark.timeout(1800)  # ~500 decoded tokens: minutes on a loaded 2-core machine
+def test_jump_forward_writes_the_oracles_calls_as_token_by_token_decoding_does(backend, tiny_qwen3):
+    """Jump-forward appends what the grammar forces without sampling it; with each call made the
+    model's first choice by a logit bias, the text must be the call, exactly as token-by-token
+    greedy decoding writes it, on both vocabularies (SmolLM2 49k, Qwen3 151k)."""
+    from agent.bench.jump import write_call
+
+    tools, calls = oracle_calls(2)
+    assert len(calls) == 2
+    messages = conversation("Alice")
+    for model in (backend, LlamaBackend(tiny_qwen3, n_ctx=4096, n_threads=2)):
+        for call in calls:
+            jumped = write_call(model, messages, tools, call, jump_forward=True)
+            stepped = write_call(model, messages, tools, call, jump_forward=False)
+            assert stepped.text == call, (model.model_path, stepped.text)
+            assert jumped.text == stepped.text, (model.model_path, jumped.text)
+            assert jumped.forced > 0 and stepped.forced == 0
+            assert jumped.sampled < stepped.sampled

@@ -155,7 +155,13 @@ def qwen3(bench: Bench) -> None:
             for key, text in (("grammar_lazy_151k", "own choice"), ("grammar_valid_writer_151k", "valid writer")):
                 bench.report.add(key, f"{label}: tok/s runtime grammar ÷ unconstrained ({text})", None, ">= 0.9",
                                  note=f"skipped: no --grammar-model and no tiny qwen3 fixture ({type(exc).__name__})")
+            for key, target in (("jump_forward_151k", "<= 0.6"), ("jump_forward_same_text_151k", ">= 1")):
+                bench.report.add(key, f"{label}: {key}", None, target,
+                                 note=f"skipped: no --grammar-model and no tiny qwen3 fixture ({type(exc).__name__})")
             return
     backend = bench.build_backend(path, n_ctx=4096)  # the full tool block alone is ~2.2k Qwen3 tokens
     constrained(bench, backend, "151k", f"vocab {backend.engine.n_vocab}")
+    from agent.bench import jump
+
+    jump.figure(bench, backend, "151k", f"vocab {backend.engine.n_vocab}")
     del backend

@@ -9,16 +9,21 @@ success, policy_ok), the number of calls and who produced it.
 
 The trajectory log (``trajectories.sqlite``) has no verdicts and no system prompt: its sessions
 come back as unscored episodes of template ``"log"``, split ``"log"``.
+
+A conversation longer than the runtime's history window (``agent.history``) comes back as one
+episode per window, each exactly what the model was shown, with the whole one's verdict and
+``extra["window"]`` numbering them.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterator
 
 from agent.eval.record import EPISODES_DIR, EpisodeRecord, read_episode
+from agent.history import served_windows
 
 
 @dataclass
@@ -79,7 +84,17 @@ def read_results(folder: Path) -> Iterator[Episode]:
     if not paths:
         raise ValueError(f"{folder}: no episodes (expected {EPISODES_DIR}/*.json, as `python -m agent eval` writes)")
     for path in paths:
-        yield episode_from_record(read_episode(path), str(path))
+        yield from as_served(episode_from_record(read_episode(path), str(path)))
+
+
+def as_served(episode: Episode) -> list[Episode]:
+    """The episode as the model was shown it: one episode per history window (``agent.history``),
+    so a conversation longer than the runtime's window is never trained on whole."""
+    windows = served_windows(episode.messages)
+    if len(windows) == 1:
+        return [episode]
+    return [replace(episode, messages=w, calls=sum(1 for m in w if m.get("role") == "tool"),
+                    extra={**episode.extra, "window": i}) for i, w in enumerate(windows)]
 
 
 def read_trajectory_log(path: Path) -> Iterator[Episode]:
@@ -105,8 +120,8 @@ def read_trajectory_log(path: Path) -> Iterator[Episode]:
         log.close()
     for key in order:
         messages = sessions[key]
-        yield Episode(messages=messages, scenario_id=key, template="log", split="log",
-                      calls=sum(1 for m in messages if m.get("role") == "tool"), source=str(path))
+        yield from as_served(Episode(messages=messages, scenario_id=key, template="log", split="log",
+                                     calls=sum(1 for m in messages if m.get("role") == "tool"), source=str(path)))
 
 
 def read_episodes(source: Path) -> list[Episode]:
@@ -116,5 +131,5 @@ def read_episodes(source: Path) -> list[Episode]:
     if source.suffix in (".sqlite", ".db", ".sqlite3"):
         return list(read_trajectory_log(source))
     if source.suffix == ".json":
-        return [episode_from_record(read_episode(source), str(source))]
+        return as_served(episode_from_record(read_episode(source), str(source)))
     raise ValueError(f"{source}: expected a results folder, an episode .json or a trajectories .sqlite")

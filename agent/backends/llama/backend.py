@@ -136,6 +136,7 @@ class LlamaBackend:
                        stop_after_call, self.stream)
         timings["generate_s"] = time.perf_counter() - t
         timings["constrained_tokens"] = float(out.constrained)
+        timings["forced_tokens"] = float(out.forced)
         return Completion(
             text=assistant_prefix + out.text, finish_reason=out.finish_reason, prompt_tokens=len(tokens),
             evaluated_tokens=len(tokens) - reuse, reused_tokens=reuse, generated_tokens=out.tokens,

@@ -8,8 +8,8 @@ the constraint after a call, and it would also fire on a ``<tool_call>`` inside 
 
 ``Sampling`` builds the samplers and picks grammar-valid tokens in three stages (see
 ``sample_constrained``); ``generate`` is the loop. The loop keeps the tokens it has sampled but
-not yet evaluated apart (``out[evaluated:]``), so a run of tokens that the grammar forces could be
-appended and evaluated in one batch.
+not yet evaluated apart (``out[evaluated:]``), so a run of tokens that the grammar forces is
+appended and evaluated in one batch when ``Sampling.jump_forward`` is on (``forced_tokens``).
 """
 
 from __future__ import annotations
@@ -43,15 +43,20 @@ NARROWED_MAX_SHARE = 1 / 8  # above this share of the vocabulary, narrowing by c
 class Sampling:
     """How tokens are chosen on one engine: greedy or seeded temperature, with or without a grammar."""
 
-    def __init__(self, engine: Engine, temperature: float = 0.0, seed: int = 0) -> None:
+    def __init__(self, engine: Engine, temperature: float = 0.0, seed: int = 0,
+                 candidates: CandidateIndex | None = None) -> None:
         self.engine = engine
         self.temperature = temperature
         self.seed = seed
         # False: every constrained token by the full mask, the reference the fast paths must match
         self.fast_paths = True
+        # Greedy only: text the grammar alone decides is appended in one batch (``forced_tokens``).
+        # Off by default until a quiet bench run shows it pays (one noisy run on SmolLM2: 1.2x
+        # slower, see docs/performance.md); greedy outputs are the same text either way.
+        self.jump_forward = False
         # how constrained tokens were found beyond the model's first choice (see sample_constrained)
         self.grammar_paths: dict[str, int] = {"top": 0, "narrowed": 0, "full_mask": 0}
-        self._candidates: CandidateIndex | None = None
+        self._candidates = candidates  # the vocabulary index, shareable between engines of one model
         self._grammars: dict[str, str] = {}  # tool schemas (JSON) -> their call grammar
 
     def sampler(self, gbnf: str | None = None) -> tuple[Any, Any]:
@@ -107,6 +112,29 @@ class Sampling:
         self.grammar_paths["full_mask"] += 1
         return engine.sample(chain)  # masks, samples, and advances the grammar
 
+    def forced_tokens(self, grammar: Any, budget: int) -> list[int]:
+        """Jump-forward (SGLang's compressed-FSM decoding): where the grammar admits exactly one
+        continuation (``", "arguments": {"``, the rest of a key once its prefix is unique, ``"}``
+        and ``</tool_call>``), its tokens, already accepted by ``grammar``; [] where it admits more.
+
+        The model's logits cannot change forced text, so greedy output stays the same text; only
+        its tokenization may differ (the text's own tokens, not a token-by-token split), and the
+        tokens are evaluated in one batch instead of one decode each. Seeded sampling keeps the
+        token-by-token path, so its draws stay what they were.
+        """
+        if not self.jump_forward or self.temperature > 0.0 or budget <= 0:
+            return []
+        text = self.candidate_index().forced_text(grammar)
+        if len(text) < 2:  # one character is one sampled token anyway
+            return []
+        tokens: list[int] = []
+        for token in self.engine.tokenize(text.encode("utf-8"), add_bos=False)[:budget]:
+            if not grammar_keeps(grammar, np.array([token], dtype=np.int32)).size:
+                break  # a token the grammar does not take as it stands (cannot happen for forced text)
+            llama_cpp.llama_sampler_accept(grammar, token)
+            tokens.append(token)
+        return tokens
+
     def candidate_index(self) -> CandidateIndex:
         """The vocabulary grouped by first characters: built on the first token that needs it (~0.5 s
         for 151k tokens), then kept."""
@@ -131,8 +159,9 @@ class Generated:
 
     text: str
     finish_reason: str  # "stop" | "length"
-    tokens: int  # sampled tokens kept in the reply
+    tokens: int  # tokens kept in the reply (sampled or forced)
     constrained: int  # of which were sampled under the grammar
+    forced: int = 0  # of which the grammar forced (jump-forward; appended without sampling)
 
 
 def generate(engine: Engine, sampling: Sampling, gbnf: str | None, budget: int, assistant_prefix: str = "",
@@ -157,18 +186,26 @@ def generate(engine: Engine, sampling: Sampling, gbnf: str | None, budget: int, 
         constrained, call_start = sampling.sampler(gbnf), opens_call(scan, 0)
     finish = "length"
     evaluated = 0  # how many of ``out`` are in the KV cache
+    n_forced = 0
     while len(out) < budget:
-        if constrained is not None:
-            token = sampling.sample_constrained(free, *constrained)
-            n_constrained += 1
-        else:
-            token = engine.sample(free)
-        if engine.is_eog(token):
-            finish = "stop"
-            break
+        forced = sampling.forced_tokens(constrained[1], budget - len(out)) if constrained is not None else []
         before = scan
-        out.append(token)
-        scan += decoder.decode(engine.piece(token))
+        if forced:
+            out.extend(forced)
+            n_forced += len(forced)
+            for token in forced:
+                scan += decoder.decode(engine.piece(token))
+        else:
+            if constrained is not None:
+                token = sampling.sample_constrained(free, *constrained)
+                n_constrained += 1
+            else:
+                token = engine.sample(free)
+            if engine.is_eog(token):
+                finish = "stop"
+                break
+            out.append(token)
+            scan += decoder.decode(engine.piece(token))
         if constrained is None and gbnf is not None:
             end = opens_call(scan, max(0, len(before) - len(FORMAT.call_open)))
             if end is not None:
@@ -194,4 +231,4 @@ def generate(engine: Engine, sampling: Sampling, gbnf: str | None, budget: int, 
         engine.eval(out[evaluated:])
         evaluated = len(out)
     scan += decoder.decode(b"", final=True)  # an unfinished character at the end becomes U+FFFD
-    return Generated(scan[len(assistant_prefix):], finish, len(out), n_constrained)
+    return Generated(scan[len(assistant_prefix):], finish, len(out), n_constrained, n_forced)
