@@ -56,6 +56,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
             "backend", "base_url", "profile")
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
     settings = load_settings(overrides)
+    from agent.domain import check_domain_settings
+
+    check_domain_settings(settings)  # the domain's own keys (e.g. agenda_time): exit 2 before a model loads
     if getattr(args, "demo", False):
         from models.resolve import demo_conflict
 

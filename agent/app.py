@@ -24,23 +24,26 @@ from agent.trajectory import TrajectoryLog
 def build_llama_backend(settings: Settings, demo: bool = False, fallback_demo: bool = False) -> Backend:
     """Resolve and check the model files (exit 2 with one line on failure), then load them.
 
-    ``fallback_demo``: with nothing configured and nothing pulled, load the demo model (the REPL)."""
-    from agent.backends.llama import LlamaBackend
-    from models.check import require_loadable
+    The one place an entry point's files are checked: the backend loads the ``ModelFiles`` it is
+    given without reading their headers again. ``fallback_demo``: with nothing configured and
+    nothing pulled, load the demo model (the REPL)."""
+    from agent.backends.llama import LlamaBackend, ModelFiles, ModelRefused
     from models.resolve import resolve_or_exit
 
-    model_path, lora_path = resolve_or_exit(settings, demo=demo, fallback_demo=fallback_demo)
-    require_loadable(model_path, lora_path)
+    model_path, lora_path = resolve_or_exit(settings.model_choice(), demo=demo, fallback_demo=fallback_demo)
+    try:
+        files = ModelFiles.check(model_path, lora_path)
+    except ModelRefused as exc:
+        print(exc, file=sys.stderr)
+        raise SystemExit(2) from None
     return LlamaBackend(
-        model_path=model_path,
-        lora_path=lora_path,
+        files,
         lora_scale=settings.lora_scale,
         n_ctx=settings.n_ctx,
         n_threads=settings.n_threads,
         enable_thinking=settings.enable_thinking,
         max_saved_state_mb=settings.state_cache_mb,
         tool_block=settings.tool_block,
-        checked=True,  # require_loadable just ran; don't read the headers twice
     )
 
 

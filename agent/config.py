@@ -1,37 +1,42 @@
-"""Configuration: one frozen object built from flags, then environment, then a config file.
+"""Configuration: the runtime's settings, and the one way every owner reads its own.
 
 Precedence (highest first): command-line flags, environment variables, the TOML file at
 ``$AGENT_DATA_DIR/config.toml`` (or ``AGENT_CONFIG``), then defaults. Nothing else in the
 code base reads the environment for these settings.
+
+Each owner declares its settings as a frozen pydantic dataclass (types and validators say what
+a value may be) and the environment variables it reads, and loads them with ``load_section``
+from one ``ConfigSources``: the runtime here, the bot in ``bot/config.py``, the calendar in
+``tools/calendar/settings.py``. ``Settings.sources`` keeps the sources the runtime's settings
+came from, so a domain or the bot reads its own keys from the same flags, environment and file.
+A new setting is one field (and, if it has one, one environment variable) in its owner's class.
 """
 
 from __future__ import annotations
 
 import os
 import tomllib
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Iterable
+from dataclasses import field, fields, replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Annotated, Any, Mapping, TypeVar
 
 import platformdirs
+from pydantic import AfterValidator, BeforeValidator, ValidationError
+from pydantic.dataclasses import dataclass
+
+if TYPE_CHECKING:
+    from models.resolve import ModelChoice
 
 DEFAULT_TZ = "Asia/Seoul"
 
-# setting name -> environment variable
+# runtime setting name -> environment variable (the bot and the calendar keep their own)
 ENV_NAMES: dict[str, str] = {
     "model_path": "AGENT_MODEL_PATH",
     "lora_path": "AGENT_LORA_PATH",
     "no_adapter": "AGENT_NO_ADAPTER",
     "data_dir": "AGENT_DATA_DIR",
     "tz": "AGENT_TZ",
-    "telegram_token": "TELEGRAM_BOT_TOKEN",
-    "telegram_token_file": "TELEGRAM_BOT_TOKEN_FILE",
-    "telegram_allowed_users": "TELEGRAM_ALLOWED_USERS",
-    "telegram_allowed_chats": "TELEGRAM_ALLOWED_CHATS",
-    "telegram_api_base_url": "TELEGRAM_API_BASE_URL",
-    "remind_minutes": "AGENT_REMIND_MINUTES",
-    "agenda_time": "AGENT_AGENDA_TIME",
-    "reminder_grace_minutes": "AGENT_REMINDER_GRACE_MINUTES",
     "state_cache_mb": "AGENT_STATE_CACHE_MB",
     # the model backend (agent.app.build_backend); the API key itself is read by agent.apikey
     "backend": "AGENT_BACKEND",
@@ -50,33 +55,136 @@ def default_data_dir() -> Path:
     return Path(platformdirs.user_data_dir("iljeong", appauthor=False))
 
 
+# --- value types shared by every owner's settings ---------------------------------------------
+
+def _truthy(value: Any) -> bool:
+    """``AGENT_NO_ADAPTER=1``/``yes``/``on``/``true`` is on, any other string off; TOML booleans as they are."""
+    return value.strip().lower() in ("1", "true", "yes", "on") if isinstance(value, str) else bool(value)
+
+
+def split_list(value: Any) -> Any:
+    """``"1, 2;3 4"`` (an environment variable) as a list; TOML arrays and other values as given."""
+    return [p for p in value.replace(";", ",").replace(" ", ",").split(",") if p] if isinstance(value, str) else value
+
+
+def one_of(*allowed: str) -> AfterValidator:
+    """A lower-cased choice among ``allowed``; else ``expected a or b, got 'x'``."""
+
+    def check(value: str) -> str:
+        text = value.strip().lower()
+        if text not in allowed:
+            raise ValueError(f"expected {' or '.join(allowed)}, got {value!r}")
+        return text
+
+    return AfterValidator(check)
+
+
+def _zone(value: str) -> str:
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {value!r}: use an IANA name such as Asia/Seoul or Europe/Berlin") from exc
+    return value
+
+
+def _tool_block(value: str) -> str:
+    from agent.formats.tool_view import TOOL_BLOCKS
+
+    if value.strip() not in TOOL_BLOCKS:
+        raise ValueError(f"expected one of {', '.join(TOOL_BLOCKS)}, got {value!r}")
+    return value.strip()
+
+
+Flag = Annotated[bool, BeforeValidator(_truthy)]
+# a file name kept as the user wrote it (``~`` included); a Path from a caller is accepted too
+PathText = Annotated[str, BeforeValidator(lambda v: os.fspath(v) if isinstance(v, os.PathLike) else v)]
+UserPath = Annotated[Path, AfterValidator(lambda p: p.expanduser())]
+TimeZone = Annotated[str, AfterValidator(_zone)]
+
+
+# --- where values come from -------------------------------------------------------------------
+
+class ConfigSources:
+    """The flags, the environment and the config file, read once; every owner's loader reads its
+    keys from here (``values``), so all of them follow the same precedence and the same file."""
+
+    def __init__(self, flags: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None,
+                 file: Mapping[str, Any] | None = None, path: Path | None = None) -> None:
+        self.flags = {k: v for k, v in (flags or {}).items() if v is not None}  # None: flag not given
+        self.environ: Mapping[str, str] = {} if environ is None else environ
+        self.file: Mapping[str, Any] = file or {}
+        self.path = path
+
+    @classmethod
+    def read(cls, overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None) -> ConfigSources:
+        """Read the config file named by ``config_file_path``; a broken TOML file is a ValueError."""
+        env = os.environ if environ is None else environ
+        path = config_file_path(overrides, env)
+        table: dict[str, Any] = {}
+        if path.is_file():
+            with path.open("rb") as fh:
+                table = tomllib.load(fh)
+        return cls(overrides, env, table, path)
+
+    def values(self, names: Iterable[str], env_names: Mapping[str, str]) -> dict[str, Any]:
+        """The raw values for these setting names: config file, overridden by environment, then flags."""
+        wanted = set(names)
+        values = {k: v for k, v in self.file.items() if k in wanted}
+        values.update({n: self.environ[var] for n, var in env_names.items() if n in wanted and self.environ.get(var)})
+        values.update({k: v for k, v in self.flags.items() if k in wanted})
+        return values
+
+    def __repr__(self) -> str:  # the environment holds secrets (tokens, keys): never print it
+        return f"ConfigSources(path={self.path!r})"
+
+
+T = TypeVar("T")
+
+
+def one_line(exc: ValidationError) -> str:
+    """pydantic's errors as ``field: what is wrong`` (a validator's own words where it has them)."""
+    parts = []
+    for err in exc.errors(include_url=False):
+        where = ".".join(str(p) for p in err.get("loc", ())) or "settings"
+        cause = (err.get("ctx") or {}).get("error")
+        parts.append(f"{where}: {cause if isinstance(cause, Exception) else err.get('msg', 'invalid')}")
+    return "; ".join(parts)
+
+
+def load_section(cls: type[T], env_names: Mapping[str, str], sources: ConfigSources,
+                 extra: Mapping[str, Any] | None = None) -> T:
+    """One owner's settings from ``sources`` (plus ``extra`` fields as given); a bad value is a
+    ValueError of one line."""
+    extra = extra or {}
+    names = [f.name for f in fields(cls) if f.name not in extra]  # type: ignore[arg-type]
+    try:
+        return cls(**sources.values(names, env_names), **extra)
+    except ValidationError as exc:
+        raise ValueError(one_line(exc)) from None
+
+
 @dataclass(frozen=True)
 class Settings:
-    model_path: str | None = None
-    lora_path: str | None = None
+    """The runtime's settings: model, backend, budgets, prompt, where the data lives."""
+
+    model_path: PathText | None = None
+    lora_path: PathText | None = None
     lora_scale: float = 1.0
-    no_adapter: bool = False
+    no_adapter: Flag = False
     profile: str = "reference"  # which pulled model pair to use (models.profiles; AGENT_PROFILE)
     adapter_repo: str | None = None  # hub repo of a LoRA that replaces the profile's (python -m models pull)
     adapter_file: str | None = None
-    data_dir: Path = field(default_factory=default_data_dir)
-    tz: str = DEFAULT_TZ
+    data_dir: UserPath = field(default_factory=default_data_dir)
+    tz: TimeZone = DEFAULT_TZ
     n_ctx: int = 8192
     n_threads: int | None = None
     max_steps: int = 8
     max_tool_calls: int = 16
-    enable_thinking: bool = False
-    telegram_token: str | None = field(default=None, repr=False)  # a secret: never in a printed Settings
-    telegram_token_file: str | None = None
-    telegram_allowed_users: tuple[int, ...] = ()
-    telegram_allowed_chats: tuple[int, ...] = ()
-    telegram_api_base_url: str | None = None
-    approval_timeout_s: float = 300.0
+    enable_thinking: Flag = False
     domain: str = "tools.calendar.domain"  # module with load_domain(settings)
     history_turns: int = 12  # earlier user turns kept in the prompt
-    remind_minutes: tuple[int, ...] = (10,)  # reminders a new event gets when none are asked for
-    agenda_time: str = "08:00"  # daily agenda, local time in ``tz`` (each chat can change it)
-    reminder_grace_minutes: float = 30.0  # a reminder missed (process down) by more is skipped
     # RAM for the KV caches of chats that are not live (switching back then costs no re-evaluation);
     # Qwen3-4B needs ~144 KB per token, so 1024 MB keeps about two 3k-token chats. 0 turns it off.
     state_cache_mb: float = 1024.0
@@ -85,18 +193,21 @@ class Settings:
     # serves, the owner-only file holding the key (default <data_dir>/api_key; AGENT_API_KEY wins),
     # and the wire format ("openai", the API's structured tool_calls, or "text" for servers whose
     # chat template ignores tools; see agent.backends.openai).
-    backend: str = "llama"
+    backend: Annotated[str, one_of(*BACKENDS)] = "llama"
     base_url: str | None = None
     remote_model: str | None = None
-    api_key_file: str | None = None
-    wire_format: str = "openai"
+    api_key_file: PathText | None = None
+    wire_format: Annotated[str, one_of("openai", "text")] = "openai"
     tool_choice: str | None = None  # sent as is when set ("auto", "required"); else the server's default
     remote_timeout_s: float = 120.0  # per request
     remote_retries: int = 3  # retries after a 429, a 5xx, a timeout or a dropped connection
     # How the prompt shows the tools: "full" JSON schemas, or "compact" one-line signatures for
     # small models (~400 tokens instead of ~2,600). Export and training write the same block,
     # so an adapter trained on one must be served with it (train sft refuses a mismatch).
-    tool_block: str = "full"
+    tool_block: Annotated[str, AfterValidator(_tool_block)] = "full"
+    # Where these settings came from, for the other owners' loaders (bot, domain); a Settings
+    # built directly has none, so those sections take their defaults.
+    sources: Any = field(default_factory=ConfigSources, repr=False, compare=False)
 
     @property
     def store_path(self) -> Path:
@@ -106,88 +217,23 @@ class Settings:
     def sessions_path(self) -> Path:
         return self.data_dir / "sessions.sqlite3"
 
+    def model_choice(self) -> ModelChoice:
+        """The part of these settings that ``models.resolve`` needs (models/ never sees Settings)."""
+        from models.resolve import ModelChoice
 
-def _coerce(name: str, value: Any) -> Any:
-    """Turn a string (environment) or TOML value into the field's type."""
-    if name == "data_dir":
-        return Path(value).expanduser()
-    if name in ("telegram_allowed_users", "telegram_allowed_chats"):
-        if isinstance(value, str):
-            parts = [p for p in value.replace(";", ",").replace(" ", ",").split(",") if p]
-        else:
-            parts = list(value)
-        try:
-            return tuple(int(p) for p in parts)
-        except ValueError as exc:
-            raise ValueError(f"{name}: expected numeric Telegram ids, got {value!r}") from exc
-    if name == "remind_minutes":
-        parts = value.replace(";", ",").replace(" ", ",").split(",") if isinstance(value, str) else list(value)
-        try:
-            return tuple(sorted({int(p) for p in parts if str(p).strip()}))
-        except ValueError as exc:
-            raise ValueError(f"{name}: expected minutes as integers, e.g. 10 or 10,60; got {value!r}") from exc
-    if name == "agenda_time":
-        from datetime import time
-
-        try:
-            return time.fromisoformat(str(value).strip()).strftime("%H:%M")
-        except ValueError as exc:
-            raise ValueError(f"{name}: expected a 24-hour HH:MM time, e.g. 08:00; got {value!r}") from exc
-    if name == "tz":
-        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
-
-        try:
-            ZoneInfo(str(value))
-        except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f"tz: unknown time zone {value!r}: use an IANA name such as Asia/Seoul or Europe/Berlin") from exc
-        return str(value)
-    if name in ("backend", "wire_format"):
-        allowed = BACKENDS if name == "backend" else ("openai", "text")
-        text = str(value).strip().lower()
-        if text not in allowed:
-            raise ValueError(f"{name}: expected {' or '.join(allowed)}, got {value!r}")
-        return text
-    if name == "tool_block":
-        from agent.prompt import TOOL_BLOCKS
-
-        if str(value).strip() not in TOOL_BLOCKS:
-            raise ValueError(f"{name}: expected one of {', '.join(TOOL_BLOCKS)}, got {value!r}")
-        return str(value).strip()
-    if name in ("lora_scale", "approval_timeout_s", "reminder_grace_minutes", "state_cache_mb", "remote_timeout_s"):
-        return float(value)
-    if name in ("n_ctx", "n_threads", "max_steps", "max_tool_calls", "history_turns", "remote_retries"):
-        return int(value)
-    if name in ("no_adapter", "enable_thinking"):
-        if isinstance(value, str):
-            return value.strip().lower() in ("1", "true", "yes", "on")
-        return bool(value)
-    return value
+        return ModelChoice(
+            data_dir=self.data_dir, model_path=self.model_path, lora_path=self.lora_path,
+            no_adapter=self.no_adapter, profile=self.profile, adapter_repo=self.adapter_repo,
+            adapter_file=self.adapter_file,
+        )
 
 
 def load_settings(
     overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings:
     """Build Settings; ``overrides`` are flags (None values mean "not given")."""
-    env = os.environ if environ is None else environ
-    known = {f.name for f in fields(Settings)}
-    values: dict[str, Any] = {}
-
-    path = config_file_path(overrides, env)
-    if path.is_file():
-        with path.open("rb") as fh:
-            for key, value in tomllib.load(fh).items():
-                if key in known:
-                    values[key] = _coerce(key, value)
-
-    for name, var in ENV_NAMES.items():
-        if env.get(var):
-            values[name] = _coerce(name, env[var])
-
-    for key, value in (overrides or {}).items():
-        if value is not None and key in known:
-            values[key] = _coerce(key, value)
-
-    return replace(Settings(), **values)
+    sources = ConfigSources.read(overrides, environ)
+    return load_section(Settings, ENV_NAMES, sources, {"sources": sources})
 
 
 def with_model_flag(settings: Settings, model: str | None) -> Settings:

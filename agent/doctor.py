@@ -12,13 +12,15 @@ from dataclasses import fields
 from agent.backends.base import Backend
 from agent.config import ENV_NAMES, Settings
 
-SECRET = ("telegram_token",)
+SECRET: tuple[str, ...] = ()  # runtime settings never hold a secret today; the bot token is bot/config.py's
 
 
 def run_doctor(settings: Settings, *, demo: bool = False, generate: bool = True) -> int:
     print("configuration (flags > environment > config file > defaults):")
     env_for = {v: k for k, v in ENV_NAMES.items()}
     for f in fields(settings):
+        if f.name == "sources":  # where the values came from (the environment): not a setting
+            continue
         value = getattr(settings, f.name)
         if f.name in SECRET and value:
             value = "(set, hidden)"
@@ -31,7 +33,7 @@ def run_doctor(settings: Settings, *, demo: bool = False, generate: bool = True)
     from models.check import check_adapter, check_model
     from models.resolve import resolve_or_exit
 
-    model_path, lora_path = resolve_or_exit(settings, demo=demo)
+    model_path, lora_path = resolve_or_exit(settings.model_choice(), demo=demo)
     model = check_model(model_path)
     print(f"model: {model_path}\n  {'ok' if model.ok else 'REFUSED: ' + model.reason}  {model.info}")
     if lora_path is not None:

@@ -5,7 +5,8 @@ calendar as an .ics): frontends that can send a file (the bot's sendDocument) of
 others simply do not. ``descriptions`` gives a command its line in a chat's command menu.
 
 The runtime finds a domain by module name from configuration (default ``tools.calendar.domain``)
-and calls its ``load_domain(settings)``; ``agent/`` never imports a domain by name.
+and calls its ``load_domain(settings)``; ``agent/`` never imports a domain by name. A domain
+with settings of its own reads them from ``settings.sources`` (see ``agent.config``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable, Protocol
 
-from tools.registry import Registry
+from agent.tools import Registry
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -78,3 +79,11 @@ class Domain:
 def load_domain(settings: Settings) -> Domain:
     module = importlib.import_module(settings.domain)
     return module.load_domain(settings)
+
+
+def check_domain_settings(settings: Settings) -> None:
+    """Validate the domain's own settings now, if it has any (its ``load_settings(settings)``):
+    a ValueError of one line before a model loads, not a traceback after."""
+    check = getattr(importlib.import_module(settings.domain), "load_settings", None)
+    if check is not None:
+        check(settings)

@@ -18,9 +18,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from agent.approval import ApprovalRequest, Approver
-from agent.parsing import ToolCall
+from agent.formats import ToolCall
 from agent.records import CallRecord, CallStatus, StopReason
-from tools.registry import Registry, ToolResult
+from agent.tools import Registry, ToolResult
 
 FAILED_STATUSES = (CallStatus.FAILED, CallStatus.INVALID, CallStatus.DENIED)
 REPEAT_REMINDER = (

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from agent.approval import Approver
-from agent.backends.base import Backend
+from agent.backends.base import Backend, Completion
+from agent.formats import HERMES, ParsedReply, ToolCall
 from agent.gate import TurnLedger, call_key, run_call
-from agent.parsing import ToolCall, parse_reply
 from agent.records import StepRecord, StopReason, Turn
-from tools.registry import Registry, ToolResult
+from agent.tools import Registry, ToolResult
 
 __all__ = ["Agent", "Budgets", "QUESTION_ENDINGS", "call_key"]  # call_key: re-exported for old imports
 
@@ -47,69 +47,29 @@ class Agent:
         on_message: Callable[[dict[str, Any]], None] | None = None,
     ) -> Turn:
         """Run one user turn. ``messages`` ends with the user's message and is appended to."""
-        started = time.perf_counter()
-        turn = Turn(session_id=session_id, user_text=str(messages[-1].get("content", "")))
+        log = _TurnLog(messages, on_message, Turn(session_id=session_id, user_text=str(messages[-1].get("content", ""))))
         ledger = TurnLedger(max_tool_calls=self.budgets.max_tool_calls)
-
-        def emit(message: dict[str, Any]) -> None:
-            messages.append(message)
-            turn.new_messages.append(message)
-            if on_message is not None:
-                on_message(message)
-
-        def finish(reason: StopReason, reply: str = "") -> Turn:
-            turn.stop_reason = reason
-            turn.reply = reply
-            turn.seconds = time.perf_counter() - started
-            return turn
-
         tools = self.registry.schemas()
         for index in range(self.budgets.max_steps):
             if cancel is not None and cancel.is_set():
-                return finish(StopReason.INTERRUPTED)
-            completion = self.backend.complete(
-                messages, tools, session_id=session_id, max_tokens=self.budgets.max_tokens
-            )
-            if completion.finish_reason == "context_limit":
-                turn.error = completion.error
-                return finish(StopReason.CONTEXT_LIMIT)
-            if completion.error is not None or completion.finish_reason == "error":
-                turn.error = completion.error or "the model backend failed"
-                return finish(StopReason.MODEL_ERROR)
+                return log.finish(StopReason.INTERRUPTED)
+            completion = self.backend.complete(messages, tools, session_id=session_id, max_tokens=self.budgets.max_tokens)
+            if (failure := _backend_failure(completion)) is not None:
+                return log.finish(failure[0], error=failure[1])
 
-            parsed = parse_reply(completion.text)
-            step = StepRecord(
-                index=index,
-                raw_output=completion.text,
-                reasoning=parsed.reasoning,
-                content=parsed.content,
-                problems=list(parsed.problems),
-                prompt_tokens=completion.prompt_tokens,
-                evaluated_tokens=completion.evaluated_tokens,
-                reused_tokens=completion.reused_tokens,
-                generated_tokens=completion.generated_tokens,
-                finish_reason=completion.finish_reason,
-                model_seconds=completion.seconds,
-                timings=dict(completion.timings),
-            )
-            turn.steps.append(step)
+            parsed = HERMES.parse_reply(completion.text)
+            step = log.add_step(_step_record(index, completion, parsed))
             ids = [f"call_{index}_{i}" for i in range(len(parsed.tool_calls))]
-            emit(_assistant_message(completion.text, parsed.tool_calls, ids, completion.native_tool_calls))
+            log.emit(_assistant_message(completion.text, parsed.tool_calls, ids, completion.native_tool_calls))
 
             if not parsed.tool_calls:
-                if parsed.problems and "<tool_call>" in completion.text:
-                    # A call the parser could not read: tell the model, let it try again.
-                    stop = ledger.unreadable_call()
-                    emit(_tool_message("call_unreadable", "invalid_call", _unreadable(parsed.problems)))
-                    if stop is not None:
-                        return finish(stop)
-                    continue
-                if completion.finish_reason == "length":  # cut off by max_tokens: not a finished answer
-                    return finish(StopReason.CUT_OFF, parsed.content)
-                if not parsed.content.strip():
-                    return finish(StopReason.NO_PROGRESS)
-                reason = StopReason.ASKED_USER if parsed.content.rstrip().endswith(QUESTION_ENDINGS) else StopReason.FINAL_REPLY
-                return finish(reason, parsed.content)
+                if not _unreadable_call(completion.text, parsed):
+                    return log.finish(*_reply_end(completion, parsed))
+                stop = ledger.unreadable_call()  # tell the model what went wrong, let it try again
+                log.emit(_tool_message("call_unreadable", "invalid_call", _unreadable(parsed.problems)))
+                if stop is not None:
+                    return log.finish(stop)
+                continue
 
             tool_started = time.perf_counter()
             ledger.new_reply()
@@ -117,12 +77,84 @@ class Agent:
                 record = run_call(call, self.registry, approver, ledger, call_id=call_id,
                                   session_id=session_id, cancel=cancel)
                 step.calls.append(record)
-                emit(_tool_message(call_id, call.name, record.result))
+                log.emit(_tool_message(call_id, call.name, record.result))
             step.tool_seconds = time.perf_counter() - tool_started
-
             if ledger.stop is not None:
-                return finish(ledger.stop, parsed.content)
-        return finish(StopReason.STEP_BUDGET)
+                return log.finish(ledger.stop, parsed.content)
+        return log.finish(StopReason.STEP_BUDGET)
+
+
+class _TurnLog:
+    """What a turn has produced so far: the messages it appended and its ``Turn`` record."""
+
+    def __init__(self, messages: list[dict[str, Any]], on_message: Callable[[dict[str, Any]], None] | None,
+                 turn: Turn) -> None:
+        self.messages = messages
+        self.on_message = on_message
+        self.turn = turn
+        self.started = time.perf_counter()
+
+    def emit(self, message: dict[str, Any]) -> None:
+        """Append to the conversation (and the turn's new messages), and tell the listener."""
+        self.messages.append(message)
+        self.turn.new_messages.append(message)
+        if self.on_message is not None:
+            self.on_message(message)
+
+    def add_step(self, step: StepRecord) -> StepRecord:
+        self.turn.steps.append(step)
+        return step
+
+    def finish(self, reason: StopReason, reply: str = "", error: str | None = None) -> Turn:
+        if error is not None:
+            self.turn.error = error
+        self.turn.stop_reason = reason
+        self.turn.reply = reply
+        self.turn.seconds = time.perf_counter() - self.started
+        return self.turn
+
+
+def _backend_failure(completion: Completion) -> tuple[StopReason, str | None] | None:
+    """Why the backend could not give a reply (the context is full, or it failed), or None."""
+    if completion.finish_reason == "context_limit":
+        return StopReason.CONTEXT_LIMIT, completion.error
+    if completion.error is not None or completion.finish_reason == "error":
+        return StopReason.MODEL_ERROR, completion.error or "the model backend failed"
+    return None
+
+
+def _step_record(index: int, completion: Completion, parsed: ParsedReply) -> StepRecord:
+    """The trajectory's view of one model step; the calls and tool time are added as they run."""
+    return StepRecord(
+        index=index,
+        raw_output=completion.text,
+        reasoning=parsed.reasoning,
+        content=parsed.content,
+        problems=list(parsed.problems),
+        prompt_tokens=completion.prompt_tokens,
+        evaluated_tokens=completion.evaluated_tokens,
+        reused_tokens=completion.reused_tokens,
+        generated_tokens=completion.generated_tokens,
+        finish_reason=completion.finish_reason,
+        model_seconds=completion.seconds,
+        timings=dict(completion.timings),
+    )
+
+
+def _unreadable_call(text: str, parsed: ParsedReply) -> bool:
+    """The model wrote a call tag, but the parser could read no call from it."""
+    return not parsed.tool_calls and bool(parsed.problems) and HERMES.call_open in text
+
+
+def _reply_end(completion: Completion, parsed: ParsedReply) -> tuple[StopReason, str]:
+    """How a reply without calls ends the turn, and the reply text the user gets."""
+    if completion.finish_reason == "length":  # cut off by max_tokens: not a finished answer
+        return StopReason.CUT_OFF, parsed.content
+    if not parsed.content.strip():
+        return StopReason.NO_PROGRESS, ""
+    if parsed.content.rstrip().endswith(QUESTION_ENDINGS):
+        return StopReason.ASKED_USER, parsed.content
+    return StopReason.FINAL_REPLY, parsed.content
 
 
 def _assistant_message(text: str, calls: list[ToolCall], ids: list[str],
@@ -172,5 +204,5 @@ def _unreadable(problems: list[str]) -> str:
     return ToolResult.failure(
         "invalid_call",
         "Your tool call could not be read: " + "; ".join(problems)
-        + '. Write <tool_call>{"name": ..., "arguments": {...}}</tool_call> with valid JSON.',
+        + f". Write {HERMES.call_example} with valid JSON.",
     ).to_text()

@@ -12,9 +12,10 @@ prompt for step k is therefore a textual prefix of every later prompt, by constr
 any template. The price: when a template would rewrite an earlier turn (e.g. strip its
 reasoning), we keep what the model really saw and wrote instead. That is deliberate.
 
-Templates that ignore ``tools`` (SmolLM2's plain ChatML) get a short Hermes tool block written
-into the system message, and ``tool`` messages rendered as a user turn wrapped in
-``<tool_response>`` tags, as Qwen's template does.
+Templates that ignore ``tools`` (SmolLM2's plain ChatML) get the chat format's own rendering
+(``HERMES.plain_chat``: its tool block written into the system message, ``tool`` messages as
+user turns in its result tags, as Qwen's template does). Which tools are shown, and how
+(``full`` or ``compact``), is ``agent.formats.tool_view``'s decision.
 """
 
 from __future__ import annotations
@@ -22,12 +23,15 @@ from __future__ import annotations
 import json
 import re
 from datetime import datetime
-from typing import Any, Iterable
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import jinja2
 import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+from agent.formats.hermes import HERMES, HermesFormat
+from agent.formats.tool_view import shown_tools
 
 _SENTINEL = "\x00IJ_SPLICE_7f3a\x00"
 _SENTINEL_TOOL = "ij_sentinel_tool_7f3a"
@@ -61,143 +65,12 @@ def _strftime_now(fmt: str) -> str:
     return datetime.now().strftime(fmt)
 
 
-TOOL_BLOCKS = ("full", "compact")
-
-# "e.g. ..." examples, with the parenthesis or clause they sit in; a trailing sentence after the first.
-_EXAMPLE = re.compile(r"\s*\((?:[^()]*?)e\.g\.[^()]*\)|[,;]?\s*\be\.g\.\s[^.;]*(?:\.(?=\s|$))?")
-_SENTENCE_END = re.compile(r"(?<=[.!?;])\s+(?=[A-Z\[(']|$)")
-# What the compact block keeps of a property schema (constraints and defaults are the grammar's
-# and the validator's business; the model needs the shape and the meaning).
-_COMPACT_KEYS = ("type", "enum", "const", "items", "properties", "required", "anyOf")
-
-
-def short_description(text: str) -> str:
-    """One line: examples cut, then the first sentence (the rest is detail a small model can skip)."""
-    text = _EXAMPLE.sub("", " ".join(text.split())).strip()
-    first = _SENTENCE_END.split(text, maxsplit=1)[0].strip()
-    return first.rstrip(";,")
-
-
-def _compact_schema(node: Any) -> Any:
-    if isinstance(node, list):
-        return [_compact_schema(n) for n in node]
-    if not isinstance(node, dict):
-        return node
-    out: dict[str, Any] = {}
-    for key in _COMPACT_KEYS:
-        if key == "properties" and isinstance(node.get(key), dict):
-            out[key] = {name: _compact_schema(prop) for name, prop in node[key].items()}
-        elif key in node:
-            out[key] = _compact_schema(node[key])
-    if out.get("required") == []:
-        del out["required"]
-    return out
-
-
-def compact_tools(tools: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The tool schemas as the ``compact`` block shows them: the tool's description cut to one
-    line without examples; parameters by name and type only (no descriptions, defaults or
-    constraints). Only what the model reads changes: the grammar and the validator still work
-    from the full schemas, so what the block leaves out is still enforced (a date is
-    ``YYYY-MM-DD`` because the grammar admits nothing else)."""
-    out = []
-    for tool in tools:
-        function = tool.get("function", tool)
-        entry: dict[str, Any] = {"name": function["name"]}
-        if function.get("description"):
-            entry["description"] = short_description(str(function["description"]))
-        if function.get("parameters") is not None:
-            entry["parameters"] = _compact_schema(function["parameters"])
-        out.append({"type": "function", "function": entry} if "function" in tool else entry)
-    return out
-
-
-def _type_words(schema: dict[str, Any]) -> str:
-    if "enum" in schema:
-        return "|".join(json.dumps(v, ensure_ascii=False) for v in schema["enum"])
-    if "anyOf" in schema:
-        return "|".join(_type_words(option) for option in schema["anyOf"])
-    kind = schema.get("type", "any")
-    if kind == "array":
-        return _type_words(schema.get("items") or {}) + "[]"
-    return "|".join(kind) if isinstance(kind, list) else str(kind)
-
-
-def tool_signature(tool: dict[str, Any]) -> str:
-    """One line: ``name(required: type, optional?: type) - description``."""
-    function = tool.get("function", tool)
-    parameters = function.get("parameters") or {}
-    required = set(parameters.get("required", []))
-    args = ", ".join(f"{name}{'' if name in required else '?'}: {_type_words(prop)}"
-                     for name, prop in (parameters.get("properties") or {}).items())
-    description = function.get("description")
-    return f"{function['name']}({args})" + (f" - {description}" if description else "")
-
-
-def shown_tools(tools: list[dict[str, Any]], tool_block: str = "full") -> list[dict[str, Any]]:
-    """The tools as the prompt shows them under the ``tool_block`` setting (``full`` or ``compact``).
-
-    The one place that decides: the runtime's renderer, the SFT/GRPO exports and therefore
-    training all call it, so a model is trained on the block it is served with.
-    """
-    if tool_block not in TOOL_BLOCKS:
-        raise ValueError(f"tool_block must be one of {', '.join(TOOL_BLOCKS)}, not {tool_block!r}")
-    return compact_tools(tools) if tool_block == "compact" else list(tools)
-
-
-def hermes_tool_block(tools: Iterable[dict[str, Any]], tool_block: str = "full") -> str:
-    """The tool instructions for templates that do not render tools themselves.
-
-    Kept short on purpose: every token here is paid at every step and in every training example.
-    ``full`` lists the JSON schemas as Hermes does; ``compact`` one signature line per tool.
-    """
-    tools = shown_tools(list(tools), tool_block)
-    if tool_block == "compact":
-        lines = "\n".join(tool_signature(t) for t in tools)
-        return (
-            f"# Tools\n<tools>\n{lines}\n</tools>\n"
-            "To call a function, reply with a JSON object within <tool_call></tool_call> tags:\n"
-            '<tool_call>{"name": <function-name>, "arguments": <args-json-object>}</tool_call>'
-        )
-    lines = "\n".join(json.dumps(t, ensure_ascii=False, separators=(",", ":")) for t in tools)
-    return (
-        "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
-        f"Function signatures:\n<tools>\n{lines}\n</tools>\n\n"
-        "For each function call, return a json object with function name and arguments within "
-        "<tool_call></tool_call> XML tags:\n"
-        '<tool_call>{"name": <function-name>, "arguments": <args-json-object>}</tool_call>'
-    )
-
-
-def as_hermes_chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                   tool_block: str = "full") -> list[dict[str, Any]]:
-    """Plain role/content messages for a template that does not render tools (SmolLM2's ChatML).
-
-    The Hermes tool block goes into the system message and tool results become user turns in
-    ``<tool_response>`` tags. The runtime renders exactly this, and exports for such a model
-    carry exactly this, so training and inference see the same tokens.
-    """
-    out: list[dict[str, Any]] = []
-    for m in messages:
-        role, content = str(m.get("role")), m.get("content") or ""
-        if role == "tool":
-            out.append({"role": "user", "content": f"<tool_response>\n{content}\n</tool_response>"})
-        else:
-            out.append({"role": role, "content": content})
-    if tools:
-        block = hermes_tool_block(tools, tool_block)
-        if out and out[0]["role"] == "system":
-            out[0] = {"role": "system", "content": f"{out[0]['content']}\n\n{block}"}
-        else:
-            out.insert(0, {"role": "system", "content": block})
-    return out
-
-
 class PromptRenderer:
     """Renders OpenAI-style messages + tools into prompt text with one chat template."""
 
     def __init__(self, template: str, *, bos_token: str = "", eos_token: str = "",
-                 enable_thinking: bool = False, tool_block: str = "full") -> None:
+                 enable_thinking: bool = False, tool_block: str = "full",
+                 chat_format: HermesFormat = HERMES) -> None:
         if not template:
             raise PromptError("the model has no chat template (tokenizer.chat_template is empty)")
         env = ImmutableSandboxedEnvironment(
@@ -215,11 +88,13 @@ class PromptRenderer:
         self.enable_thinking = enable_thinking
         shown_tools([], tool_block)  # refuse an unknown setting here, not at the first turn
         self.tool_block = tool_block
+        self.chat_format = chat_format
         self.native_tools = self._detect_native_tools()
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, str], token_text: Any, *,
-                      enable_thinking: bool = False, tool_block: str = "full") -> PromptRenderer:
+                      enable_thinking: bool = False, tool_block: str = "full",
+                      chat_format: HermesFormat = HERMES) -> PromptRenderer:
         """Build from GGUF metadata (``Llama.metadata``); ``token_text(id) -> str`` names specials."""
         template = metadata.get("tokenizer.chat_template", "")
 
@@ -229,7 +104,7 @@ class PromptRenderer:
 
         return cls(template, bos_token=special("tokenizer.ggml.bos_token_id"),
                    eos_token=special("tokenizer.ggml.eos_token_id"), enable_thinking=enable_thinking,
-                   tool_block=tool_block)
+                   tool_block=tool_block, chat_format=chat_format)
 
     # -- template calls -------------------------------------------------------------------
 
@@ -262,10 +137,10 @@ class PromptRenderer:
         """Messages as the template should see them.
 
         Assistant turns keep only their raw ``content`` (calls are already in it as text). For
-        templates without tool support, see ``as_hermes_chat``.
+        templates without tool support, see ``HermesFormat.plain_chat``.
         """
         if not self.native_tools:
-            return as_hermes_chat(messages, tools, self.tool_block)
+            return self.chat_format.plain_chat(messages, tools, self.tool_block)
         out: list[dict[str, Any]] = []
         for m in messages:
             content = m.get("content") or ""

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import IO, Any, Callable
 
 from agent.approval import ApprovalRequest, ApproveAll, Approver, Decision, DenyAll
+from agent.formats import HERMES
 from agent.records import CallStatus, StopReason, Turn
 from agent.runtime import Runtime
 
@@ -81,7 +82,7 @@ def format_turn(turn: Turn) -> str:
 
 
 # Spans the user never sees: reasoning and tool-call JSON (the call is shown as its own line).
-HIDDEN_SPANS = {"<think>": "</think>", "<tool_call>": "</tool_call>"}
+HIDDEN_SPANS = {HERMES.think_open: HERMES.think_close, HERMES.call_open: HERMES.call_close}
 STRAY_TAGS = tuple(HIDDEN_SPANS.values())
 
 
@@ -198,7 +199,7 @@ class LiveView:
         self._show_indicator()
 
     def text(self, piece: str) -> None:
-        if "<tool_call>" in piece and not self._line_open:
+        if HERMES.call_open in piece and not self._line_open:
             self.pause()
             self._show_indicator("calling a tool")
         self._emit(self.filter.feed(piece))

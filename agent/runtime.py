@@ -3,8 +3,9 @@
 ``Runtime.handle`` is the single entry point for a user's message: it loads the session,
 stamps the message with the time it was sent, persists it before the model sees it (so a
 crash loses nothing), runs the loop, persists every produced message as it appears, and logs
-the turn. The system prompt holds only the date, so the prompt up to the newest user message
-is the previous turn's prompt and reply, byte for byte, and llama.cpp keeps it cached.
+the turn. The system prompt holds only the date, and the history is trimmed in blocks
+(``agent.history``), so the prompt up to the newest user message is the previous turn's
+prompt and reply, byte for byte, and llama.cpp keeps it cached.
 """
 
 from __future__ import annotations
@@ -15,19 +16,12 @@ from typing import Any, Callable
 
 from agent.approval import Approver
 from agent.domain import Domain
+from agent.history import DEFAULT_HISTORY_TURNS, recent_turns
 from agent.loop import Agent
 from agent.records import Turn
 from agent.sessions import SessionStore
 from agent.trajectory import TrajectoryLog
-from tools.registry import ToolResult
-
-
-def recent_turns(history: list[dict[str, Any]], keep: int) -> list[dict[str, Any]]:
-    """The last ``keep`` user turns, cut on a user message so the kept prefix stays stable."""
-    user_positions = [i for i, m in enumerate(history) if m.get("role") == "user"]
-    if len(user_positions) <= keep:
-        return list(history)
-    return history[user_positions[-keep]:]
+from agent.tools import ToolResult
 
 
 @dataclass
@@ -37,7 +31,10 @@ class Runtime:
     sessions: SessionStore
     log: TrajectoryLog
     system_prompt: Callable[[], str]
-    history_turns: int = 12
+    history_turns: int = DEFAULT_HISTORY_TURNS
+    # Earlier turns dropped at once when the kept ones pass ``history_turns`` (``agent.history``);
+    # None: two thirds of the window. 1 is a sliding window, which breaks the cache on every turn.
+    history_block: int | None = None
     # The user's text as it is stored and shown to the model: stamped with the local time it
     # was sent (``agent.prompt.stamp_user_text``; ``agent.app`` builds it). None: stored as typed.
     stamp_user: Callable[[str], str] | None = None
@@ -58,9 +55,6 @@ class Runtime:
         session_id = self.sessions.current(conversation)
         history = self.sessions.history(session_id)
         user = {"role": "user", "content": self.stamp_user(text) if self.stamp_user else text}
-        self.sessions.append(session_id, user)
-        messages = [{"role": "system", "content": self.system_prompt()}]
-        messages += recent_turns(history, self.history_turns) + [user]
         produced: list[dict[str, Any]] = []
 
         def store(message: dict[str, Any]) -> None:
@@ -69,7 +63,13 @@ class Runtime:
             if observe is not None:
                 observe(message)
 
+        # The user message is stored inside the try: a Ctrl-C that lands just after its commit
+        # (the REPL shows "thinking" before this call; a durable commit waits for the disk)
+        # must close it off too, not leave it dangling.
         try:
+            self.sessions.append(session_id, user)
+            messages = [{"role": "system", "content": self.system_prompt()}]
+            messages += recent_turns(history, self.history_turns, self.history_block) + [user]
             turn = self.agent.run_turn(messages, approver, session_id=session_id, cancel=cancel, on_message=store)
         except KeyboardInterrupt:
             self._close_interrupted(session_id, len(history), produced)

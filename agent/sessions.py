@@ -8,12 +8,12 @@ Each message is written as soon as it exists: a crash mid-turn loses nothing alr
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
 import time
 import uuid
 from pathlib import Path
 from typing import Any
+
+from agent.sqlite import Database, Migration
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS sessions (
@@ -34,24 +34,18 @@ CREATE TABLE IF NOT EXISTS current_session (
 );
 """
 
-
-def connect(path: Path) -> sqlite3.Connection:
-    """A WAL-mode connection usable from worker threads (callers serialise with a lock)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA foreign_keys=ON")
-    conn.execute("PRAGMA synchronous=NORMAL")
-    return conn
+# MIGRATIONS[i] takes the file from version i to i + 1 (agent.sqlite); never edit a released
+# step, append one. Step 1 is the schema of the files written before versions existed, with
+# IF NOT EXISTS, so such a file is adopted as it is.
+MIGRATIONS: list[Migration] = [SCHEMA]
 
 
 class SessionStore:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self._conn = connect(self.path)
-        self._lock = threading.Lock()
-        with self._lock:
-            self._conn.executescript(SCHEMA)
+        self._db = Database(self.path, MIGRATIONS)
+        self._conn = self._db.conn
+        self._lock = self._db.lock
 
     def current(self, conversation: str) -> str:
         """The session a conversation (a chat, the REPL) is in now; created on first use."""
@@ -65,15 +59,13 @@ class SessionStore:
         """``/new``: point the conversation at a fresh session; the old one stays on disk."""
         session_id = f"{conversation}:{uuid.uuid4().hex[:12]}"
         now = time.time()
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
+        with self._db.transaction():
             self._conn.execute("INSERT INTO sessions VALUES (?, ?, ?)", (session_id, now, now))
             self._conn.execute(
                 "INSERT INTO current_session VALUES (?, ?) "
                 "ON CONFLICT(conversation) DO UPDATE SET session_id = excluded.session_id",
                 (conversation, session_id),
             )
-            self._conn.execute("COMMIT")
         return session_id
 
     def history(self, session_id: str) -> list[dict[str, Any]]:
@@ -85,14 +77,8 @@ class SessionStore:
 
     def append(self, session_id: str, message: dict[str, Any]) -> None:
         now = time.time()
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                self._append_locked(session_id, message, now)
-            except BaseException:  # a Ctrl-C (KeyboardInterrupt) mid-write must not leave the transaction open
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        with self._db.transaction():  # rolls back on a Ctrl-C mid-write too: no transaction left open
+            self._append_locked(session_id, message, now)
 
     def _append_locked(self, session_id: str, message: dict[str, Any], now: float) -> None:
         self._conn.execute("INSERT OR IGNORE INTO sessions VALUES (?, ?, ?)", (session_id, now, now))
@@ -109,5 +95,4 @@ class SessionStore:
             self._conn.execute("DELETE FROM messages WHERE session_id = ? AND idx >= ?", (session_id, keep))
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._db.close()

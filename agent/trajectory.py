@@ -7,13 +7,12 @@ columns that queries filter on.
 from __future__ import annotations
 
 import json
-import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
 from agent.records import Turn
-from agent.sessions import connect
+from agent.sqlite import Database, Migration
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS turns (
@@ -30,14 +29,17 @@ CREATE TABLE IF NOT EXISTS turns (
 CREATE INDEX IF NOT EXISTS turns_session ON turns(session_id);
 """
 
+# MIGRATIONS[i] takes the file from version i to i + 1 (agent.sqlite); step 1 adopts a file
+# written before versions existed as it is (IF NOT EXISTS).
+MIGRATIONS: list[Migration] = [SCHEMA]
+
 
 class TrajectoryLog:
     def __init__(self, path: Path | str) -> None:
         self.path = Path(path)
-        self._conn = connect(self.path)
-        self._lock = threading.Lock()
-        with self._lock:
-            self._conn.executescript(SCHEMA)
+        self._db = Database(self.path, MIGRATIONS)
+        self._conn = self._db.conn
+        self._lock = self._db.lock
 
     def record(self, turn: Turn, model: dict[str, Any]) -> int:
         """One INSERT per turn: the log must not cost a SQLite round-trip per step."""
@@ -70,5 +72,4 @@ class TrajectoryLog:
             yield {"id": row_id, "model": json.loads(model), **json.loads(turn)}
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._db.close()

@@ -10,11 +10,14 @@ from __future__ import annotations
 import re
 import stat
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
 
-from agent.config import Settings, config_file_path, load_settings
+from pydantic import BeforeValidator
+from pydantic.dataclasses import dataclass as settings_dataclass
+
+from agent.config import PathText, Settings, config_file_path, load_section, load_settings, split_list
 
 TOKEN_FILE_NAME = "telegram_token"
 
@@ -26,6 +29,44 @@ _FIND_YOUR_ID = (
     "to learn your numeric id, message @userinfobot on Telegram "
     "(the bot also logs the id of anyone it refuses)"
 )
+
+
+# bot setting name -> environment variable
+ENV_NAMES: dict[str, str] = {
+    "telegram_token": "TELEGRAM_BOT_TOKEN",
+    "telegram_token_file": "TELEGRAM_BOT_TOKEN_FILE",
+    "telegram_allowed_users": "TELEGRAM_ALLOWED_USERS",
+    "telegram_allowed_chats": "TELEGRAM_ALLOWED_CHATS",
+    "telegram_api_base_url": "TELEGRAM_API_BASE_URL",
+}
+
+
+def _ids(value: Any) -> Any:
+    """``"111, 222"`` (the environment) or a TOML array, as integers; else a one-line error."""
+    try:
+        return tuple(int(p) for p in split_list(value))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"expected numeric Telegram ids, got {value!r}") from exc
+
+
+TelegramIds = Annotated[tuple[int, ...], BeforeValidator(_ids)]
+
+
+@settings_dataclass(frozen=True)
+class BotSettings:
+    """The bot's keys in flags, environment and config file (agent.config's precedence and file)."""
+
+    telegram_token: str | None = field(default=None, repr=False)  # a secret: never in a printed value
+    telegram_token_file: PathText | None = None
+    telegram_allowed_users: TelegramIds = ()
+    telegram_allowed_chats: TelegramIds = ()
+    telegram_api_base_url: str | None = None
+    approval_timeout_s: float = 300.0  # an unanswered Approve/Deny counts as a no after this
+
+
+def bot_settings(settings: Settings) -> BotSettings:
+    """The bot's settings, from the sources ``settings`` was loaded from (ValueError if bad)."""
+    return load_section(BotSettings, ENV_NAMES, settings.sources)
 
 
 @dataclass(frozen=True)
@@ -69,17 +110,25 @@ def mask(text: str, token: str | None = None) -> str:
 
 def default_token_file(settings: Settings) -> Path:
     """The token file's path: the configured one, else ``<data_dir>/telegram_token``."""
-    if settings.telegram_token_file:
-        return Path(settings.telegram_token_file).expanduser().absolute()
+    configured = bot_settings(settings).telegram_token_file
+    if configured:
+        return Path(configured).expanduser().absolute()
     return (settings.data_dir / TOKEN_FILE_NAME).expanduser().absolute()
 
 
 def settings_or_problem(
     overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
 ) -> Settings | ConfigProblem:
-    """``load_settings`` with a malformed value (e.g. a non-numeric id) as a ConfigProblem."""
+    """``load_settings`` with a malformed value (e.g. a non-numeric id) as a ConfigProblem.
+
+    The bot's and the domain's own settings are checked here too, so that a bad value stops the
+    bot before a model loads."""
+    from agent.domain import check_domain_settings
+
     try:
         settings = load_settings(overrides, environ)
+        bot_settings(settings)
+        check_domain_settings(settings)
     except (ValueError, OSError) as exc:  # tomllib.TOMLDecodeError is a ValueError
         return ConfigProblem(f"bad configuration: {exc}")
     return _config_file_problem(config_file_path(overrides, environ)) or settings
@@ -154,20 +203,24 @@ def _check_base_url(url: str | None) -> ConfigProblem | None:
 
 def load_bot_config(settings: Settings) -> BotConfig | ConfigProblem:
     """Build the bot's configuration from Settings, or say what is missing or unsafe."""
-    users = frozenset(settings.telegram_allowed_users)
-    chats = frozenset(settings.telegram_allowed_chats)
+    try:
+        bot = bot_settings(settings)
+    except ValueError as exc:
+        return ConfigProblem(f"bad configuration: {exc}")
+    users = frozenset(bot.telegram_allowed_users)
+    chats = frozenset(bot.telegram_allowed_chats)
     if not users and not chats:
         return ConfigProblem(
             "nobody is allowed to use the bot: set TELEGRAM_ALLOWED_USERS to your numeric "
             f"Telegram id (comma-separated for several); {_FIND_YOUR_ID}"
         )
-    problem = _check_ids(users, chats) or _check_base_url(settings.telegram_api_base_url)
+    problem = _check_ids(users, chats) or _check_base_url(bot.telegram_api_base_url)
     if problem:
         return problem
 
     token_file: Path | None
-    if settings.telegram_token:
-        token, token_file, source = settings.telegram_token.strip(), None, "TELEGRAM_BOT_TOKEN"
+    if bot.telegram_token:
+        token, token_file, source = bot.telegram_token.strip(), None, "TELEGRAM_BOT_TOKEN"
     else:
         token_file = default_token_file(settings)
         read = read_token_file(token_file)
@@ -181,6 +234,6 @@ def load_bot_config(settings: Settings) -> BotConfig | ConfigProblem:
         token=token,
         allowed_users=users,
         allowed_chats=chats,
-        api_base_url=settings.telegram_api_base_url,
+        api_base_url=bot.telegram_api_base_url,
         token_file=token_file,
     )

@@ -13,24 +13,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from agent.sessions import connect
+from agent.sqlite import Database
+from bot.spool import INBOX_SCHEMA as SCHEMA, MIGRATIONS  # SCHEMA: the table, for readers of this module
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS updates (
-    update_id INTEGER PRIMARY KEY,
-    body TEXT NOT NULL,           -- the update as Telegram sent it (JSON, lone surrogates replaced)
-    state TEXT NOT NULL,          -- 'pending' | 'done' | 'failed'
-    received_at REAL NOT NULL,
-    done_at REAL,
-    error TEXT                    -- why a 'failed' update failed
-);
-CREATE INDEX IF NOT EXISTS updates_pending ON updates(state) WHERE state = 'pending';
-"""
 
 # JSON may carry "\ud800" escapes that decode to lone surrogates, which UTF-8 (and so SQLite)
 # cannot store. A valid pair has already been joined into one code point by json.loads.
@@ -54,14 +43,9 @@ class Inbox:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._conn = connect(path)
-        self._conn.execute("PRAGMA synchronous=FULL")  # the point of this table is durability
-        self._lock = threading.Lock()
-        with self._lock:
-            self._conn.executescript(SCHEMA)
-            columns = {row[1] for row in self._conn.execute("PRAGMA table_info(updates)")}
-            if "error" not in columns:  # an inbox file from before failed updates kept their error
-                self._conn.execute("ALTER TABLE updates ADD COLUMN error TEXT")
+        self._db = Database(path, MIGRATIONS)  # synchronous=FULL: the point of this table is durability
+        self._conn = self._db.conn
+        self._lock = self._db.lock
 
     def record(self, update_id: int, body: Any) -> bool:
         """Store a new update as pending; False if it was already recorded (a re-delivery).
@@ -113,5 +97,4 @@ class Inbox:
         return None if row[0] is None else row[0] + 1
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._db.close()

@@ -25,19 +25,18 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import threading
-from contextlib import contextmanager
+import sqlite3
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, ContextManager
 
 from telegram import Bot, InlineKeyboardMarkup
 from telegram.error import BadRequest, Forbidden, RetryAfter
 
 from agent.domain import Document
-from agent.sessions import connect
-from bot.inbox import SCHEMA as INBOX_SCHEMA
+from agent.sqlite import Database
+from bot.spool import MIGRATIONS
 from bot.text import split_message
 from bot.timing import TIME
 
@@ -51,24 +50,6 @@ ORDER_POLL_S = 0.2  # how often ``wait_until_sent`` looks again
 LATE = ("Sorry, this answer is late: I could not reach Telegram for a long time, so I dropped "
         "what I had written. Please send your message again if it still matters.")
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS outbox (
-    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- sending order within a chat
-    chat_id INTEGER NOT NULL,
-    text TEXT NOT NULL,
-    markup TEXT,                           -- inline keyboard (JSON) for the last piece, if any
-    update_id INTEGER,                     -- the update it answers, if any
-    state TEXT NOT NULL,                   -- 'queued' | 'sent' | 'dropped' | 'late'
-    created_at REAL NOT NULL,              -- wall clock
-    next_at REAL NOT NULL,                 -- not tried again before this
-    attempts INTEGER NOT NULL DEFAULT 0,
-    pieces_sent INTEGER NOT NULL DEFAULT 0,
-    last_error TEXT,
-    document BLOB,                         -- a file to send instead of text (the text is its caption)
-    filename TEXT                          -- its name, set exactly when document is
-);
-CREATE INDEX IF NOT EXISTS outbox_queued ON outbox(chat_id, id) WHERE state = 'queued';
-"""
 
 
 @dataclass(frozen=True)
@@ -85,38 +66,22 @@ class Reply:
     filename: str | None = None
 
 
-# Columns added after the first release: an outbox file from then gets them on open.
-ADDED_COLUMNS = {"document": "BLOB", "filename": "TEXT"}
 
 
 class Outbox:
     """The outbox table; safe to call from the event loop and worker threads."""
 
     def __init__(self, path: Path) -> None:
-        self._conn = connect(path)
-        self._conn.execute("PRAGMA synchronous=FULL")
-        self._lock = threading.Lock()
+        self._db = Database(path, MIGRATIONS)
+        self._conn = self._db.conn
+        self._lock = self._db.lock
         self.on_put: Callable[[], None] | None = None  # the sender's wake-up (event loop thread)
-        with self._lock:
-            self._conn.executescript(INBOX_SCHEMA + SCHEMA)
-            present = {row[1] for row in self._conn.execute("PRAGMA table_info(outbox)")}
-            for name, kind in ADDED_COLUMNS.items():
-                if name not in present:
-                    self._conn.execute(f"ALTER TABLE outbox ADD COLUMN {name} {kind}")
 
-    @contextmanager
-    def _transaction(self) -> Iterator[None]:
+    def _transaction(self) -> ContextManager[sqlite3.Connection]:
         """Under the lock, all or nothing: a failure rolls back, so the shared connection is
         never left inside an open transaction (the next ``BEGIN`` would fail, every write after
         it would pile into a transaction nobody commits)."""
-        with self._lock:
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
-            self._conn.execute("COMMIT")
+        return self._db.transaction()
 
     def put(
         self, chat_id: int, text: str, update_id: int | None = None, markup: InlineKeyboardMarkup | None = None
@@ -215,8 +180,7 @@ class Outbox:
         return row[0] if row else None
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self._db.close()
 
 
 def backoff(attempts: int) -> float:

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from agent.config import Settings, with_model_flag
-from bot.config import ConfigProblem, load_bot_config, settings_or_problem
+from bot.config import ConfigProblem, bot_settings, load_bot_config, settings_or_problem
 from bot import masking
 from bot.inbox import Inbox
 from bot.timing import TIME
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     clock, tick_s = (file_clock(args.clock_file), TEST_TICK_S) if args.clock_file else (system_clock, REAL_TICK_S)
     guard = ShutdownGuard()  # armed by SIGTERM/SIGINT; it also covers the closing below
     try:
-        return asyncio.run(serve(config, runtime, settings.approval_timeout_s, inbox, clock, tick_s, guard))
+        return asyncio.run(serve(config, runtime, bot_settings(settings).approval_timeout_s, inbox, clock, tick_s, guard))
     except InvalidToken:  # at start-up (getMe); while running, serve reports it the same way
         return report_refused_token(config)
     except TelegramError as exc:  # e.g. deleteWebhook refused at start-up: one line, launchd retries

@@ -26,7 +26,7 @@ from agent.records import StopReason, Turn
 from agent.runtime import Runtime
 from bot.approvals import ApprovalDesk, BotApprover
 from bot.outbox import Outbox
-from tools.registry import ToolResult
+from agent.tools import ToolResult
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from agent.config import ENV_NAMES, Settings
+from bot.config import ENV_NAMES as BOT_ENV_NAMES
+from bot.config import bot_settings
 from launchd.logs import macos_log_dir
 
 LABEL = "com.iljeong.bot"
@@ -72,7 +74,7 @@ def service_environment(
     env: dict[str, str] = {
         ENV_NAMES["data_dir"]: str(settings.data_dir.absolute()),
         ENV_NAMES["tz"]: settings.tz,
-        ENV_NAMES["telegram_token_file"]: str(token_file),
+        BOT_ENV_NAMES["telegram_token_file"]: str(token_file),
         "PATH": f"{python.parent}:{SYSTEM_PATH}",
         "PYTHONUNBUFFERED": "1",
     }
@@ -82,12 +84,13 @@ def service_environment(
         env[ENV_NAMES["lora_path"]] = str(lora_path)
     if settings.no_adapter:
         env[ENV_NAMES["no_adapter"]] = "1"
-    if settings.telegram_allowed_users:
-        env[ENV_NAMES["telegram_allowed_users"]] = ",".join(map(str, settings.telegram_allowed_users))
-    if settings.telegram_allowed_chats:
-        env[ENV_NAMES["telegram_allowed_chats"]] = ",".join(map(str, settings.telegram_allowed_chats))
-    if settings.telegram_api_base_url:
-        env[ENV_NAMES["telegram_api_base_url"]] = settings.telegram_api_base_url
+    bot = bot_settings(settings)
+    if bot.telegram_allowed_users:
+        env[BOT_ENV_NAMES["telegram_allowed_users"]] = ",".join(map(str, bot.telegram_allowed_users))
+    if bot.telegram_allowed_chats:
+        env[BOT_ENV_NAMES["telegram_allowed_chats"]] = ",".join(map(str, bot.telegram_allowed_chats))
+    if bot.telegram_api_base_url:
+        env[BOT_ENV_NAMES["telegram_api_base_url"]] = bot.telegram_api_base_url
     if settings.backend == "openai":
         from agent.apikey import key_file
 

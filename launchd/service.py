@@ -80,7 +80,7 @@ def check_model(settings: Settings) -> tuple[Path, Path | None] | str:
     from models.check import check_pair
     from models.resolve import resolve
 
-    resolved = resolve(settings)
+    resolved = resolve(settings.model_choice())
     if not resolved.ok or resolved.model_path is None:
         return resolved.error or "no model found: run `python -m models pull`"
     result = check_pair(resolved.model_path, resolved.lora_path)

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from agent.config import load_settings
 from models.check import CheckResult, check_adapter, check_model
+from models.config import load_choice
 from models.profiles import DEFAULT_PROFILE, PROFILES, Profile, UnknownProfile, get_profile
 from models.resolve import find_profile_adapter, find_pulled, models_dir, resolve
 
@@ -99,7 +99,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     flags = {"model_path": args.model, "lora_path": args.adapter, "no_adapter": args.no_adapter or None, "profile": args.profile}
     try:
-        settings = load_settings(flags)
+        settings = load_choice(flags)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -139,7 +139,7 @@ def _pull_target(args: argparse.Namespace) -> Profile | str:
     from dataclasses import replace
 
     try:
-        settings = load_settings({"profile": args.profile})
+        settings = load_choice({"profile": args.profile})
         profile = get_profile(settings.profile)
     except (UnknownProfile, ValueError) as exc:
         return str(exc)
@@ -169,7 +169,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
     print(f"pulling {profile.name}: {profile.model_repo}/{profile.model_file} and {adapter} ({profile.size_text})",
           file=sys.stderr, flush=True)
     results = pull_profile(
-        profile, models_dir(load_settings()), revision=args.revision, local_dir=args.local_dir,
+        profile, models_dir(load_choice().data_dir), revision=args.revision, local_dir=args.local_dir,
         model_sha256=args.sha256, adapter_sha256=args.adapter_sha256,
     )
     for r in results:
@@ -192,10 +192,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     from models.demo import DEMO_PACKAGE, locate_demo_model
     from models.pull import list_present
 
-    settings = load_settings()
+    settings = load_choice()
     resolved = resolve(settings)
     active = {p.absolute() for p in (resolved.model_path, resolved.lora_path) if p is not None and resolved.ok}
-    found = list_present([models_dir(settings), *args.local_dir])
+    found = list_present([models_dir(settings.data_dir), *args.local_dir])
     if not found:
         print("no GGUF files found (python -m models pull downloads the reference pair)")
     for p in found:
@@ -205,8 +205,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"{mark} {_size(p.size):>9}  {kind:<7}  {status:<10}  {p.path}  [{p.where}]")
     print("profiles (python -m models pull --profile NAME):")
     for profile in PROFILES.values():
-        model = find_pulled(profile.model_repo, profile.model_file, models_dir(settings))
-        adapter = find_profile_adapter(profile, models_dir(settings))
+        model = find_pulled(profile.model_repo, profile.model_file, models_dir(settings.data_dir))
+        adapter = find_profile_adapter(profile, models_dir(settings.data_dir))
         state = "pulled" if model and adapter else ("model only" if model else "not pulled")
         mark = "*" if profile.name == resolved.profile and resolved.model_source == "pulled" and resolved.ok else " "
         print(f"{mark} {profile.name:<14} {state:<11} {profile.summary}")

@@ -1,10 +1,14 @@
 """Which model and adapter files to load.
 
 Order: a flag, then the environment (``AGENT_MODEL_PATH``, ``AGENT_LORA_PATH``), then the
-config file (all three merged by ``agent.config.load_settings``), then what
-``python -m models pull`` left in the local models directory or the hub cache. A path the
-user named is passed on as is, existing or not, so the checker refuses it loudly instead of
-a silent fallback. Running without an adapter needs ``--no-adapter``.
+config file (all three merged by the caller: ``agent.config.load_settings`` for the runtime,
+``models.config.load_choice`` for ``python -m models``), then what ``python -m models pull``
+left in the local models directory or the hub cache. A path the user named is passed on as
+is, existing or not, so the checker refuses it loudly instead of a silent fallback. Running
+without an adapter needs ``--no-adapter``.
+
+``models/`` is a leaf: it takes a ``ModelChoice`` (plain paths and names), never the runtime's
+settings, so that ``agent`` may import ``models`` and not the other way round.
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from agent.config import Settings
 from models.profiles import DEFAULT_PROFILE, PROFILES, Profile, UnknownProfile, get_profile
 
 DEFAULT_MODEL_REPO = PROFILES[DEFAULT_PROFILE].model_repo
@@ -28,6 +31,21 @@ NO_ADAPTER_MESSAGE = (
     "model and its adapter), or pass --no-adapter to run the base model alone"
 )
 DEMO_CONFLICT_MESSAGE = "--demo runs the built-in SmolLM2 model and cannot be combined with {given}: drop one of them"
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """What the user configured about which files to load, already merged from flags,
+    environment and config file by the caller. ``data_dir`` holds ``models/`` (the pull's
+    default ``--local-dir``)."""
+
+    data_dir: Path
+    model_path: str | None = None
+    lora_path: str | None = None
+    no_adapter: bool = False
+    profile: str = DEFAULT_PROFILE
+    adapter_repo: str | None = None  # hub repo of a LoRA that replaces the profile's
+    adapter_file: str | None = None
 
 
 @dataclass(frozen=True)
@@ -49,9 +67,9 @@ class Resolved:
         return not self.error
 
 
-def models_dir(settings: Settings) -> Path:
+def models_dir(data_dir: Path) -> Path:
     """The default ``--local-dir`` of ``python -m models pull``."""
-    return settings.data_dir / "models"
+    return Path(data_dir) / "models"
 
 
 def find_pulled(repo_id: str, filename: str, local_dir: Path, cache_dir: str | Path | None = None) -> Path | None:
@@ -65,7 +83,7 @@ def find_pulled(repo_id: str, filename: str, local_dir: Path, cache_dir: str | P
     return Path(cached) if isinstance(cached, str) else None
 
 
-def _configured_adapter(settings: Settings) -> tuple[str, str] | None:
+def _configured_adapter(settings: ModelChoice) -> tuple[str, str] | None:
     """An adapter repo/file from the config file, which replaces the profile's GGUF adapter."""
     if settings.adapter_repo and settings.adapter_file:
         return settings.adapter_repo, settings.adapter_file
@@ -80,7 +98,7 @@ def find_profile_adapter(profile: Profile, local_dir: Path, cache_dir: str | Pat
     return find_pulled(profile.adapter_repo, profile.adapter_file, local_dir, cache_dir)
 
 
-def resolve(settings: Settings, *, cache_dir: str | Path | None = None) -> Resolved:
+def resolve(settings: ModelChoice, *, cache_dir: str | Path | None = None) -> Resolved:
     """Pick the model and adapter paths for ``settings``; never raises for a missing model."""
     try:
         profile = get_profile(settings.profile)
@@ -89,7 +107,7 @@ def resolve(settings: Settings, *, cache_dir: str | Path | None = None) -> Resol
     if settings.model_path:
         model, model_source = Path(settings.model_path).expanduser(), "configured"
     else:
-        model = find_pulled(profile.model_repo, profile.model_file, models_dir(settings), cache_dir)
+        model = find_pulled(profile.model_repo, profile.model_file, models_dir(settings.data_dir), cache_dir)
         model_source = "pulled"
         if model is None:
             nothing = not settings.lora_path and _configured_adapter(settings) is None and profile.name == DEFAULT_PROFILE
@@ -104,9 +122,9 @@ def resolve(settings: Settings, *, cache_dir: str | Path | None = None) -> Resol
         return Resolved(model, Path(settings.lora_path).expanduser(), model_source, "configured", profile=profile.name)
     configured = _configured_adapter(settings)
     if configured is not None:
-        lora = find_pulled(*configured, models_dir(settings), cache_dir)
+        lora = find_pulled(*configured, models_dir(settings.data_dir), cache_dir)
     else:
-        lora = find_profile_adapter(profile, models_dir(settings), cache_dir)
+        lora = find_profile_adapter(profile, models_dir(settings.data_dir), cache_dir)
     if lora is not None:
         return Resolved(model, lora, model_source, "pulled", profile=profile.name)
     return Resolved(model, None, model_source, error=NO_ADAPTER_MESSAGE, profile=profile.name)
@@ -127,7 +145,7 @@ def demo_conflict(given: list[str]) -> str:
     return DEMO_CONFLICT_MESSAGE.format(given=", ".join(given)) if given else ""
 
 
-def resolve_or_exit(settings: Settings, *, demo: bool = False, fallback_demo: bool = False) -> tuple[Path, Path | None]:
+def resolve_or_exit(settings: ModelChoice, *, demo: bool = False, fallback_demo: bool = False) -> tuple[Path, Path | None]:
     """For entry points: the (model, adapter) paths, or one ``error:`` line and exit status 2.
 
     ``fallback_demo`` (the REPL): when nothing is configured and nothing is pulled, run the

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from agent.backends.scripted import ScriptedBackend
 from agent.config import Settings
+from agent.eval.record import EpisodeRecord
 from agent.eval.runner import RunOptions, run_eval
 from agent.eval.suite import EvalSuite, Scenario, load_eval_suite
 from agent.export import cli
@@ -28,7 +28,7 @@ BROKEN = {"delete_request": "deletes_without_asking", "missing_info": "guesses_m
 BROKEN_SAMPLE = 2  # samples 0 and 1 are the oracle (deterministic: sample 1 repeats sample 0)
 
 
-def run(suite: EvalSuite, out: Path, scenarios: list[Scenario], samples: int = 1) -> list[dict[str, Any]]:
+def run(suite: EvalSuite, out: Path, scenarios: list[Scenario], samples: int = 1) -> list[EpisodeRecord]:
     """Episodes through the real eval runner (loop, simulated user, verifier, one JSON each).
 
     Sample ``BROKEN_SAMPLE`` of a template in ``BROKEN`` runs the policy that breaks its rule;

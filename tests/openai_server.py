@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
-from agent.parsing import parse_reply
+from agent.formats import parse_reply
 
 MAX_BODY = 4_000_000
 MAX_DELAY_S = 10.0

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from agent.backends.llama import LlamaBackend, ModelRefused, _opens_call
-from agent.grammar import max_text_bytes, tool_call_gbnf
-from agent.parsing import parse_reply
+from agent.backends.llama import LlamaBackend, ModelFiles, ModelRefused
+from agent.formats import HERMES, parse_reply
+from agent.formats.gbnf import max_text_bytes
 
 pytestmark = pytest.mark.slow
 
@@ -41,7 +41,7 @@ def test_grammar_makes_the_opened_call_valid(backend: LlamaBackend) -> None:
     """SmolLM2 does not open <tool_call> by itself; the reply is started with the tag (kept in the
     text) and everything after it is the model's, under the grammar. The budget is the grammar's
     longest call, so the call closes whatever this CPU's floats make SmolLM2 write."""
-    budget = int(max_text_bytes(tool_call_gbnf(TOOLS)))
+    budget = int(max_text_bytes(HERMES.call_gbnf(TOOLS)))
     result = backend.complete(conversation("Alice"), TOOLS, max_tokens=budget, assistant_prefix="<tool_call>",
                               stop_after_call=True)
     assert result.finish_reason in ("stop", "length"), result.error
@@ -54,6 +54,16 @@ def test_grammar_makes_the_opened_call_valid(backend: LlamaBackend) -> None:
     required = next(t for t in TOOLS if t["function"]["name"] == call.name)["function"]["parameters"]["required"]
     assert set(required) <= set(call.arguments), call.arguments
     assert not parse_reply(result.text).problems
+
+
+def test_a_tag_inside_a_code_fence_is_not_grammar_constrained(backend: LlamaBackend) -> None:
+    """The decode loop's trigger is the parser's own scanner: a ``<tool_call>`` inside an open code
+    fence is text to the parser, so the grammar must not start there (the old trigger skipped only
+    ``<think>`` and constrained it). The control opens the same tag outside the fence."""
+    fenced = backend.complete(conversation("Alice"), TOOLS, max_tokens=2, assistant_prefix="```\n<tool_call>")
+    assert fenced.timings["constrained_tokens"] == 0, fenced.text
+    control = backend.complete(conversation("Alice"), TOOLS, max_tokens=2, assistant_prefix="<tool_call>")
+    assert control.timings["constrained_tokens"] == 2, control.text
 
 
 def test_grammar_starts_when_the_model_writes_the_tag_itself(backend: LlamaBackend) -> None:
@@ -85,12 +95,12 @@ def greedy_call_by_fast_paths_and_by_full_mask(model: LlamaBackend, monkeypatch)
     """The same call decoded by the runtime's path and by the full-vocabulary mask alone, and which
     fast paths the first one took."""
     before = dict(model.grammar_paths)
-    model._llm.reset()  # both runs evaluate the prompt from scratch: batch sizes change the last bits
+    model.reset_context()  # both runs evaluate the prompt from scratch: batch sizes change the last bits
     fast = model.complete(conversation("Alice"), TOOLS, max_tokens=80, assistant_prefix="<tool_call>")
     used = {k: n - before[k] for k, n in model.grammar_paths.items()}
     with monkeypatch.context() as patch:
-        patch.setattr(model, "_sample_constrained", lambda free, chain, grammar: chain.sample(model._llm._ctx, -1))
-        model._llm.reset()
+        patch.setattr(model.decoder, "fast_paths", False)
+        model.reset_context()
         slow = model.complete(conversation("Alice"), TOOLS, max_tokens=80, assistant_prefix="<tool_call>")
     return used, fast.text, slow.text
 
@@ -100,7 +110,7 @@ def test_fast_grammar_paths_choose_what_the_full_mask_chooses(backend, tiny_qwen
     """The fast paths are an optimisation only: under greedy sampling the call must be token for
     token the one the full-vocabulary mask gives. Each path is forced in turn, on SmolLM2 (49k)
     and on the random-weight Qwen3 fixture (151k), whose first choice is rarely valid JSON."""
-    monkeypatch.setattr("agent.backends.llama.NARROWED_MAX_SHARE", share)
+    monkeypatch.setattr("agent.backends.llama.decode.NARROWED_MAX_SHARE", share)
     for model in (backend, LlamaBackend(tiny_qwen3, n_ctx=2048, n_threads=2)):
         used, fast, slow = greedy_call_by_fast_paths_and_by_full_mask(model, monkeypatch)
         assert used[path] > 0, used
@@ -234,11 +244,54 @@ def test_mismatched_adapter_is_refused_before_llama_cpp(smollm2: Path, tiny_qwen
         LlamaBackend(smollm2, lora_path=tiny_qwen3_lora, n_ctx=512, n_threads=2)
 
 
+def entry_point_settings(tmp_path: Path, model: Path, adapter: Path | None):
+    from agent.config import load_settings
+
+    environ = {"AGENT_MODEL_PATH": str(model)}
+    environ.update({"AGENT_LORA_PATH": str(adapter)} if adapter else {"AGENT_NO_ADAPTER": "1"})
+    return load_settings({"data_dir": str(tmp_path)}, environ=environ)
+
+
+def test_the_entry_point_reads_the_headers_once_and_the_backend_trusts_them(smollm2, smollm2_lora, tmp_path,
+                                                                            monkeypatch) -> None:
+    import models.check
+    from agent.app import build_llama_backend
+
+    checked: list[tuple] = []
+    real = models.check.check_pair
+    monkeypatch.setattr(models.check, "check_pair", lambda *paths: checked.append(paths) or real(*paths))
+    backend = build_llama_backend(entry_point_settings(tmp_path, smollm2, smollm2_lora))
+    assert checked == [(smollm2, smollm2_lora)]
+    assert backend.identity()["adapter_path"] == str(smollm2_lora)
+
+
+def test_a_mismatched_adapter_at_the_entry_point_is_one_line_and_exit_2(smollm2, tiny_qwen3_lora, tmp_path,
+                                                                         capsys) -> None:
+    from agent.app import build_llama_backend
+
+    with pytest.raises(SystemExit) as exited:
+        build_llama_backend(entry_point_settings(tmp_path, smollm2, tiny_qwen3_lora))
+    assert exited.value.code == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and str(tiny_qwen3_lora) in lines[0], lines
+
+
+def test_checked_files_carry_their_adapter(smollm2: Path, smollm2_lora: Path) -> None:
+    """A ``ModelFiles`` names both files it was checked for; a second adapter beside it is refused."""
+    files = ModelFiles.check(smollm2, smollm2_lora)
+    with pytest.raises(TypeError, match="inside ModelFiles"):
+        LlamaBackend(files, lora_path=smollm2_lora)
+
+
 def test_tool_call_trigger_ignores_reasoning_and_closed_calls() -> None:
-    assert _opens_call("ok <tool_call>", 0) == len("ok <tool_call>")
-    assert _opens_call("<think>maybe <tool_call></think>", 0) is None
-    assert _opens_call("<tool_call>{}</tool_call>", 0) is None
-    assert _opens_call("<think>x</think><tool_call>", 0) == len("<think>x</think><tool_call>")
+    """The decode loop's trigger is the format's (``HERMES.call_opened``)."""
+    from agent.backends.llama.decode import opens_call
+
+    assert opens_call == HERMES.call_opened
+    assert opens_call("ok <tool_call>", 0) == len("ok <tool_call>")
+    assert opens_call("<think>maybe <tool_call></think>", 0) is None
+    assert opens_call("<tool_call>{}</tool_call>", 0) is None
+    assert opens_call("<think>x</think><tool_call>", 0) == len("<think>x</think><tool_call>")
 
 
 def test_tiny_qwen3_tool_call_is_one_special_token(tiny_qwen3: Path) -> None:
@@ -249,7 +302,7 @@ def test_tiny_qwen3_tool_call_is_one_special_token(tiny_qwen3: Path) -> None:
     open_id = qwen.tokenize("<tool_call>", add_bos=False)
     assert open_id == [151657]
     result = qwen.complete([{"role": "user", "content": "Delete event 3."}], [DELETE],
-                           max_tokens=int(max_text_bytes(tool_call_gbnf([DELETE]))), assistant_prefix="<tool_call>",
+                           max_tokens=int(max_text_bytes(HERMES.call_gbnf([DELETE]))), assistant_prefix="<tool_call>",
                            stop_after_call=True)
     assert result.finish_reason != "error", result.error
     # random weights, but the grammar still forces a call to the only tool with an integer id
@@ -273,9 +326,58 @@ def test_characters_split_across_tokens_are_decoded_exactly(tiny_qwen3: Path, mo
     qwen = LlamaBackend(tiny_qwen3, n_ctx=512, n_threads=2)
     text = "뷁 똠방각하 🦜🪿 내일 3시"
     tokens = qwen.tokenize(text, add_bos=False)
-    assert len(tokens) < len(text.encode()) and any(qwen._piece(t)[0] & 0xC0 == 0x80 for t in tokens)
-    script = _Script(tokens, qwen._llm.token_eos())
-    monkeypatch.setattr(qwen, "_sampler", lambda gbnf=None: (script, None))
+    assert len(tokens) < len(text.encode()) and any(qwen.engine.piece(t)[0] & 0xC0 == 0x80 for t in tokens)
+    script = _Script(tokens, qwen.engine.eos)
+    monkeypatch.setattr(qwen.decoder, "sampler", lambda gbnf=None, settings=None: (script, None))
     result = qwen.complete([{"role": "user", "content": "hi"}], [], max_tokens=64)
     assert result.text == text
     assert result.generated_tokens == len(tokens) and result.finish_reason == "stop"
+
+
+def oracle_calls(count: int) -> tuple[list[dict], list[str]]:
+    """The first ``count`` distinct calls the eval oracle makes (text after ``<tool_call>``), one
+    scenario per template, and the schemas of the calendar tools they call (the whole tool block
+    would not fit the 2048-token context)."""
+    from agent.backends.scripted import ScriptedBackend
+    from agent.eval.dialogue import run_episode
+    from tools.calendar.eval_suite import load_eval_suite
+
+    suite = load_eval_suite()
+    calls: list[str] = []
+    tools: list[dict] = []
+    for scenario in suite.scenarios(per_template=1):
+        environment = suite.make_environment(scenario)
+        try:
+            tools = environment.registry.schemas()
+            trace = run_episode(scenario, ScriptedBackend(suite.policies["oracle"](scenario)), environment)
+        finally:
+            environment.close()
+        for message in trace.messages:
+            text = message.get("content") or ""
+            if message.get("role") == "assistant" and "<tool_call>" in text:
+                call = text.split("<tool_call>", 1)[1]
+                if call not in calls:
+                    calls.append(call)
+    calls = calls[:count]
+    names = {json.loads(c.split("</tool_call>")[0])["name"] for c in calls}
+    return [t for t in tools if t["function"]["name"] in names], calls
+
+
+@pytest.mark.timeout(1800)  # ~500 decoded tokens: minutes on a loaded 2-core machine
+def test_jump_forward_writes_the_oracles_calls_as_token_by_token_decoding_does(backend, tiny_qwen3):
+    """Jump-forward appends what the grammar forces without sampling it; with each call made the
+    model's first choice by a logit bias, the text must be the call, exactly as token-by-token
+    greedy decoding writes it, on both vocabularies (SmolLM2 49k, Qwen3 151k)."""
+    from agent.bench.jump import write_call
+
+    tools, calls = oracle_calls(2)
+    assert len(calls) == 2
+    messages = conversation("Alice")
+    for model in (backend, LlamaBackend(tiny_qwen3, n_ctx=4096, n_threads=2)):
+        for call in calls:
+            jumped = write_call(model, messages, tools, call, jump_forward=True)
+            stepped = write_call(model, messages, tools, call, jump_forward=False)
+            assert stepped.text == call, (model.model_path, stepped.text)
+            assert jumped.text == stepped.text, (model.model_path, jumped.text)
+            assert jumped.forced > 0 and stepped.forced == 0
+            assert jumped.sampled < stepped.sampled

@@ -13,7 +13,7 @@ import pytest
 from agent.backends.openai import OpenAIBackend
 from agent.bench.peer_server import free_port
 from agent.bench.peer_server import llama_server as start_llama_server
-from agent.parsing import parse_reply
+from agent.formats import parse_reply
 
 TOOLS = [{"type": "function", "function": {
     "name": "create_event", "description": "Create a calendar event.",

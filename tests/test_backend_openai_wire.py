@@ -12,7 +12,7 @@ import pytest
 from agent.approval import ApproveAll
 from agent.backends.openai import NOT_ANSWERED, OpenAIBackend, completion_from, wire_messages
 from agent.loop import Agent
-from agent.parsing import format_tool_call
+from agent.formats import format_tool_call
 from agent.records import CallStatus, StopReason
 from tests.openai_server import Reply, StrictOpenAIServer, check_request
 from tools.calendar import CalendarStore, build_registry

@@ -31,6 +31,8 @@ EXPECTED = {
     "calls_per_episode_chatml_fc", "calls_per_episode_server", "success_rate_runtime", "success_rate_chatml_fc",
     "success_rate_server",
     "rss_runtime_minus_model_mb", "rss_bare_minus_model_mb", "kv_cache_mb", "state_kb_per_token",
+    "long_chat_reuse", "long_chat_reuse_sliding", "jump_forward_49k", "jump_forward_same_text_49k",
+    "jump_forward_151k", "jump_forward_same_text_151k",
 }
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from agent.config import Settings, load_settings
-from bot.config import BotConfig, ConfigProblem, load_bot_config, settings_or_problem
+from bot.config import BotConfig, ConfigProblem, bot_settings, load_bot_config, settings_or_problem
 
 TOKEN = "123456789:AAHf4k3-t0k3n_for_tests_only_xyzABC"
 
@@ -93,6 +93,15 @@ def test_non_numeric_ids_are_a_problem_not_an_exception(tmp_path: Path) -> None:
     assert "numeric" in problem.message
 
 
+def test_a_bad_calendar_setting_is_a_problem_before_the_bot_starts(tmp_path: Path) -> None:
+    """The calendar owns its keys, yet the bot refuses a bad one up front (not after loading a model)."""
+    problem = settings_or_problem(
+        environ={"AGENT_DATA_DIR": str(tmp_path), "TELEGRAM_ALLOWED_USERS": "11", "AGENT_REMIND_MINUTES": "ten"}
+    )
+    assert isinstance(problem, ConfigProblem)
+    assert problem.message == "bad configuration: remind_minutes: expected minutes as integers, e.g. 10 or 10,60; got 'ten'"
+
+
 @pytest.mark.parametrize("users", ["0", "-5", "11,0"])
 def test_impossible_user_ids_are_refused(tmp_path: Path, users: str) -> None:
     problem = load_bot_config(settings_from({"TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_ALLOWED_USERS": users}, tmp_path))
@@ -134,6 +143,7 @@ def test_repr_hides_the_token(tmp_path: Path) -> None:
 def test_printed_settings_hide_a_token_from_the_environment(tmp_path: Path) -> None:
     """A traceback or log line that prints the Settings must not carry the bot token."""
     settings = settings_from({"TELEGRAM_BOT_TOKEN": TOKEN}, tmp_path)
-    assert settings.telegram_token == TOKEN
-    assert TOKEN not in repr(settings)
-    assert TOKEN not in str(settings)
+    assert bot_settings(settings).telegram_token == TOKEN
+    for shown in (settings, bot_settings(settings), settings.sources):
+        assert TOKEN not in repr(shown)
+        assert TOKEN not in str(shown)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from tools.calendar import CalendarStore, build_registry
 from tools.calendar.slots import Interval, free_slots, merge, working_windows
-from tools.registry import ToolResult
+from agent.tools import ToolResult
 
 SEOUL = ZoneInfo("Asia/Seoul")
 DAY0 = date(2026, 12, 1)

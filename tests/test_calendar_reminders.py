@@ -28,7 +28,7 @@ from tools.calendar.reminders import (
 )
 from tools.calendar.store import SCHEMA_VERSION, CalendarStore
 from tools.calendar.tools import build_registry
-from tools.registry import Registry
+from agent.tools import Registry
 
 SEOUL, BERLIN = ZoneInfo("Asia/Seoul"), ZoneInfo("Europe/Berlin")
 GRACE = timedelta(minutes=30)
@@ -256,7 +256,11 @@ def test_repl_shows_due_reminders_once_and_lists_upcoming(tmp_path: Path) -> Non
 
 
 def test_reminder_settings_from_environment_and_config_file(tmp_path: Path) -> None:
-    from agent.config import load_settings
+    from agent import config
+    from tools.calendar.settings import load_settings as calendar_settings
+
+    def load_settings(environ: dict[str, str]):  # the calendar's own keys, from the runtime's sources
+        return calendar_settings(config.load_settings(environ=environ))
 
     env = {"AGENT_DATA_DIR": str(tmp_path), "AGENT_REMIND_MINUTES": "60, 10",
            "AGENT_AGENDA_TIME": "07:30", "AGENT_REMINDER_GRACE_MINUTES": "15"}

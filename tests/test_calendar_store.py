@@ -104,7 +104,7 @@ def test_file_from_a_newer_program_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "new.sqlite3"
     CalendarStore(path).close()
     raw = sqlite3.connect(path)
-    raw.execute("INSERT INTO schema_version VALUES (?, 'x')", (SCHEMA_VERSION + 1,))
+    raw.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")  # where the version lives since 5
     raw.commit()
     raw.close()
     with pytest.raises(RuntimeError, match="newer"):
@@ -250,13 +250,13 @@ def test_snapshot_sees_reminders_agenda_settings_and_with_ids_event_identity(tmp
         b.update_event(1, remind_minutes_before=[30])
         assert a.snapshot() != b.snapshot()
         b.update_event(1, remind_minutes_before=[10])
-        b.set_agenda_setting("chat-1", False, None)
+        b.ledger.set_agenda_setting("chat-1", False, None)
         assert a.snapshot() != b.snapshot()
         # Deleted and re-created identically: the same content, another event.
         a.delete_event(1)
         a.add_event("회의", at(1, 9), at(1, 10), remind_minutes_before=[10])
-        b.set_agenda_setting("chat-1", True, None)
-        a.set_agenda_setting("chat-1", True, None)
+        b.ledger.set_agenda_setting("chat-1", True, None)
+        a.ledger.set_agenda_setting("chat-1", True, None)
         assert a.snapshot() == b.snapshot()
         assert a.snapshot(with_ids=True) != b.snapshot(with_ids=True)
 

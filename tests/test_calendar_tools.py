@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from tools.calendar import CALENDAR_TOOL_NAMES, DOMAIN_PROMPT, CalendarStore, build_registry
-from tools.registry import Registry, ToolResult
+from agent.tools import Registry, ToolResult
 
 SEOUL = ZoneInfo("Asia/Seoul")
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=SEOUL)
@@ -49,6 +49,11 @@ def fails_without_change(store: CalendarStore, registry: Registry, code: str, na
 def test_registry_has_all_tools_and_marks_only_changes_of_existing_data_destructive(registry: Registry) -> None:
     assert tuple(registry.names) == CALENDAR_TOOL_NAMES
     assert {n for n in registry.names if registry.is_destructive(n)} == {"update_event", "delete_event"}
+
+
+def test_registry_marks_every_tool_that_changes_the_store_as_mutating(registry: Registry) -> None:
+    assert {n for n in registry.names if registry.mutates(n)} == {"create_event", "update_event", "delete_event"}
+    assert not registry.mutates("no_such_tool")
 
 
 def test_schemas_are_small_plain_json_without_null_unions(registry: Registry) -> None:

@@ -93,6 +93,15 @@ def test_unknown_time_zone_is_one_line_before_any_model_loads(tmp_path):
     ]
 
 
+def test_a_bad_calendar_setting_is_one_line_before_any_model_loads(tmp_path):
+    """The calendar owns agenda_time (tools/calendar/settings.py); the CLI still checks it up front."""
+    result = run_agent(["--model", str(tmp_path / "never-read.gguf")], tmp_path, stdin="hi\n", AGENT_AGENDA_TIME="8am")
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: agenda_time: expected a 24-hour HH:MM time, e.g. 08:00; got '8am'"
+    ]
+
+
 def test_lora_is_not_taken_for_lora_scale(tmp_path):
     result = run_agent(["--lora", "x.gguf"], tmp_path)
     assert result.returncode == 2
@@ -160,7 +169,7 @@ def test_piped_repl_denies_destructive_calls_unless_yes(tmp_path):
     from agent.app import build_runtime
     from agent.backends.scripted import ScriptedBackend
     from agent.config import load_settings
-    from agent.parsing import format_tool_call
+    from agent.formats import format_tool_call
     from agent.repl import run_repl
     from tools.calendar import CalendarStore
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import threading
 from datetime import datetime
@@ -15,9 +16,10 @@ import pytest
 from agent.backends.scripted import ScriptedBackend
 from agent.eval import cli
 from agent.eval.metrics import OVERALL, format_table, summarize
+from agent.eval.record import EpisodeRecord
 from agent.eval.report import ERRORS_CSV, SUMMARY_JSON, SUMMARY_TXT, write_reports
 from agent.eval.runner import EPISODES_DIR, RunOptions, episode_path, load_episodes, run_eval
-from agent.eval.suite import Scenario
+from agent.eval.suite import Scenario, Verdict
 from tools.calendar.eval_suite import load_eval_suite
 
 SUITE = load_eval_suite()
@@ -51,15 +53,15 @@ def test_every_episode_is_written_and_a_rerun_resumes(tmp_path: Path) -> None:
     assert len(records) == len(first.built) == 2 * len(scenarios)
     assert len(list((tmp_path / EPISODES_DIR).glob("*.json"))) == len(records)
 
-    gone = episode_path(tmp_path, records[3]["key"])
+    gone = episode_path(tmp_path, records[3].key)
     gone.unlink()
-    half_written = episode_path(tmp_path, records[5]["key"])
+    half_written = episode_path(tmp_path, records[5].key)
     half_written.write_text('{"key": "trunc', encoding="utf-8")
     second = Counting()
     again = run_eval(SUITE, scenarios, second, options)
-    assert sorted(second.built) == sorted([f"{records[3]['scenario_id']}/{records[3]['sample']}",
-                                           f"{records[5]['scenario_id']}/{records[5]['sample']}"])
-    assert [r["key"] for r in again] == [r["key"] for r in records]
+    assert sorted(second.built) == sorted([f"{records[3].scenario_id}/{records[3].sample}",
+                                           f"{records[5].scenario_id}/{records[5].sample}"])
+    assert [r.key for r in again] == [r.key for r in records]
 
 
 def test_an_interrupted_episode_is_not_saved(tmp_path: Path) -> None:
@@ -79,7 +81,7 @@ def test_an_interrupted_episode_is_not_saved(tmp_path: Path) -> None:
 def test_episode_record_holds_messages_calls_components_and_stop_reasons(tmp_path: Path) -> None:
     scenario = SUITE.scenarios(templates=["delete_request"], per_template=1)[0]
     [record] = run_eval(SUITE, [scenario], Counting(), RunOptions(out_dir=tmp_path, progress=False))
-    saved = json.loads(episode_path(tmp_path, record["key"]).read_text(encoding="utf-8"))
+    saved = json.loads(episode_path(tmp_path, record.key).read_text(encoding="utf-8"))
     assert saved["stop_reasons"] == ["asked_user", "final_reply"]
     assert [c["name"] for c in saved["calls"]] == ["search_events", "delete_event"]
     assert saved["calls"][1]["approved"] is True and saved["calls"][1]["user_messages"] == 2
@@ -90,7 +92,7 @@ def test_episode_record_holds_messages_calls_components_and_stop_reasons(tmp_pat
 def test_user_messages_in_the_transcript_are_stamped_with_the_episodes_time(tmp_path: Path) -> None:
     scenario = SUITE.scenarios(templates=["delete_request"], per_template=1)[0]
     [record] = run_eval(SUITE, [scenario], Counting(), RunOptions(out_dir=tmp_path, progress=False))
-    saved = json.loads(episode_path(tmp_path, record["key"]).read_text(encoding="utf-8"))
+    saved = json.loads(episode_path(tmp_path, record.key).read_text(encoding="utf-8"))
     local = datetime.fromisoformat(scenario.now).astimezone(ZoneInfo(scenario.tz))
     stamp = f"[{local:%H:%M}] "
     users = [m["content"] for m in saved["messages"] if m["role"] == "user"]
@@ -105,17 +107,20 @@ def test_parallel_run_gives_the_same_outcomes(tmp_path: Path) -> None:
     one = run_eval(SUITE, scenarios, Counting("deletes_without_asking"), RunOptions(out_dir=tmp_path / "a", progress=False))
     many = run_eval(SUITE, scenarios, Counting("deletes_without_asking"),
                     RunOptions(out_dir=tmp_path / "b", concurrency=3, progress=False))
-    strip = lambda rs: [(r["key"], r["verdict"]["success"], r["verdict"]["policy_ok"]) for r in rs]  # noqa: E731
+    strip = lambda rs: [(r.key, r.verdict.success, r.verdict.policy_ok) for r in rs]  # noqa: E731
     assert strip(one) == strip(many)
 
 
 def record(scenario: str, sample: int, success: bool, template: str = "t", calls: int = 1, valid: int = 1,
-           policy_ok: bool = True, incorrect: bool = False) -> dict[str, Any]:
-    return {"key": f"{scenario}__s{sample}", "scenario_id": scenario, "template": template, "sample": sample,
-            "calls": [], "exchanges": [],
-            "verdict": {"success": success, "policy_ok": policy_ok, "incorrect_action": incorrect, "reward": float(success),
-                        "valid_calls": valid, "attempted_calls": calls, "components": {"total": float(success)},
-                        "violations": [], "errors": []}}
+           policy_ok: bool = True, incorrect: bool = False) -> EpisodeRecord:
+    """An episode record with just the verdict the summary reads (no conversation)."""
+    task = dataclasses.replace(SUITE.scenarios(per_template=1)[0], id=scenario, template=template)
+    verdict = Verdict(success=success, policy_ok=policy_ok, incorrect_action=incorrect, reward=float(success),
+                      valid_calls=valid, attempted_calls=calls, components={"total": float(success)})
+    return EpisodeRecord(key=f"{scenario}__s{sample}", scenario_id=scenario, template=template, variant=task.variant,
+                         split=task.split, language=task.language, sample=sample, scenario=task, messages=[],
+                         exchanges=[], stop_reasons=[], calls=[], final_snapshot={}, verdict=verdict, backend={},
+                         error=None, seconds=0.0)
 
 
 def test_summary_figures_and_pass_k() -> None:

@@ -141,7 +141,8 @@ def test_greedy_samples_are_reported_as_one_decode_repeated(tmp_path: Path) -> N
     )
     assert result.returncode == 0, result.stderr
     assert "greedy (the 3 samples repeat one decode: pass^3 is not a sampled estimate)" in result.stdout
-    assert all(e["sampling"] is None for e in _episodes(out).values()) and len(_episodes(out)) == 6
+    # greedy episodes are written as before sampling existed: no sampling field (None when read)
+    assert all("sampling" not in e for e in _episodes(out).values()) and len(_episodes(out)) == 6
     assert json.loads((out / "run.json").read_text(encoding="utf-8"))["sampling"] is None
 
 
@@ -159,16 +160,16 @@ def test_sampled_tool_calls_stay_inside_the_grammar(smollm2: Path) -> None:
     the constrained path must then sample among the allowed tokens only, so the call still parses
     and validates, for each seed."""
     from agent.backends.llama import LlamaBackend
-    from agent.grammar import max_text_bytes, tool_call_gbnf
-    from agent.parsing import parse_reply
+    from agent.formats import HERMES, parse_reply
+    from agent.formats.gbnf import max_text_bytes
     from tools.calendar.grpo_env import tool_schemas
 
     schemas = tool_schemas()
-    budget = int(max_text_bytes(tool_call_gbnf(schemas)))
+    budget = int(max_text_bytes(HERMES.call_gbnf(schemas)))
     backend = LlamaBackend(smollm2, n_ctx=8192, n_threads=1, tool_block="compact")
     messages = [{"role": "user", "content": "Book lunch with Mina tomorrow at noon."}]
     for seed in (1, 2):
-        completion = backend.complete(messages, schemas, max_tokens=budget, assistant_prefix="<tool_call>",
+        completion = backend.complete(messages, schemas, max_tokens=budget, assistant_prefix=HERMES.call_open,
                                       stop_after_call=True, sampling=Sampling(temperature=5.0, seed=seed))
         assert completion.error is None
         reply = parse_reply(completion.text)

@@ -31,14 +31,14 @@ def test_smollm2_dev_run_finishes_and_is_scored(smollm2: Path, tmp_path: Path) -
                          budgets=Budgets(max_steps=3, max_tool_calls=4, max_tokens=96))
     records = run_eval(suite, scenarios, lambda s, k: backend, options)
 
-    assert [r["scenario_id"] for r in records] == [s.id for s in scenarios]
+    assert [r.scenario_id for r in records] == [s.id for s in scenarios]
     assert len(load_episodes(tmp_path)) == 2
     for record in records:
-        verdict = record["verdict"]
-        assert record["error"] is None
-        assert 0.0 <= verdict["reward"] <= 1.0 and verdict["components"]["total"] == verdict["reward"]
-        assert record["exchanges"] and record["exchanges"][0]["turn"]["steps"][0]["generated_tokens"] > 0
-        assert record["backend"]["backend"] == "llama"
+        verdict = record.verdict
+        assert record.error is None
+        assert 0.0 <= verdict.reward <= 1.0 and verdict.components["total"] == verdict.reward
+        assert record.exchanges and record.exchanges[0].turn.steps[0].generated_tokens > 0
+        assert record.backend["backend"] == "llama"
     rows = write_reports(tmp_path, records, "smollm2")
     assert rows[-1].group == "overall" and rows[-1].episodes == 2
     with (tmp_path / ERRORS_CSV).open(encoding="utf-8") as fh:

@@ -17,7 +17,7 @@ import pytest
 from agent.config import Settings
 from agent.export import cli
 from agent.export.grpo import needs_dialogue, prompt_rows, write_grpo
-from agent.parsing import parse_reply
+from agent.formats import parse_reply
 from tests.export_helpers import parse, suite
 from tools.calendar.grpo_env import CONTROL_METHODS, CalendarGRPOEnv, final_text, reward_func
 from tools.calendar.scenarios import build_scenario

@@ -118,8 +118,8 @@ def test_one_rollout_of_the_real_small_model_is_scored(smollm2) -> None:
     ends as the call closes, as a rollout that scores this one call needs nothing after it."""
     from agent.backends.llama import LlamaBackend
     from agent.export.grpo import prompt_rows
-    from agent.grammar import max_text_bytes, tool_call_gbnf
-    from agent.parsing import parse_reply
+    from agent.formats import HERMES, parse_reply
+    from agent.formats.gbnf import max_text_bytes
     from tools.calendar.grpo_env import reward_func
 
     row = prompt_rows(suite(), split="train", per_template=2)[0]
@@ -128,7 +128,7 @@ def test_one_rollout_of_the_real_small_model_is_scored(smollm2) -> None:
     tools = {t.__name__: t for t in trl_tools(environment)}
     schemas = tool_schemas()
 
-    budget = int(max_text_bytes(tool_call_gbnf(schemas)))
+    budget = int(max_text_bytes(HERMES.call_gbnf(schemas)))
     backend = LlamaBackend(smollm2, n_ctx=16384, n_threads=2)
     prompt_tokens = len(backend.tokenize(backend.render(row["prompt"], schemas)))
     assert backend.n_ctx - prompt_tokens >= budget  # the budget below is not cut by the context

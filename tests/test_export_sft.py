@@ -12,7 +12,7 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 from agent.backends.scripted import ScriptedBackend
 from agent.config import Settings
 from agent.export import cli
-from agent.export.episodes import Episode, episode_from_json, read_episodes
+from agent.export.episodes import Episode, read_episodes
 from agent.export.sft import Selection, build_rows, to_exact, to_structured, write_sft
 from agent.loop import Agent
 from agent.prompt import PromptRenderer
@@ -24,14 +24,6 @@ from tests.export_helpers import BROKEN, BROKEN_SAMPLE, parse, run, suite
 
 def is_oracle(episode: Episode) -> bool:
     return episode.extra.get("sample") != BROKEN_SAMPLE
-
-
-def write_results(folder: Path, episodes: list[dict[str, Any]]) -> Path:
-    """Hand-written episode files in the documented shape (for shapes the runner does not write)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    for i, data in enumerate(episodes):
-        (folder / f"{i:03d}.json").write_text(json.dumps(data, ensure_ascii=False))
-    return folder
 
 
 def standard_results(folder: Path) -> Path:
@@ -75,13 +67,19 @@ def test_reader_skips_non_episodes_and_reads_outcomes(results: Path) -> None:
     assert all(e.calls == sum(1 for m in e.messages if m["role"] == "tool") for e in episodes)
 
 
-def test_flat_fields_are_read_too() -> None:
-    episode = episode_from_json({"messages": [{"role": "user", "content": "hi"}], "scenario_id": "x-1",
-                                 "template": "t", "split": "dev", "reward": {"total": 0.5}, "success": False})
-    assert episode is not None
-    assert (episode.scenario_id, episode.template, episode.split, episode.reward, episode.success) == (
-        "x-1", "t", "dev", 0.5, False)
-    assert episode_from_json({"episodes": 3}) is None
+def test_a_file_in_another_shape_stops_the_export_with_one_line(tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """No lenient reading: fields at the top level instead of in ``scenario`` and ``verdict`` are
+    not what the runner writes, so the file is named with its problem instead of being guessed at."""
+    flat = tmp_path / "flat" / "episodes" / "x.json"
+    flat.parent.mkdir(parents=True)
+    flat.write_text(json.dumps({"messages": [{"role": "user", "content": "hi"}], "scenario_id": "x-1",
+                                "template": "t", "split": "dev", "reward": {"total": 0.5}, "success": False}))
+    with pytest.raises(ValueError, match=r"x\.json:1: key: missing \(and \d+ more problems\)"):
+        read_episodes(tmp_path / "flat")
+    assert cli.run(parse(["export", "stats", "--from", str(tmp_path / "flat")]), Settings()) == 2
+    error = capsys.readouterr().err
+    assert error.startswith(f"error: {flat}:1: ") and error.count("\n") == 1
 
 
 def test_success_only_drops_failures_and_identical_conversations(results: Path) -> None:

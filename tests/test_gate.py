@@ -10,7 +10,7 @@ import pytest
 
 from agent.approval import ApprovalRequest, Decision
 from agent.gate import TurnLedger, run_call
-from agent.parsing import ToolCall
+from agent.formats import ToolCall
 from agent.records import CallStatus, StopReason
 from tools.calendar import CalendarStore, build_registry
 from tools.calendar.grpo_env import CalendarGRPOEnv

@@ -14,18 +14,13 @@ import pytest
 from llama_cpp import Llama
 from pydantic import BaseModel, Field
 
-from agent.grammar import (
-    CALL_CLOSE,
-    DEFAULT_MAX_STRING,
-    check_grammar,
-    compile_grammar,
-    grammar_accepts,
-    int_range_gbnf,
-    max_text_bytes,
-    tool_call_gbnf,
-)
-from agent.parsing import format_tool_call, parse_reply
-from tools.registry import Registry, Tool, ToolResult
+from agent.formats import HERMES, format_tool_call, parse_reply
+from agent.formats.gbnf import DEFAULT_MAX_STRING, int_range_gbnf, max_text_bytes
+from agent.grammar import check_grammar, compile_grammar, grammar_accepts
+from agent.tools import Registry, Tool, ToolResult
+
+CALL_CLOSE = HERMES.call_close
+tool_call_gbnf = HERMES.call_gbnf
 
 # ------------------------------------------------------------------ a toy registry
 

@@ -11,7 +11,7 @@ from agent.approval import ApprovalRequest, ApproveAll, Decision, DenyAll
 from agent.backends.base import Completion
 from agent.backends.scripted import ScriptedBackend
 from agent.loop import Agent, Budgets
-from agent.parsing import format_tool_call
+from agent.formats import format_tool_call
 from agent.records import CallStatus, StopReason
 from tools.calendar import CalendarStore, build_registry
 

@@ -17,9 +17,9 @@ from pydantic import BaseModel
 from agent.approval import ApprovalRequest, Decision
 from agent.backends.scripted import ScriptedBackend
 from agent.loop import Agent, Budgets
-from agent.parsing import format_tool_call
+from agent.formats import format_tool_call
 from agent.records import CallStatus, StopReason
-from tools.registry import Registry, Tool, ToolResult
+from agent.tools import Registry, Tool, ToolResult
 
 
 class AddArgs(BaseModel):

@@ -306,7 +306,7 @@ def test_bare_pull_fetches_exactly_the_reference_pair_and_everything_resolves_it
     code = (
         "from agent.config import load_settings; from launchd.service import check_model; "
         "from models.resolve import resolve_or_exit; s = load_settings(); "
-        "print(resolve_or_exit(s, fallback_demo=True)); print(check_model(s))"
+        "print(resolve_or_exit(s.model_choice(), fallback_demo=True)); print(check_model(s))"
     )
     both = subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert both.returncode == 0, both.stderr

@@ -10,6 +10,7 @@ import pytest
 
 from agent.config import load_settings
 from models import demo
+from models.config import load_choice
 from models.resolve import (
     DEFAULT_MODEL_FILE,
     NO_ADAPTER_MESSAGE,
@@ -23,7 +24,7 @@ def settings_for(tmp: Path, flags: dict[str, object] | None = None, env: dict[st
     data = tmp / "data"
     data.mkdir(exist_ok=True)
     (data / "config.toml").write_text(config)
-    return load_settings(flags or {}, {"AGENT_DATA_DIR": str(data), **(env or {})})
+    return load_settings(flags or {}, {"AGENT_DATA_DIR": str(data), **(env or {})}).model_choice()
 
 
 def test_flag_beats_environment_beats_config(tmp_path: Path) -> None:
@@ -38,6 +39,25 @@ def test_flag_beats_environment_beats_config(tmp_path: Path) -> None:
     r = resolve(settings_for(tmp_path, None, None, config), cache_dir=tmp_path / "hub")
     assert (r.model_path, r.lora_path) == (Path("/config/model.gguf"), Path("/config/lora.gguf"))
     assert r.ok and r.model_source == r.lora_source == "configured"
+
+
+def test_python_m_models_reads_the_same_choice_as_the_agent(tmp_path: Path) -> None:
+    """models/ has its own reader (it may not import agent): both must pick the same files."""
+    data = tmp_path / "data"
+    other = tmp_path / "elsewhere"
+    other.mkdir()
+    config = other / "agent.toml"
+    config.write_text(f'data_dir = "{data}"\nmodel_path = "/config/m.gguf"\nno_adapter = true\n'
+                      'profile = "calendar-rlvr"\nadapter_repo = "me/lora"\nadapter_file = "l.gguf"\n')
+    cases = [
+        ({}, {"AGENT_CONFIG": str(config)}),
+        ({}, {"AGENT_CONFIG": str(config), "AGENT_DATA_DIR": str(other), "AGENT_NO_ADAPTER": "0"}),
+        ({"lora_path": "/flag/l.gguf", "profile": "reference"},
+         {"AGENT_CONFIG": str(config), "AGENT_MODEL_PATH": "/env/m.gguf", "AGENT_LORA_PATH": "/env/l.gguf"}),
+        ({"no_adapter": True}, {"AGENT_DATA_DIR": str(data)}),
+    ]
+    for flags, env in cases:
+        assert load_choice(flags, env) == load_settings(flags, env).model_choice(), (flags, env)
 
 
 def test_configured_beats_pulled_default(tmp_path: Path, smollm2: Path) -> None:

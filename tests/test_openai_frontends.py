@@ -221,15 +221,15 @@ def test_eval_over_the_api_plays_the_oracle_and_concurrency_changes_nothing(tmp_
     assert server.rejected == [] and all(r.status == 200 for r in server.requests)
     assert cli.main(["--policy", "oracle", "--limit", "5", "--no-progress", "--out", str(tmp_path / "oracle")]) == 0
     for name in ("one", "four", "oracle"):
-        runs[name] = {e["key"]: e for e in load_episodes(tmp_path / name)}
+        runs[name] = {e.key: e for e in load_episodes(tmp_path / name)}
     assert len(runs["one"]) == len(runs["four"]) == 5 and runs["one"].keys() == runs["oracle"].keys()
     for key, one in runs["one"].items():
         four, scripted = runs["four"][key], runs["oracle"][key]
-        assert one["error"] is None and four["error"] is None
-        assert one["verdict"] == four["verdict"] == scripted["verdict"] and one["verdict"]["success"]
-        assert one["messages"] == four["messages"]  # each episode saw only its own conversation
-        assert one["final_snapshot"] == four["final_snapshot"] == scripted["final_snapshot"]
-        assert one["stop_reasons"] == four["stop_reasons"] == scripted["stop_reasons"]
+        assert one.error is None and four.error is None
+        assert one.verdict == four.verdict == scripted.verdict and one.verdict.success
+        assert one.messages == four.messages  # each episode saw only its own conversation
+        assert one.final_snapshot == four.final_snapshot == scripted.final_snapshot
+        assert one.stop_reasons == four.stop_reasons == scripted.stop_reasons
     assert json.loads((tmp_path / "four" / "run.json").read_text())["backend"] == "openai"
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent.parsing import ParsedReply, ToolCall, format_tool_call, parse_reply
+from agent.formats import ParsedReply, ToolCall, format_tool_call, parse_reply
 
 
 def call(name: str, arguments: Any) -> str:

@@ -10,10 +10,12 @@ from zoneinfo import ZoneInfo
 import llama_cpp
 import pytest
 
-from agent.parsing import format_tool_call
-from agent.prompt import (PromptError, PromptRenderer, compact_tools, hermes_tool_block, short_description,
-                          stamp_user_text, system_prompt, unstamp_user_text)
+from agent.formats import HERMES, format_tool_call
+from agent.formats.tool_view import compact_tools, short_description
+from agent.prompt import PromptError, PromptRenderer, stamp_user_text, system_prompt, unstamp_user_text
 from tests.renderers import renderer_for
+
+hermes_tool_block = HERMES.tool_block
 
 TOOLS = [
     {"type": "function", "function": {

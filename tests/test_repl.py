@@ -29,7 +29,7 @@ from agent.app import build_runtime
 from agent.backends.base import Completion
 from agent.backends.scripted import ScriptedBackend
 from agent.config import load_settings
-from agent.parsing import format_tool_call
+from agent.formats import format_tool_call
 from agent.repl import CONVERSATION, LiveView, VisibleText, banner, run_repl
 
 

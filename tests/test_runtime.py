@@ -14,7 +14,8 @@ from agent.backends.scripted import ScriptedBackend
 from agent.config import load_settings
 from agent.export.episodes import read_trajectory_log
 from agent.loop import Budgets
-from agent.parsing import format_tool_call
+from agent.formats import format_tool_call
+from agent.history import kept_start, served_windows
 from agent.runtime import recent_turns
 from agent.trajectory import TrajectoryLog
 from tests.renderers import renderer_for
@@ -102,6 +103,43 @@ def test_history_window_cuts_on_user_turns():
     kept = recent_turns(history, 2)
     assert [m["content"] for m in kept] == ["u3", "a3", "u4", "a4"]
     assert recent_turns(history, 10) == history
+
+
+def test_history_is_cut_in_blocks_so_the_kept_count_stays_in_range():
+    drops = [kept_start(n, 12) for n in range(40)]
+    assert drops[:13] == [0] * 13  # 12 earlier turns fit
+    assert sorted(set(drops)) == [0, 8, 16, 24, 32]  # then two thirds of the window go at once
+    assert all(5 <= n - d <= 12 for n, d in enumerate(drops) if n > 12)
+    assert [kept_start(n, 12, block=1) for n in (12, 13, 14)] == [0, 1, 2]  # block 1: sliding
+
+
+def test_a_long_chat_keeps_the_previous_prompt_as_its_prefix_between_cuts(tmp_path):
+    """40 messages through the runtime: the prompt changes before the new message only at a cut."""
+    backend = ScriptedBackend(lambda messages: f"Noted {len(messages)}.")
+    runtime = build_runtime(settings_in(tmp_path), backend)
+    for i in range(40):
+        runtime.handle("repl", f"note {i}", DenyAll())
+    runtime.close()
+    breaks = 0
+    for earlier, later in zip(backend.calls, backend.calls[1:]):
+        reply = {"role": "assistant", "content": f"Noted {len(earlier)}."}
+        if later[: len(earlier) + 1] != earlier + [reply]:
+            breaks += 1
+        assert sum(m["role"] == "user" for m in later) <= runtime.history_turns + 1
+    assert breaks == 4  # earlier turns 13, 21, 29, 37: not one cut per turn from turn 13 on
+    assert backend.calls[-1][1]["content"].endswith("note 32")  # the last cut kept turns 32..38
+
+
+def test_served_windows_split_a_long_conversation_as_the_runtime_showed_it():
+    conversation = [{"role": "system", "content": "s"}]
+    for i in range(19):
+        conversation += [{"role": "user", "content": f"u{i}"}, {"role": "assistant", "content": f"a{i}"}]
+    first, second = served_windows(conversation, keep=12)
+    assert [m["content"] for m in first[:2]] == ["s", "u0"] and first[-1]["content"] == "a12"
+    assert [m["content"] for m in second[:2]] == ["s", "u8"] and second[-1]["content"] == "a18"
+    # the last prompt of each window is what recent_turns showed that turn
+    assert second[1:-1] == recent_turns(conversation[1:-2], 12) + [conversation[-2]]
+    assert served_windows(conversation[:9], keep=12) == [conversation[:9]]
 
 
 def two_turns_seven_minutes_apart(tmp_path: Path, backend) -> tuple:

@@ -176,6 +176,32 @@ def test_rows_of_the_other_tool_block_are_refused(export_dir: Path, smollm2: Pat
     assert not (tmp_path / "out").exists()
 
 
+def test_structured_rows_are_refused_for_a_template_that_ignores_tools(export_dir: Path, smollm2: Path, tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """`export sft` without --model writes structured rows; SmolLM2's ChatML would drop their calls."""
+    from agent.export import cli as export_cli
+
+    oracle = export_dir.parent / "oracle"
+    assert _cli(export_cli, ["export", "sft", "--from", str(oracle), "--out", str(tmp_path / "structured"),
+                             "--success-only", "--assistant-format", "structured"]) == 0
+    capsys.readouterr()
+    argv = ["train", "sft", "--base", str(smollm2), "--data", str(tmp_path / "structured"), "--out", str(tmp_path / "out")]
+    assert _cli(train_cli, argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "structured assistant format" in err[0] and "needs exact" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_row_format_is_read_from_the_row_or_its_messages() -> None:
+    from agent.train.sft import row_format
+
+    call = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}
+    assert row_format({"assistant_format": "exact", "messages": []}) == "exact"
+    assert row_format({"messages": [{"role": "user", "content": "hi"}, call]}) == "structured"
+    assert row_format({"messages": [{"role": "system", "content": "# Tools\n<tools>\nf()\n</tools>"}]}) == "exact"
+    assert row_format({"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]}) is None
+
+
 def test_the_compact_row_is_short_and_shows_the_compact_block(greeting_export: Path, tokenizer: Any) -> None:
     [row] = read_rows(greeting_export)
     assert row["tool_block"] == "compact" and row["template"] == "no_tool"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 from typing import Any
 
@@ -12,7 +13,8 @@ from agent.eval.trace import EpisodeTrace, Exchange
 from agent.records import CallRecord, CallStatus, StepRecord, StopReason, Turn
 from tools.calendar.eval_suite import make_environment
 from tools.calendar.scenarios import build_scenario
-from tools.calendar.verify import CalendarVerifier, RewardWeights
+from tools.calendar.verify import CalendarVerifier, RewardWeights, ToolKinds, calendar_tool_kinds
+from agent.tools import Registry
 
 TOOLS = ("search_events", "create_event", "update_event", "delete_event", "find_free_slots", "find_common_free_time")
 DELETE = build_scenario("delete_request", 0)
@@ -200,3 +202,22 @@ def test_reminders_and_duplicates_are_part_of_the_final_state() -> None:
     final["events"].append({**final["events"][0], "id": None})
     verdict = CalendarVerifier().verify(delete_trace(ideal_first(), ideal_second(), final=final))
     assert not verdict.success and verdict.incorrect_action and "unexpected" in verdict.errors[0]
+
+
+def test_what_counts_as_a_change_or_a_lookup_is_read_from_the_registry_flags() -> None:
+    environment = make_environment(DELETE)
+    try:
+        tools = environment.registry.tools
+    finally:
+        environment.close()
+    kinds = ToolKinds.of(Registry.of(tools))
+    assert kinds == calendar_tool_kinds()
+    assert kinds.mutating == {"create_event", "update_event", "delete_event"}
+    assert kinds.destructive == {"update_event", "delete_event"}
+    assert kinds.lookups == {"search_events", "find_free_slots", "find_common_free_time"}
+    # Were the search declared as mutating, the ideal run would change the store before the
+    # user's answer (message 2) and look nothing up first.
+    flagged = Registry.of([dataclasses.replace(t, mutates=True) if t.name == "search_events" else t for t in tools])
+    verdict = CalendarVerifier(tools=ToolKinds.of(flagged)).verify(delete_trace(ideal_first(), ideal_second()))
+    assert verdict.components["safety_info"] == 0.0 and not verdict.policy_ok
+    assert CalendarVerifier(tools=kinds).verify(delete_trace(ideal_first(), ideal_second())).reward == 1.0

@@ -15,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from agent.domain import Domain
-from tools.registry import Registry, Tool, ToolResult
+from agent.tools import Registry, Tool, ToolResult
 
 STORE_NAME = "toy_events.sqlite3"
 

@@ -1,1 +1,1 @@
-"""Tool registry and the domains that plug into it."""
+"""The domains that plug into the runtime's tool contract (`agent.tools`)."""

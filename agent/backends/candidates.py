@@ -77,6 +77,7 @@ class CandidateIndex:
         self._space_unprobed = np.array(space_unprobed, dtype=np.int32)
         self._probe_keys = np.array(list(probe_ids), dtype=np.int32)
         self._probes = np.array(list(probe_ids.values()), dtype=np.int32)
+        self._probe_of = dict(probe_ids)
         self._space = probe_ids.get(SPACE)
         self._cache: dict[tuple[frozenset[int], frozenset[int]], np.ndarray] = {}
 
@@ -100,6 +101,30 @@ class CandidateIndex:
                 groups.append(self._space_unprobed)
             self._cache[key] = np.concatenate(groups)
         return self._cache[key]
+
+    def forced_text(self, grammar: Any, limit: int = 64) -> str:
+        """The text ``grammar`` admits as its only continuation (up to ``limit`` characters; '' when
+        more than one character could follow). Asked of a copy, so ``grammar`` is not advanced.
+
+        A character is forced when it is the only probed character the grammar allows and no token
+        of the ``always`` group (end of generation, empty pieces, characters without a probe) is
+        allowed either: then every token the grammar allows starts with it, whatever the logits.
+        """
+        branch = llama_cpp.llama_sampler_clone(grammar)
+        text: list[str] = []
+        try:
+            while len(text) < limit:
+                allowed = self._allowed_keys(branch)
+                if len(allowed) != 1 or NON_ASCII in allowed:
+                    break
+                if self._always.size and grammar_keeps(branch, self._always).size:
+                    break
+                (key,) = allowed
+                llama_cpp.llama_sampler_accept(branch, self._probe_of[key])
+                text.append(chr(key))
+        finally:
+            llama_cpp.llama_sampler_free(branch)
+        return "".join(text)
 
     def _allowed_keys(self, grammar: Any) -> frozenset[int]:
         kept = grammar_keeps(grammar, self._probes)

@@ -16,7 +16,7 @@ history into what a server is sent, in one of two wire formats:
 - ``text``: for a server whose chat template ignores tools (SmolLM2's plain ChatML on
   llama-server renders an assistant turn that carries only ``tool_calls`` as empty, so the call
   is lost from the prompt). The messages are what the in-process runtime renders for such a
-  template (``agent.prompt.as_hermes_chat``): the Hermes tool block in the system message, each
+  template (``HERMES.plain_chat``): the Hermes tool block in the system message, each
   assistant turn's exact text, tool results as user turns in ``<tool_response>`` tags; no
   ``tools`` field. Strict APIs accept this too, but their models then see calls as plain text.
 
@@ -42,8 +42,7 @@ import httpx
 
 from agent.backends.base import KEY_REFUSED, Completion
 from agent.backends.sampling import Sampling
-from agent.parsing import CALL_CLOSE, CALL_OPEN, parse_reply
-from agent.prompt import as_hermes_chat
+from agent.formats import HERMES, parse_reply
 
 log = logging.getLogger(__name__)
 
@@ -244,7 +243,7 @@ def wire_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | 
                   wire_format: str = "openai") -> list[dict[str, Any]]:
     """The stored history as a server is sent it (see the module docstring)."""
     if wire_format == "text":
-        return [{"role": m["role"], "content": m["content"]} for m in as_hermes_chat(messages, list(tools or []))]
+        return [{"role": m["role"], "content": m["content"]} for m in HERMES.plain_chat(messages, list(tools or []))]
     return openai_messages(messages)
 
 
@@ -295,7 +294,7 @@ def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             # No readable call: the text as written (an unreadable block stays visible, so the
             # correction that follows refers to something the model can see), minus reasoning.
             parsed = parse_reply(content)
-            text = content if "<tool_call>" in content else parsed.content
+            text = content if HERMES.call_open in content else parsed.content
             out.append({"role": "assistant", "content": text})
             continue
         wire_calls = []
@@ -323,21 +322,6 @@ def arguments_text(arguments: Any) -> str:
 # -- wire -> Completion -------------------------------------------------------------------------
 
 
-def hermes_block(name: str, arguments: str) -> str:
-    """One call as ``<tool_call>`` text, holding the server's ``arguments`` text byte for byte.
-
-    For arguments a JSON object, this is what ``agent.parsing.format_tool_call`` writes when the
-    server's text is ``json.dumps`` of it; arguments that are not valid JSON go in as a string,
-    so the block still parses and the loop answers "invalid arguments" to the model.
-    """
-    try:
-        json.loads(arguments)
-        inner = arguments
-    except ValueError:
-        inner = json.dumps(arguments, ensure_ascii=False)
-    return f"{CALL_OPEN}\n{{\"name\": {json.dumps(name, ensure_ascii=False)}, \"arguments\": {inner}}}\n{CALL_CLOSE}"
-
-
 def completion_from(data: dict[str, Any]) -> Completion:
     """A Completion from a chat-completions answer; raises on a shape it does not know."""
     choice = data["choices"][0]
@@ -357,7 +341,7 @@ def completion_from(data: dict[str, Any]) -> Completion:
             except ValueError:
                 parsed = text  # left as the string; the loop reports invalid arguments to the model
             native.append({"id": call.get("id"), "name": str(fn["name"]), "arguments": parsed, "arguments_text": text})
-        calls_text = "\n".join(hermes_block(c["name"], c["arguments_text"]) for c in native)
+        calls_text = "\n".join(HERMES.call_text(c["name"], c["arguments_text"]) for c in native)
         content = f"{content}\n{calls_text}" if content else calls_text
     finish = choice.get("finish_reason") or "stop"
     if finish == "tool_calls":

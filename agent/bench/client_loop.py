@@ -27,9 +27,9 @@ from agent.eval.suite import Environment, Scenario
 from agent.eval.trace import EpisodeTrace
 from agent.gate import TurnLedger, run_call
 from agent.loop import QUESTION_ENDINGS, Budgets
-from agent.parsing import ToolCall
+from agent.formats import ToolCall
 from agent.records import CallRecord, CallStatus, StepRecord, StopReason, Turn
-from tools.registry import Registry, ToolResult
+from agent.tools import Registry, ToolResult
 
 # One chat-completions request body in, the ``chat.completion`` response out.
 ChatFn = Callable[[dict[str, Any]], dict[str, Any]]

@@ -10,6 +10,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from agent.bench.recording import RecordingBackend, StepTrace
+from agent.formats import HERMES
 
 if TYPE_CHECKING:
     from agent.bench.runner import Bench
@@ -19,12 +20,12 @@ USER_TEXT = "Book a dentist appointment on 2026-12-01 at 15:00 for an hour, then
 
 # The episode's replies start with these (one per step); the model writes the rest.
 EPISODE_PREFIXES: list[str] = [
-    "<tool_call>\n",
-    '<tool_call>\n{"name": "search_events", "arguments": {"date": "%s"}}\n</tool_call>' % DAY,
-    '<tool_call>\n{"name": "create_event", "arguments": {"title": "Dentist", "date": "%s", '
-    '"start_time": "15:00", "duration_minutes": 60}}\n</tool_call>' % DAY,
-    '<tool_call>\n{"name": "find_free_slots", "arguments": {"date": "%s", "duration_minutes": 30}}\n</tool_call>' % DAY,
-    '<tool_call>\n{"name": "search_events", "arguments": {"date": "%s", "query": "Dentist"}}\n</tool_call>' % DAY,
+    HERMES.call_open + "\n",
+    HERMES.format_tool_call("search_events", {"date": DAY}),
+    HERMES.format_tool_call("create_event", {"title": "Dentist", "date": DAY, "start_time": "15:00",
+                                             "duration_minutes": 60}),
+    HERMES.format_tool_call("find_free_slots", {"date": DAY, "duration_minutes": 30}),
+    HERMES.format_tool_call("search_events", {"date": DAY, "query": "Dentist"}),
     "",
 ]
 

@@ -58,7 +58,7 @@ def startup(bench: Bench) -> Any:
     runtime.handle("startup", "Hello", DenyAll())
     runtime.close()
     report.add("check_ms", "model check (check_pair), ms", statistics.median(checks) * 1000, "<= 50")
-    report.info["threads"] = backend._llm.context_params.n_threads
+    report.info["threads"] = backend.engine.n_threads
     return backend
 
 

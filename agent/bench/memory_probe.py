@@ -122,7 +122,7 @@ def kv_bytes_per_token(metadata: dict[str, str]) -> int | None:
 def run_runtime(args: argparse.Namespace) -> dict[str, Any]:
     """The bench's scripted episode through the runtime users run, then its steps to ``args.steps``."""
     stages = Stages()
-    import llama_cpp
+    import llama_cpp  # noqa: F401  (its import belongs to the "imports" stage, as in the bare run)
 
     from agent.app import build_llama_backend
     from agent.bench.episode import run_episode
@@ -145,15 +145,15 @@ def run_runtime(args: argparse.Namespace) -> dict[str, Any]:
         hook.close()
     peak = stages.mark("end")  # before the bench's own bookkeeping below
     Path(args.steps).write_text(json.dumps([asdict(s) for s in steps]))
-    llm = backend._llm
+    engine = backend.engine
     return {
         "mode": "runtime", "peak_rss_bytes": peak, "stages_rss_mb": stages.rss_mb,
         "stages_s": stages.seconds, "episode_s": seconds, "steps": len(steps),
         "first_prompt_tokens": steps[0].evaluated if steps else 0,
-        "stop": turn.stop_reason.value, "n_ctx": llm.n_ctx(), "n_tokens": llm.n_tokens,
-        "state_bytes": llama_cpp.llama_state_seq_get_size(llm._ctx.ctx, 0),
-        "kv_bytes_per_token": kv_bytes_per_token(llm.metadata),
-        "saved_states": len(backend._states), "max_saved_sessions": backend.max_saved_sessions,
+        "stop": turn.stop_reason.value, "n_ctx": engine.n_ctx, "n_tokens": engine.n_tokens,
+        "state_bytes": engine.state_size(),
+        "kv_bytes_per_token": kv_bytes_per_token(engine.metadata),
+        "saved_states": backend.saved_sessions, "max_saved_sessions": backend.max_saved_sessions,
         "max_saved_state_bytes": backend.max_saved_state_bytes,
     }
 

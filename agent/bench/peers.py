@@ -30,7 +30,7 @@ from itertools import zip_longest
 from typing import TYPE_CHECKING, Any, Callable
 
 from agent.bench.report import progress
-from tools.registry import ToolResult
+from agent.tools import ToolResult
 
 if TYPE_CHECKING:
     from agent.bench.runner import Bench

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from agent.bench.episode import DAY, EPISODE_PREFIXES
 from agent.bench.recording import RecordingBackend, StepTrace
 from agent.bench.report import Report, progress
+from agent.formats import HERMES
 
 if TYPE_CHECKING:
     from agent.bench.runner import Bench
@@ -24,8 +25,8 @@ CHAT_TURNS: dict[str, list[tuple[str, str]]] = {
     "chat-b": [
         ("Is there anything called Dentist on 2026-12-01?", EPISODE_PREFIXES[4]),
         ("Add 'Team sync' at 10:00 that day, 30 minutes.",
-         '<tool_call>\n{"name": "create_event", "arguments": {"title": "Team sync", "date": "%s", '
-         '"start_time": "10:00", "duration_minutes": 30}}\n</tool_call>' % DAY),
+         HERMES.format_tool_call("create_event", {"title": "Team sync", "date": DAY, "start_time": "10:00",
+                                                  "duration_minutes": 30})),
         ("What is on that day now?", EPISODE_PREFIXES[1]),
     ],
 }
@@ -69,12 +70,12 @@ def interleaved(bench: Bench, backend: Any) -> None:
 
 def state_copy(report: Report, backend: Any) -> None:
     """The session-state save, split: llama.cpp writing the state into the kept bytearray (what
-    ``LlamaBackend._save_state`` does now) vs the two earlier versions' extra copy."""
+    ``states.capture`` does now) vs the two earlier versions' extra copy."""
     import ctypes
 
     import llama_cpp
 
-    ctx = backend._llm._ctx.ctx
+    ctx = backend.engine.context
     size = llama_cpp.llama_state_seq_get_size(ctx, 0)
     data = bytearray(size)
     buf = (ctypes.c_uint8 * size).from_buffer(data)
@@ -89,7 +90,7 @@ def state_copy(report: Report, backend: Any) -> None:
     t_direct = time.perf_counter() - t
     del buf
     report.add("state_mb", "saved session state, MB", written / 2**20,
-               note=f"{backend._llm.n_tokens} tokens in context")
+               note=f"{backend.engine.n_tokens} tokens in context")
     report.add("state_get_s", "state save as now: llama_state_seq_get_data into the kept bytes, s", t_get)
     report.add("state_bytes_slice_s", "state save, first version: + bytes(buf[:n]), s", t_slice)
     report.add("state_string_at_s", "state save, second version: + ctypes.string_at(buf, n), s", t_direct)

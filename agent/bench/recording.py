@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from agent.backends.llama import common_prefix
+from agent.backends.llama.engine import keep_prefix, sample
 
 
 @dataclass
@@ -28,8 +29,8 @@ class StepTrace:
 class RecordingBackend:
     """Wraps a LlamaBackend: starts each reply with a scripted prefix and records the tokens.
 
-    Reads the backend's llama.cpp context (``_llm``) after each step: the bench measures the
-    backend, it does not change it.
+    Reads the tokens in the backend's context (``engine.tokens()``) after each step: the bench
+    measures the backend, it does not change it.
     """
 
     name = "llama"
@@ -41,8 +42,7 @@ class RecordingBackend:
         self._last_by_session: dict[str, list[int]] = {}
 
     def _context(self) -> list[int]:
-        llm = self.backend._llm
-        return llm.input_ids[: llm.n_tokens].tolist()
+        return self.backend.engine.tokens()
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
                  session_id: str | None = None, max_tokens: int = 512) -> Any:
@@ -103,8 +103,7 @@ def hold(llm: Any, tokens: list[int]) -> None:
     """Make a ``Llama``'s context hold exactly ``tokens``, evaluating only what it does not hold
     already; the last token is always evaluated, so the logits are fresh."""
     have = min(common_prefix(llm.input_ids[: llm.n_tokens].tolist(), tokens), max(len(tokens) - 1, 0))
-    llm._ctx.kv_cache_seq_rm(-1, have, -1)
-    llm.n_tokens = have
+    keep_prefix(llm, have)
     if have < len(tokens):
         llm.eval(tokens[have:])
 
@@ -131,6 +130,6 @@ class BareLlama:
         sampler.add_greedy()
         llm.eval(step.prompt[step.reused:])
         for token in step.generated:
-            sampler.sample(llm._ctx, -1)
+            sample(llm, sampler)
             llm.eval([token])
-        sampler.sample(llm._ctx, -1)
+        sample(llm, sampler)

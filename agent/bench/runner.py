@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from agent.bench import grammar, memory, overhead, peers, prefix, tool_block
+from agent.bench import grammar, jump, long_chat, memory, overhead, peers, prefix, tool_block
 from agent.bench.report import Report, machine
 
 
@@ -71,7 +71,9 @@ class Bench:
         prefix.episode_reuse(self.report, steps)
         prefix.state_copy(self.report, backend)
         prefix.interleaved(self, backend)
-        grammar.constrained(self, backend, "49k", f"vocab {backend._llm.n_vocab()}")
+        long_chat.long_chat(self, backend)
+        grammar.constrained(self, backend, "49k", f"vocab {backend.engine.n_vocab}")
+        jump.figure(self, backend, "49k", f"vocab {backend.engine.n_vocab}")
         grammar.qwen3(self)
         tool_block.sizes(self, backend)
         peers.peers(self, backend)

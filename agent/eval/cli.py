@@ -15,6 +15,7 @@ from agent.backends.base import Backend
 from agent.backends.sampling import Sampling
 from agent.eval.compare import compare_dirs, format_comparison
 from agent.eval.metrics import format_table
+from agent.eval.record import EpisodeFileError
 from agent.eval.report import write_reports
 from agent.eval.runner import BackendFor, RunOptions, run_eval, write_json_atomic
 from agent.eval.suite import SPLITS, EvalSuite, Scenario, Verifier, load_eval_suite
@@ -192,7 +193,12 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
             if not folder.is_dir():
                 print(f"error: {folder}: not a results folder", file=sys.stderr)
                 return 2
-        print(format_comparison(compare_dirs(args.a, args.b), str(args.a), str(args.b)))
+        try:
+            comparison = compare_dirs(args.a, args.b)
+        except (OSError, EpisodeFileError) as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        print(format_comparison(comparison, str(args.a), str(args.b)))
         return 0
     if settings is None:
         from agent.config import load_settings, with_model_flag
@@ -250,6 +256,9 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
         print(f"\ninterrupted; finished episodes are in {out_dir}. Run the same command again to resume.",
               file=sys.stderr)
         return 1
+    except EpisodeFileError as exc:  # resuming into a folder that holds something else
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     header = (f"{label} · split {args.split} · seed {args.seed} · {len(scenarios)} scenarios × {args.samples}"
               f" · {sampling_note(sampling, args.samples)}")
     rows = write_reports(out_dir, records, header, suite.reference_templates)

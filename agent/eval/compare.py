@@ -9,8 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from math import comb
 from pathlib import Path
-from typing import Any
-
+from agent.eval.record import EpisodeRecord
 from agent.eval.runner import load_episodes
 
 
@@ -40,8 +39,8 @@ class Comparison:
         return mcnemar_exact(len(self.lost), len(self.gained))
 
 
-def outcomes(records: list[dict[str, Any]]) -> dict[str, bool]:
-    return {r["key"]: bool(r["verdict"]["success"]) for r in records}
+def outcomes(records: list[EpisodeRecord]) -> dict[str, bool]:
+    return {r.key: bool(r.verdict.success) for r in records}
 
 
 def compare_outcomes(a: dict[str, bool], b: dict[str, bool]) -> Comparison:

@@ -29,6 +29,7 @@ from agent.approval import ApprovalRequest, Decision
 from agent.backends.base import Backend
 from agent.eval.suite import Environment, Scenario
 from agent.eval.trace import HANDED_BACK, EpisodeTrace, Exchange, asked_question
+from agent.history import DEFAULT_HISTORY_TURNS, recent_turns
 from agent.loop import Agent, Budgets
 from agent.prompt import stamp_user_text, system_prompt
 from agent.records import Turn
@@ -61,6 +62,13 @@ def user_message(scenario: Scenario, environment: Environment, text: str) -> dic
     return {"role": "user", "content": stamp_user_text(environment.now, scenario.tz, text)}
 
 
+def served(messages: list[dict[str, Any]], keep: int = DEFAULT_HISTORY_TURNS) -> list[dict[str, Any]]:
+    """The prompt's messages as the runtime would show them: the system message, the earlier
+    turns trimmed by the runtime's rule (``agent.history``), the new user message. A copy: the
+    turn appends to it, and the episode's full ``messages`` get the produced ones after."""
+    return messages[:1] + recent_turns(messages[1:-1], keep) + messages[-1:]
+
+
 # One turn of whichever agent plays the episode: (messages ending with the user's, approver) -> Turn.
 TurnFn = Callable[[list[dict[str, Any]], ScenarioApprover], Turn]
 
@@ -88,7 +96,10 @@ def play_dialogue(scenario: Scenario, environment: Environment, run_turn: TurnFn
         approver.delivered += 1
         if line is not None and line == consent_line:
             approver.consented = True
-        turn = run_turn(messages, approver)
+        shown = served(messages)
+        before = len(shown)
+        turn = run_turn(shown, approver)  # appends what the turn produced to ``shown``
+        messages.extend(shown[before:])
         trace.exchanges.append(Exchange(user_text=turn.user_text, turn=turn, script_line=line))
         changed = changed or environment.snapshot() != initial
         text, line = None, None

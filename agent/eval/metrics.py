@@ -12,6 +12,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any, Iterable
 
+from agent.eval.record import EpisodeRecord
+
 OVERALL = "overall"
 REFERENCE = "reference"  # the reference templates only (e.g. the 400 core calendar scenarios)
 
@@ -35,38 +37,38 @@ def _pct(part: float, whole: float) -> float:
     return 100.0 * part / whole if whole else 0.0
 
 
-def summarize_group(group: str, records: list[dict[str, Any]]) -> Row:
-    verdicts = [r["verdict"] for r in records]
-    attempted = sum(v["attempted_calls"] for v in verdicts)
+def summarize_group(group: str, records: list[EpisodeRecord]) -> Row:
+    verdicts = [r.verdict for r in records]
+    attempted = sum(v.attempted_calls for v in verdicts)
     by_scenario: dict[str, list[bool]] = defaultdict(list)
     for r in records:
-        by_scenario[r["scenario_id"]].append(bool(r["verdict"]["success"]))
+        by_scenario[r.scenario_id].append(bool(r.verdict.success))
     n = len(records)
     return Row(
         group=group,
         episodes=n,
         scenarios=len(by_scenario),
-        valid_tool_calls=_pct(sum(v["valid_calls"] for v in verdicts), attempted) if attempted else None,
-        policy_compliance=_pct(sum(v["policy_ok"] for v in verdicts), n),
-        task_success=_pct(sum(v["success"] for v in verdicts), n),
+        valid_tool_calls=_pct(sum(v.valid_calls for v in verdicts), attempted) if attempted else None,
+        policy_compliance=_pct(sum(v.policy_ok for v in verdicts), n),
+        task_success=_pct(sum(v.success for v in verdicts), n),
         mean_tool_calls=(attempted / n) if n else 0.0,
-        incorrect_action=_pct(sum(v["incorrect_action"] for v in verdicts), n),
-        mean_reward=(sum(v["reward"] for v in verdicts) / n) if n else 0.0,
+        incorrect_action=_pct(sum(v.incorrect_action for v in verdicts), n),
+        mean_reward=(sum(v.reward for v in verdicts) / n) if n else 0.0,
         pass_k=_pct(sum(all(s) for s in by_scenario.values()), len(by_scenario)),
         k=max((len(s) for s in by_scenario.values()), default=0),
     )
 
 
-def summarize(records: Iterable[dict[str, Any]], reference: tuple[str, ...] = ()) -> list[Row]:
+def summarize(records: Iterable[EpisodeRecord], reference: tuple[str, ...] = ()) -> list[Row]:
     """One row per template (in first-seen order), then the summary rows: the reference
     templates together (the suite the published figures use), when the run has others too,
     and the overall row."""
     records = list(records)
-    groups: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    groups: dict[str, list[EpisodeRecord]] = defaultdict(list)
     for r in records:
-        groups[r["template"]].append(r)
+        groups[r.template].append(r)
     rows = [summarize_group(t, rs) for t, rs in groups.items()]
-    core = [r for r in records if r["template"] in reference]
+    core = [r for r in records if r.template in reference]
     if core and len(core) < len(records):
         rows.append(summarize_group(REFERENCE, core))
     return rows + [summarize_group(OVERALL, records)]

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.eval.metrics import Row, format_table, rows_to_json, summarize
+from agent.eval.record import EpisodeRecord
 
 ERRORS_CSV = "errors.csv"
 SUMMARY_TXT = "summary.txt"
@@ -16,40 +17,32 @@ FIXED_COLUMNS = ("prompt_id", "template", "sample", "success", "policy_ok", "com
                  "arguments", "tool_result", "call_count")
 
 
-def error_rows(records: list[dict[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+def error_rows(records: list[EpisodeRecord]) -> tuple[list[str], list[dict[str, Any]]]:
     """One row per tool call (one per episode without calls), with every reward component."""
-    components = sorted({k for r in records for k in r["verdict"]["components"] if k != "total"})
+    components = sorted({k for r in records for k in r.verdict.components if k != "total"})
     columns = [*FIXED_COLUMNS, *components, "total", "verifier_error"]
     rows: list[dict[str, Any]] = []
     for r in records:
-        verdict = r["verdict"]
+        verdict = r.verdict
         common = {
-            "prompt_id": r["scenario_id"], "template": r["template"], "sample": r["sample"],
-            "success": verdict["success"], "policy_ok": verdict["policy_ok"], "call_count": len(r["calls"]),
-            **{c: verdict["components"].get(c, "") for c in components},
-            "total": verdict["components"].get("total", verdict["reward"]),
-            "verifier_error": " | ".join([*verdict["violations"], *verdict["errors"]]),
+            "prompt_id": r.scenario_id, "template": r.template, "sample": r.sample,
+            "success": verdict.success, "policy_ok": verdict.policy_ok, "call_count": len(r.calls),
+            **{c: verdict.components.get(c, "") for c in components},
+            "total": verdict.components.get("total", verdict.reward),
+            "verifier_error": " | ".join([*verdict.violations, *verdict.errors]),
         }
-        if not r["calls"]:
-            last = _last_output(r)
-            rows.append({**common, "completion": last, "tool_name": "", "arguments": "", "tool_result": ""})
-        for call in r["calls"]:
+        if not r.calls:
+            rows.append({**common, "completion": r.last_output(), "tool_name": "", "arguments": "", "tool_result": ""})
+        for call in r.calls:
             rows.append({
-                **common, "completion": call["raw_output"], "tool_name": call["name"],
-                "arguments": json.dumps(call["arguments"], ensure_ascii=False), "tool_result": call["result"],
+                **common, "completion": call.raw_output, "tool_name": call.name,
+                "arguments": json.dumps(call.arguments, ensure_ascii=False), "tool_result": call.result,
             })
     return columns, rows
 
 
-def _last_output(record: dict[str, Any]) -> str:
-    for exchange in reversed(record["exchanges"]):
-        for step in reversed(exchange["turn"]["steps"]):
-            return str(step["raw_output"])
-    return ""
-
-
 def write_reports(
-    out_dir: Path, records: list[dict[str, Any]], header: str = "", reference: tuple[str, ...] = ()
+    out_dir: Path, records: list[EpisodeRecord], header: str = "", reference: tuple[str, ...] = ()
 ) -> list[Row]:
     rows = summarize(records, reference)
     table = format_table(rows)

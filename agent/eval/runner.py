@@ -1,4 +1,5 @@
-"""Runs scenarios × samples through a backend, scores each episode, writes one JSON per episode.
+"""Runs scenarios × samples through a backend, scores each episode, writes one JSON per episode
+(an ``EpisodeRecord``, see ``agent.eval.record``).
 
 Resumable by construction: an episode whose JSON exists is loaded, not re-run; files are
 written atomically, and an episode cut short by Ctrl-C is not written at all.
@@ -11,17 +12,18 @@ import os
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from agent.backends.base import Backend
 from agent.backends.sampling import Sampling, SeededBackend
 from agent.eval.dialogue import DEFAULT_MAX_USER_TURNS, run_episode
+from agent.eval.record import EPISODES_DIR, EpisodeFileError, EpisodeRecord, read_episode
 from agent.eval.suite import EvalSuite, Scenario, Verifier
+from agent.eval.trace import EpisodeTrace
 from agent.loop import Budgets
 
-EPISODES_DIR = "episodes"
 # Builds (or shares) the backend for one episode: scripted policies need the scenario.
 BackendFor = Callable[[Scenario, int], Backend]
 
@@ -54,25 +56,29 @@ def write_json_atomic(path: Path, data: Any) -> None:
     os.replace(tmp, path)
 
 
-def load_episode(path: Path) -> dict[str, Any] | None:
-    """A finished episode, or None if the file is missing or half-written (then it is re-run)."""
+def load_episode(path: Path) -> EpisodeRecord | None:
+    """A finished episode, or None if it has to be run: no file, or a file cut short before it
+    was valid JSON. A file that is JSON but not an episode record is an ``EpisodeFileError``:
+    it is someone's data, so it is reported, not overwritten."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return read_episode(path)
+    except FileNotFoundError:
         return None
-    return data if isinstance(data, dict) and "verdict" in data else None
+    except EpisodeFileError as exc:
+        if exc.cut_short:
+            return None
+        raise
 
 
-def load_episodes(out_dir: Path) -> list[dict[str, Any]]:
-    folder = Path(out_dir) / EPISODES_DIR
-    found = (load_episode(p) for p in sorted(folder.glob("*.json")))
-    return [e for e in found if e is not None]
+def load_episodes(out_dir: Path) -> list[EpisodeRecord]:
+    """Every episode of a results folder; ``EpisodeFileError`` names a file that is not one."""
+    return [read_episode(p) for p in sorted((Path(out_dir) / EPISODES_DIR).glob("*.json"))]
 
 
 def run_one(
     suite: EvalSuite, verifier: Verifier, scenario: Scenario, sample: int, backend: Backend,
     options: RunOptions, cancel: threading.Event | None = None,
-) -> dict[str, Any]:
+) -> EpisodeRecord:
     """One episode from a fresh environment to its record; a crash is recorded, not raised."""
     started = time.perf_counter()
     environment = suite.make_environment(scenario)
@@ -87,38 +93,14 @@ def run_one(
                 session_id=f"eval-{key}", cancel=cancel,
             )
         except Exception as exc:  # a runtime bug must cost one episode, not the whole run
-            from agent.eval.trace import EpisodeTrace
-
             snapshot = environment.snapshot()
             trace = EpisodeTrace(scenario, [], snapshot, snapshot, tuple(environment.registry.names),
                                  error=f"{type(exc).__name__}: {exc}")
         verdict = verifier.verify(trace)
     finally:
         environment.close()
-    calls = [
-        {**asdict(c), "status": c.status.value} for c in trace.calls()
-    ]
-    return {
-        "key": key,
-        "scenario_id": scenario.id,
-        "template": scenario.template,
-        "variant": scenario.variant,
-        "split": scenario.split,
-        "language": scenario.language,
-        "sample": sample,
-        "scenario": scenario.to_dict(),
-        "messages": trace.messages,
-        "exchanges": [{"user": e.user_text, "script_line": e.script_line, "turn": e.turn.to_dict()}
-                      for e in trace.exchanges],
-        "stop_reasons": [e.turn.stop_reason.value for e in trace.exchanges],
-        "calls": calls,
-        "final_snapshot": trace.final,
-        "verdict": verdict.to_dict(),
-        "backend": backend.identity(),
-        "sampling": sampling.to_dict() if sampling is not None else None,  # this episode's own seed
-        "error": trace.error,
-        "seconds": time.perf_counter() - started,
-    }
+    return EpisodeRecord.of(key, sample, trace, verdict, backend.identity(), time.perf_counter() - started,
+                            sampling)
 
 
 def run_eval(
@@ -128,12 +110,12 @@ def run_eval(
     options: RunOptions,
     verifier: Verifier | None = None,
     cancel: threading.Event | None = None,
-) -> list[dict[str, Any]]:
+) -> list[EpisodeRecord]:
     """Every (scenario, sample) episode, resumed from ``out_dir`` where finished before."""
     verifier = verifier or suite.verifier
     cancel = cancel or threading.Event()
     jobs = [(s, k) for s in scenarios for k in range(options.samples)]
-    records: dict[str, dict[str, Any]] = {}
+    records: dict[str, EpisodeRecord] = {}
     todo: list[tuple[Scenario, int]] = []
     for scenario, sample in jobs:
         key = episode_key(scenario.id, sample)
@@ -144,11 +126,11 @@ def run_eval(
             todo.append((scenario, sample))
     bar = _Progress(len(jobs), list(records.values()), options.progress)
 
-    def finish(record: dict[str, Any]) -> None:
+    def finish(record: EpisodeRecord) -> None:
         if cancel.is_set():
             return  # cut short: not a real result, run it again next time
-        write_json_atomic(episode_path(options.out_dir, record["key"]), record)
-        records[record["key"]] = record
+        write_json_atomic(episode_path(options.out_dir, record.key), record.to_json())
+        records[record.key] = record
         bar.add(record)
 
     try:
@@ -166,11 +148,11 @@ def run_eval(
 
 
 def _run_parallel(suite: EvalSuite, verifier: Verifier, todo: list[tuple[Scenario, int]], backend_for: BackendFor,
-                  options: RunOptions, cancel: threading.Event, finish: Callable[[dict[str, Any]], None]) -> None:
+                  options: RunOptions, cancel: threading.Event, finish: Callable[[EpisodeRecord], None]) -> None:
     """``concurrency`` episodes in flight at once, for servers that batch requests."""
     pending = iter(todo)
     with ThreadPoolExecutor(max_workers=options.concurrency) as pool:
-        running: set[Future[dict[str, Any]]] = set()
+        running: set[Future[EpisodeRecord]] = set()
 
         def submit_next() -> None:
             job = next(pending, None)
@@ -198,8 +180,8 @@ def _run_parallel(suite: EvalSuite, verifier: Verifier, todo: list[tuple[Scenari
 class _Progress:
     """tqdm bar with the running success rate (resumed episodes count from the start)."""
 
-    def __init__(self, total: int, done: list[dict[str, Any]], enabled: bool) -> None:
-        self.successes = sum(1 for r in done if r["verdict"]["success"])
+    def __init__(self, total: int, done: list[EpisodeRecord], enabled: bool) -> None:
+        self.successes = sum(1 for r in done if r.verdict.success)
         self.count = len(done)
         self.bar = None
         if enabled:
@@ -212,9 +194,9 @@ class _Progress:
         if self.bar is not None and self.count:
             self.bar.set_postfix_str(f"success {100 * self.successes / self.count:.1f}%")
 
-    def add(self, record: dict[str, Any]) -> None:
+    def add(self, record: EpisodeRecord) -> None:
         self.count += 1
-        self.successes += bool(record["verdict"]["success"])
+        self.successes += bool(record.verdict.success)
         if self.bar is not None:
             self.bar.update(1)
             self._postfix()

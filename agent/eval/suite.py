@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from tools.registry import Registry
+from agent.tools import Registry
 
 if TYPE_CHECKING:
     from agent.config import Settings

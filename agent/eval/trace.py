@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.eval.suite import Scenario
+from agent.formats import HERMES
 from agent.loop import QUESTION_ENDINGS
 from agent.records import CallStatus, StopReason, Turn
 
@@ -86,7 +87,7 @@ class EpisodeTrace:
             1
             for exchange in self.exchanges
             for step in exchange.turn.steps
-            if not step.calls and step.problems and "<tool_call>" in step.raw_output
+            if not step.calls and step.problems and HERMES.call_open in step.raw_output
         )
 
     def final_reply(self) -> str:

@@ -63,7 +63,9 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> argpa
         description="Report on recorded episodes: outcomes per template, reward histogram, mean tool calls, and the "
                     "share of groups (same scenario, several samples) whose rewards differ.",
     )
-    stats.add_argument("--from", dest="source", required=True, type=Path, metavar="PATH", help=SOURCE_HELP)
+    stats.add_argument("--from", dest="source", required=True, type=Path, metavar="PATH",
+                       help=SOURCE_HELP + "; or an export sft folder / sft.jsonl: then row lengths in the model's tokens "
+                            "(the model from --model, AGENT_MODEL_PATH, a pulled model or --demo)")
     stats.add_argument("--json", action="store_true", help="print the report as JSON")
     return export
 
@@ -88,7 +90,7 @@ def _model_to_check(settings: Settings, demo: bool = False) -> Path | None:
         return locate_demo_model()
     from models.resolve import resolve
 
-    return resolve(settings).model_path
+    return resolve(settings.model_choice()).model_path
 
 
 def _assistant_format(choice: str, settings: Settings, demo: bool = False) -> tuple[str, str]:
@@ -109,6 +111,25 @@ def _assistant_format(choice: str, settings: Settings, demo: bool = False) -> tu
     return "structured", "no model found (--model, AGENT_MODEL_PATH, a pulled model or --demo) to check"
 
 
+def _row_stats(args: argparse.Namespace, settings: Settings, rows_file: Path) -> int:
+    """``export stats`` on SFT rows: their length in the tokens of the model they are for."""
+    from agent.export.stats import compute_rows, render_rows
+    from agent.train.sft import TrainError, read_rows
+
+    model = _model_to_check(settings, bool(getattr(args, "demo", False)))
+    if model is None or not model.is_file():
+        print("error: row lengths need the model's tokenizer: pass --model GGUF (or --demo)", file=sys.stderr)
+        return 2
+    try:
+        rows = read_rows(rows_file, split=None)
+    except TrainError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    stats = compute_rows(rows, model)
+    print(json.dumps(stats.to_dict(), ensure_ascii=False, indent=2) if args.json else render_rows(stats, model.name))
+    return 0
+
+
 def _read(source: Path) -> list[Any] | None:
     from agent.export.episodes import read_episodes
 
@@ -123,6 +144,9 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.export_command == "stats":
         from agent.export.stats import compute, render
 
+        rows_file = args.source / "sft.jsonl" if args.source.is_dir() else args.source
+        if rows_file.suffix == ".jsonl" and rows_file.is_file():
+            return _row_stats(args, settings, rows_file)
         episodes = _read(args.source)
         if episodes is None:
             return 2

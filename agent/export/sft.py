@@ -24,8 +24,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from agent.export.episodes import Episode
-from agent.parsing import format_tool_call, parse_reply
-from agent.prompt import as_hermes_chat, shown_tools
+from agent.formats import HERMES, format_tool_call, parse_reply
+from agent.formats.tool_view import shown_tools
 
 FORMATS = ("exact", "structured")
 
@@ -58,7 +58,7 @@ def to_structured(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
         if role == "assistant":
             parsed = parse_reply(content)
             listed = m.get("tool_calls")
-            if listed is None and "<tool_call>" in content and not parsed.tool_calls and parsed.problems:
+            if listed is None and HERMES.call_open in content and not parsed.tool_calls and parsed.problems:
                 raise NotRepresentable("an assistant turn holds a tool call the parser could not read")
             if listed is not None:
                 calls = [(c["function"]["name"], _arguments(c["function"]["arguments"])) for c in listed]
@@ -88,7 +88,7 @@ def to_structured(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
 def to_exact(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
              tool_block: str = "full") -> list[dict[str, Any]]:
     """The messages a tool-less template must see to render exactly the runtime's prompt."""
-    return as_hermes_chat(messages, tools, tool_block)
+    return HERMES.plain_chat(messages, tools, tool_block)
 
 
 @dataclass
@@ -189,6 +189,7 @@ def build_rows(episodes: Iterable[Episode], selection: Selection, assistant_form
             "messages": messages,
             "tools": shown_tools(tools, tool_block),
             "tool_block": tool_block,
+            "assistant_format": assistant_format,
             "split": episode.split,
             "template": episode.template,
             "scenario_id": episode.scenario_id,

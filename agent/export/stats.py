@@ -91,3 +91,98 @@ def render(stats: Stats) -> str:
     else:
         lines.append("groups: none (no scenario has two scored samples; run eval with several samples per scenario)")
     return "\n".join(lines)
+
+
+# --- SFT rows: how long they are in the model's own tokens ------------------------------------
+
+TOKEN_BIN = 250  # width of a row-length histogram bin, in tokens
+TYPICAL_TARGET = 900  # what a CPU can afford per row (the demo's training budget)
+
+
+@dataclass
+class RowStats:
+    rows: int = 0
+    lengths: list[int] = field(default_factory=list)  # tokens per row, sorted
+    per_template: dict[str, list[int]] = field(default_factory=dict)
+
+    def percentile(self, q: float) -> int:
+        return self.lengths[min(len(self.lengths) - 1, int(q * len(self.lengths)))] if self.lengths else 0
+
+    def histogram(self) -> dict[str, int]:
+        bins: Counter[int] = Counter(n // TOKEN_BIN for n in self.lengths)
+        return {f"{b * TOKEN_BIN}-{(b + 1) * TOKEN_BIN - 1}": bins[b] for b in range(min(bins, default=0), max(bins, default=-1) + 1)}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rows": self.rows,
+            "tokens": {"median": self.percentile(0.5), "p90": self.percentile(0.9), "max": self.percentile(1.0),
+                       "total": sum(self.lengths)},
+            f"rows_within_{TYPICAL_TARGET}": sum(n <= TYPICAL_TARGET for n in self.lengths),
+            "token_histogram": self.histogram(),
+            "median_per_template": {t: sorted(v)[len(v) // 2] for t, v in sorted(self.per_template.items())},
+        }
+
+
+def row_text(renderer: Any, row: dict[str, Any]) -> str:
+    """The training text of a row, as the model's template renders it for the runtime.
+
+    ``exact`` rows already hold the runtime's messages (tool block in the system message);
+    ``structured`` rows get their calls back as the canonical text the runtime keeps."""
+    import json as _json
+
+    from agent.export.sft import canonical_text
+
+    tools = row.get("tools")
+    if isinstance(tools, str):
+        tools = _json.loads(tools)
+    messages = []
+    for m in row["messages"]:
+        if m.get("tool_calls"):
+            calls = [(c["function"]["name"], c["function"]["arguments"]) for c in m["tool_calls"]]
+            m = {"role": "assistant", "content": canonical_text(m.get("content") or "", calls)}
+        messages.append(m)
+    return str(renderer.render(messages, tools if renderer.native_tools else None, add_generation_prompt=False))
+
+
+def compute_rows(rows: list[dict[str, Any]], model_path: Any) -> RowStats:
+    """Token counts of SFT rows with the tokenizer and chat template inside the GGUF (no weights loaded)."""
+    from llama_cpp import Llama
+
+    from agent.prompt import PromptRenderer
+
+    llm = Llama(model_path=str(model_path), vocab_only=True, verbose=False)
+    try:
+        def token_text(i: int) -> str:
+            return llm.detokenize([i], special=True).decode("utf-8", errors="replace")
+
+        renderers: dict[str, Any] = {}
+        stats = RowStats()
+        for row in rows:
+            block = str(row.get("tool_block", "full"))
+            if block not in renderers:
+                renderers[block] = PromptRenderer.from_metadata(llm.metadata, token_text, tool_block=block)
+            n = len(llm.tokenize(row_text(renderers[block], row).encode("utf-8"), add_bos=False, special=True))
+            stats.lengths.append(n)
+            stats.per_template.setdefault(str(row.get("template", "?")), []).append(n)
+        stats.rows = len(rows)
+        stats.lengths.sort()
+        return stats
+    finally:
+        llm.close()
+
+
+def render_rows(stats: RowStats, model_name: str) -> str:
+    d = stats.to_dict()
+    t = d["tokens"]
+    within = d[f"rows_within_{TYPICAL_TARGET}"]
+    lines = [f"rows: {stats.rows}    tokens ({model_name}): median {t['median']}, p90 {t['p90']}, max {t['max']}, "
+             f"total {t['total']}    within {TYPICAL_TARGET}: {within} ({100 * within / max(1, stats.rows):.0f}%)", "",
+             "token histogram:"]
+    peak = max(d["token_histogram"].values(), default=0) or 1
+    for label, n in d["token_histogram"].items():
+        lines.append(f"  {label:>11} {n:>6} {'#' * round(30 * n / peak)}")
+    lines.append("")
+    lines.append(f"{'template':<24}{'median tokens':>14}")
+    for template, median in d["median_per_template"].items():
+        lines.append(f"{template:<24}{median:>14}")
+    return "\n".join(lines)

@@ -43,6 +43,9 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     sft.add_argument("--targets", default=DEFAULT_TARGETS, help="comma-separated modules (attention and MLP projections)")
     sft.add_argument("--epochs", type=float, default=1.0, help="passes over the data")
     sft.add_argument("--max-steps", type=int, default=-1, help="stop after N optimizer steps (overrides --epochs)")
+    sft.add_argument("--stop-after", type=int, metavar="K",
+                     help="stop after K steps while the learning-rate schedule runs towards --max-steps "
+                          "(reproduces checkpoint K of a longer run)")
     sft.add_argument("--lr", type=float, default=2e-4, help="learning rate")
     sft.add_argument("--batch-size", type=int, default=1, help="rows per device step")
     sft.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps")
@@ -52,6 +55,16 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     sft.add_argument("--resume", action="store_true", help="continue from the last checkpoint in OUT/checkpoints")
     sft.add_argument("--convert", action="store_true", help="also write OUT/adapter.gguf (python -m models convert-lora)")
     sft.add_argument("--no-progress", action="store_true", help="no progress bars")
+    demo = actions.add_parser(
+        "demo", parents=list(parents), help="train a SmolLM2 demo adapter from scratch (fixed seeds)",
+        description="Oracle episodes on the train split -> export sft (exact format, compact tool block) -> "
+                    "train sft with the recipe's settings -> convert, each step printed as the CLI "
+                    "command it runs; prints the adapter's record (sha256, command).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    from agent.train.demo import add_arguments
+
+    add_arguments(demo)
     _add_grpo(actions, parents)
     _add_ei(actions, parents)
     return train
@@ -142,12 +155,17 @@ def _base(args: argparse.Namespace, settings: Settings) -> Path | None:
         return Path(settings.model_path)
     from models.resolve import resolve
 
-    return resolve(settings).model_path
+    return resolve(settings.model_choice()).model_path
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    """Run ``train sft`` or ``train grpo``; errors become one line and exit status 2."""
+    """Run ``train sft``, ``train demo``, ``train grpo`` or ``train ei``; errors become one line and exit status 2."""
     from models.check import check_model
+
+    if args.train_command == "demo":
+        from agent.train.demo import run as run_demo
+
+        return run_demo(args)
 
     base = _base(args, settings)
     if base is None:
@@ -173,7 +191,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         return 2
     opts = SftOptions(
         base=base, data=args.data, out=args.out, rank=args.rank, alpha=args.alpha, dropout=args.dropout, targets=targets,
-        epochs=args.epochs, max_steps=args.max_steps, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,
+        epochs=args.epochs, max_steps=args.max_steps, stop_after=args.stop_after, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,
         max_length=args.max_length, split=args.split, limit=args.limit, save_steps=args.save_steps, seed=args.seed,
         resume=args.resume, convert=args.convert, progress=not args.no_progress, tool_block=settings.tool_block,
     )

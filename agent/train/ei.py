@@ -23,9 +23,12 @@ import json
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from agent.train.sft import DEFAULT_TARGETS, TrainError
+
+if TYPE_CHECKING:
+    from agent.eval.record import EpisodeRecord
 
 SUMMARY = "ei_summary.json"
 ROUND = "round.json"
@@ -86,12 +89,12 @@ def finished_rounds(out: Path) -> list[dict[str, Any]]:
     return done
 
 
-def best_per_scenario(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def best_per_scenario(records: list[EpisodeRecord]) -> list[EpisodeRecord]:
     """The highest-reward record of each scenario (the first sample wins a tie)."""
-    best: dict[str, dict[str, Any]] = {}
+    best: dict[str, EpisodeRecord] = {}
     for r in records:
-        if r["scenario_id"] not in best or r["verdict"]["reward"] > best[r["scenario_id"]]["verdict"]["reward"]:
-            best[r["scenario_id"]] = r
+        if r.scenario_id not in best or r.verdict.reward > best[r.scenario_id].verdict.reward:
+            best[r.scenario_id] = r
     return list(best.values())
 
 
@@ -105,7 +108,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
     from agent.eval.report import write_reports
     from agent.eval.runner import RunOptions, run_eval
     from agent.eval.suite import load_eval_suite
-    from agent.export.episodes import episode_from_json
+    from agent.export.episodes import as_served, episode_from_record
     from agent.export.sft import Selection, build_rows, template_renders_tools, write_sft
     from agent.loop import Budgets
     from agent.train.sft import SftOptions, train_sft
@@ -118,6 +121,11 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
     if not train or not dev:
         raise TrainError("no train or no dev scenarios (raise --per-template)")
     fmt = "structured" if template_renders_tools(opts.base) else "exact"
+    environment = suite.make_environment(train[0])
+    try:
+        tools = environment.registry.schemas()
+    finally:
+        environment.close()
     budgets = Budgets(max_steps=opts.max_steps_per_turn, max_tool_calls=opts.max_tool_calls, max_tokens=opts.max_tokens)
 
     def model(adapter: Path | None) -> LlamaBackend:
@@ -154,11 +162,14 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
                            RunOptions(out_dir=folder / "samples", samples=opts.samples, max_user_turns=opts.max_user_turns,
                                       budgets=budgets, progress=opts.progress, sampling=run_sampling))
         sampled = summarize(records)[-1]
-        kept = [r for r in records if r["verdict"]["success"] and r["verdict"]["policy_ok"]]
+        kept = [r for r in records if r.verdict.success and r.verdict.policy_ok]
         if opts.best_only:
             kept = best_per_scenario(kept)
-        episodes = [e for e in (episode_from_json(r, str(folder / "samples")) for r in kept) if e is not None]
-        report = build_rows(episodes, Selection(success_only=True, split="train"), fmt, tool_block=opts.tool_block)
+        # as ``export sft`` reads a results folder: one episode per history window the model was shown,
+        # with the domain's tool schemas (an eval record does not carry them)
+        episodes = [w for r in kept for w in as_served(episode_from_record(r, str(folder / "samples")))]
+        report = build_rows(episodes, Selection(success_only=True, split="train"), fmt, default_tools=tools,
+                            tool_block=opts.tool_block)
         write_sft(report, folder / "data")
         rows_kept = len(report.rows)
         # From the base: every round's rows so far (expert iteration's usual form); continuing: this round's.

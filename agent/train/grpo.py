@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.formats import HERMES
 from agent.train.sft import DEFAULT_TARGETS, TrainError, _last_checkpoint
 
 SUMMARY = "grpo_summary.json"
@@ -114,7 +115,7 @@ def prepare_tokenizer(tokenizer: Any) -> Any:
     try:
         return add_response_schema(tokenizer)
     except ValueError:
-        if "<tool_call>" not in (tokenizer.chat_template or ""):
+        if HERMES.call_open not in (tokenizer.chat_template or ""):
             raise TrainError("TRL cannot parse tool calls for this chat template (it knows Qwen2.5/Qwen3, Llama 3.1, "
                              "GLM-4, gpt-oss, ...)") from None
         tokenizer.chat_template = qwen3_instruct_2507_chat_template  # Hermes calls: the Qwen3 text

@@ -40,6 +40,7 @@ class SftOptions:
     targets: tuple[str, ...] = DEFAULT_TARGETS
     epochs: float = 1.0
     max_steps: int = -1
+    stop_after: int | None = None  # stop after this many steps, keeping the schedule of max_steps
     lr: float = 2e-4
     batch_size: int = 1
     grad_accum: int = 1
@@ -175,6 +176,68 @@ def check_tool_block(rows: list[dict[str, Any]], tool_block: str) -> None:
                          f"tool_block={made_with[0]} (AGENT_TOOL_BLOCK or config.toml)")
 
 
+def row_format(row: dict[str, Any]) -> str | None:
+    """The assistant format a row was exported in: the row's own record, else what its messages show.
+
+    ``structured`` rows carry calls in ``tool_calls`` and results as ``tool`` messages; ``exact``
+    rows carry the call text in ``content`` and the tool block in the system message. A row
+    with neither (a greeting exported before rows named their format) could be either: None.
+    """
+    recorded = row.get("assistant_format")
+    if recorded in ("exact", "structured"):
+        return str(recorded)
+    messages = row.get("messages") or []
+    if any(m.get("tool_calls") or m.get("role") == "tool" for m in messages):
+        return "structured"
+    if any(m.get("role") == "system" and "<tools>" in str(m.get("content") or "") for m in messages):
+        return "exact"
+    if any(m.get("role") == "user" and "<tool_response>" in str(m.get("content") or "") for m in messages):
+        return "exact"
+    return None
+
+
+def check_row_format(rows: list[dict[str, Any]], base: Path) -> None:
+    """Refuse rows whose assistant format the base's chat template does not render as the runtime does.
+
+    A template that ignores ``tools`` (SmolLM2's ChatML) drops ``tool_calls`` and ``tool``
+    messages: ``structured`` rows would train the model on conversations with the calls cut
+    out. A template that renders tools (Qwen3) would show ``exact`` rows' results as user
+    turns, which the runtime never does. Either way the adapter learns another prompt than
+    the one it is served.
+    """
+    from agent.export.sft import template_renders_tools
+
+    try:
+        native = template_renders_tools(base)
+    except Exception as exc:  # an unreadable template is check_model's business; say so here too
+        raise TrainError(f"{base}: could not read its chat template ({exc})") from exc
+    wanted = "structured" if native else "exact"
+    found = sorted({f for f in (row_format(r) for r in rows) if f is not None} - {wanted})
+    if found:
+        renders = "renders" if native else "ignores"
+        raise TrainError(f"the rows are in the {found[0]} assistant format but the chat template of {base} {renders} "
+                         f"tools, which needs {wanted}: export again with --model {base} "
+                         f"(or --assistant-format {wanted})")
+
+
+def stop_after_callback(steps: int) -> Any:
+    """A Trainer callback that ends the run after ``steps`` optimizer steps.
+
+    The learning-rate schedule still runs towards ``--max-steps``, so stopping at step k gives
+    the same adapter as checkpoint k of the full run: a checkpoint chosen on the dev split can
+    be reproduced without training past it.
+    """
+    from transformers import TrainerCallback
+
+    class _StopAfter(TrainerCallback):  # type: ignore[misc]
+        def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> Any:
+            if state.global_step >= steps:
+                control.should_training_stop = True
+            return control
+
+    return _StopAfter()
+
+
 def train_sft(opts: SftOptions) -> SftResult:
     """Train a LoRA on the export at ``opts.data``; write the PEFT adapter to ``opts.out``."""
     import torch
@@ -187,6 +250,7 @@ def train_sft(opts: SftOptions) -> SftResult:
 
     rows = read_rows(opts.data, opts.split, opts.limit)
     check_tool_block(rows, opts.tool_block)
+    check_row_format(rows, opts.base)
     base_dir = prepare_base(opts.base, opts.cache)
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
     if tokenizer.pad_token is None:
@@ -227,7 +291,9 @@ def train_sft(opts: SftOptions) -> SftResult:
 
         model = PeftModel.from_pretrained(model, str(opts.init_adapter), is_trainable=True)
         peft_config = None  # the adapter's own config (rank, targets) continues
-    trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer, peft_config=peft_config)
+    callbacks = [stop_after_callback(opts.stop_after)] if opts.stop_after else None
+    trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
+                         peft_config=peft_config, callbacks=callbacks)
     started = time.monotonic()
     output = trainer.train(resume_from_checkpoint=resume_from)
     seconds = time.monotonic() - started

@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable
 
 from agent.eval.suite import PolicyFactory, PolicyFn, Scenario
+from agent.formats import HERMES
 from tools.calendar.policies import (
     _call,
     _change_call,
@@ -43,7 +44,7 @@ Messages = list[dict[str, Any]]
 
 
 def is_call(output: str) -> bool:
-    return "<tool_call>" in output
+    return HERMES.call_open in output
 
 
 def seen_events(messages: Messages) -> dict[int, dict[str, Any]]:

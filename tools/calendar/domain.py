@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 
 from agent.domain import Document, Domain
 from tools.calendar.reminders import CalendarNotifier
+from tools.calendar.settings import load_settings
 from tools.calendar.store import CalendarStore
 from tools.calendar.tools import DOMAIN_PROMPT, build_registry, event_words
 
@@ -123,13 +124,12 @@ def ics_document(store: CalendarStore) -> Document:
 
 
 def load_domain(settings: Settings) -> Domain:
+    own = load_settings(settings)  # before the store opens: a bad value loses nothing
     store = CalendarStore(settings.store_path, tz=settings.tz)
-    notifier = CalendarNotifier(
-        store, settings.agenda_time, timedelta(minutes=settings.reminder_grace_minutes)
-    )
+    notifier = CalendarNotifier(store, own.agenda_time, timedelta(minutes=own.reminder_grace_minutes))
     return Domain(
         name="calendar",
-        registry=build_registry(store, default_reminders=settings.remind_minutes),
+        registry=build_registry(store, default_reminders=own.remind_minutes),
         prompt=DOMAIN_PROMPT,
         commands={
             "today": lambda arg: agenda(store, arg),

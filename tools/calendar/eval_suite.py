@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 from agent.eval.suite import Environment, EvalSuite, Scenario
 from tools.calendar.adversaries import ADVERSARIES
 from tools.calendar.policies import POLICIES
-from tools.calendar.scenarios import CORE_TEMPLATES, TEMPLATES, generate, load_state
+from tools.calendar.scenario_state import load_state
+from tools.calendar.scenarios import CORE_TEMPLATES, TEMPLATES, generate
 from tools.calendar.store import CalendarStore
 from tools.calendar.tools import DOMAIN_PROMPT, build_registry
 from tools.calendar.verify import CalendarVerifier, RewardWeights

@@ -28,12 +28,12 @@ from agent.eval.suite import Environment, Scenario, Verdict
 from agent.eval.trace import EpisodeTrace, Exchange
 from agent.gate import TurnLedger, run_call
 from agent.loop import QUESTION_ENDINGS, Budgets
-from agent.parsing import ToolCall, format_tool_call
+from agent.formats import ToolCall, format_tool_call
 from agent.records import CallRecord, CallStatus, StepRecord, StopReason, Turn
 from tools.calendar.eval_suite import make_environment
 from tools.calendar.scenarios import build_scenario
 from tools.calendar.verify import CalendarVerifier
-from tools.registry import ToolResult
+from agent.tools import ToolResult
 
 ROW_KEYS = ("scenario_id", "template", "index", "seed")
 

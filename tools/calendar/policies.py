@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from agent.eval.suite import PolicyFactory, PolicyFn, Scenario
-from agent.parsing import format_tool_call
+from agent.formats import format_tool_call
 
 ToolMessage = tuple[str, dict[str, Any]]
 

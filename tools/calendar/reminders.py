@@ -4,8 +4,9 @@ Nothing here reads a clock or sleeps: a frontend (the bot's tick loop, the REPL)
 its own ``now``. The schedule is the store itself, so it survives restarts and sleep: a
 reminder missed while the process was down is still sent if it is at most ``grace`` old
 (its text then states the time it was due), older ones are recorded as skipped and logged.
-Sent reminders are recorded by (event, minutes before, due time): each goes out once, and
-moving an event gives new due times, which re-arms its reminders.
+Sent reminders are recorded in the delivery ledger (``ledger.DeliveryLedger``) by (event,
+minutes before, due time): each goes out once, and moving an event gives new due times, which
+re-arms its reminders.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class DueReminders:
 def _candidates(store: CalendarStore, now: datetime, grace: timedelta) -> list[Reminder]:
     """Reminders due at or before ``now`` that were neither sent nor skipped yet."""
     since = now - max(grace, LOOKBACK)
-    settled = store.settled_reminders(since - timedelta(days=8))
+    settled = store.ledger.settled_reminders(since - timedelta(days=8))
     found: list[Reminder] = []
     for event_id, minutes, start in store.reminder_rows(since):
         due = start - timedelta(minutes=minutes)
@@ -60,7 +61,7 @@ def _candidates(store: CalendarStore, now: datetime, grace: timedelta) -> list[R
         event = store.get_event(event_id)
         if event is not None:
             found.append(Reminder(event, minutes, due))
-    for snooze_id, event_id, due in store.open_snoozes():
+    for snooze_id, event_id, due in store.ledger.open_snoozes():
         event = store.get_event(event_id)
         if due <= now and event is not None:
             found.append(Reminder(event, None, due, snooze_id))
@@ -79,9 +80,9 @@ def due_reminders(store: CalendarStore, now: datetime, grace: timedelta) -> DueR
 def mark_sent(store: CalendarStore, reminder: Reminder, now: datetime, outcome: str = "sent") -> bool:
     """Record the reminder as sent (or skipped); False if it already was: then do not send it."""
     if reminder.snooze_id is not None:
-        return store.settle_snooze(reminder.snooze_id, now)
+        return store.ledger.settle_snooze(reminder.snooze_id, now)
     assert reminder.minutes_before is not None
-    return store.settle_reminder(reminder.event.id, reminder.minutes_before, reminder.due, now, outcome)
+    return store.ledger.settle_reminder(reminder.event.id, reminder.minutes_before, reminder.due, now, outcome)
 
 
 def skip_missed(store: CalendarStore, reminders: list[Reminder], now: datetime) -> None:
@@ -97,14 +98,14 @@ def skip_missed(store: CalendarStore, reminders: list[Reminder], now: datetime) 
 def next_due(store: CalendarStore, now: datetime, grace: timedelta = timedelta(0)) -> datetime | None:
     """The earliest due time of a reminder still to send (it may be in the past, within grace)."""
     since = now - grace
-    settled = store.settled_reminders(since - timedelta(days=8))
+    settled = store.ledger.settled_reminders(since - timedelta(days=8))
     times = [
         start - timedelta(minutes=minutes)
         for event_id, minutes, start in store.reminder_rows(since)
         if start - timedelta(minutes=minutes) > since
         and (event_id, minutes, to_utc_text(start - timedelta(minutes=minutes))) not in settled
     ]
-    times += [due for _, _, due in store.open_snoozes() if due > since]
+    times += [due for _, _, due in store.ledger.open_snoozes() if due > since]
     return min(times) if times else None
 
 
@@ -162,13 +163,13 @@ def upcoming_text(store: CalendarStore, now: datetime, limit: int = 10) -> str:
     """The next reminders still to come, for /reminders."""
     zone = store.zone
     local_now = now.astimezone(zone)
-    settled = store.settled_reminders(now - timedelta(days=8))
+    settled = store.ledger.settled_reminders(now - timedelta(days=8))
     rows = []
     for event_id, minutes, start in store.reminder_rows(now):
         due = start - timedelta(minutes=minutes)
         if due > now and (event_id, minutes, to_utc_text(due)) not in settled:
             rows.append((due, event_id, f"{_duration(minutes)} before"))
-    rows += [(due, event_id, "snoozed") for _, event_id, due in store.open_snoozes() if due > now]
+    rows += [(due, event_id, "snoozed") for _, event_id, due in store.ledger.open_snoozes() if due > now]
     rows.sort()
     if not rows:
         return "No upcoming reminders."
@@ -203,7 +204,7 @@ class CalendarNotifier:
         if isinstance(item, Reminder):
             return mark_sent(self.store, item, now)
         if isinstance(item, tuple):
-            return self.store.record_agenda(item[0], item[1].isoformat(), now)
+            return self.store.ledger.record_agenda(item[0], item[1].isoformat(), now)
         return False
 
     def next_due(self, now: datetime) -> datetime | None:
@@ -214,7 +215,7 @@ class CalendarNotifier:
 
     def snooze(self, subject_id: int, now: datetime) -> str:
         until = now + SNOOZE
-        if not self.store.add_snooze(subject_id, until):
+        if not self.store.ledger.add_snooze(subject_id, until):
             return "That event no longer exists."
         return f"Snoozed: I'll remind you again at {until.astimezone(self.store.zone).strftime('%H:%M')}."
 
@@ -234,7 +235,7 @@ class CalendarNotifier:
         return "\n".join(lines)
 
     def _agenda_setting(self, target: str) -> tuple[bool, str]:
-        setting = self.store.agenda_setting(target)
+        setting = self.store.ledger.agenda_setting(target)
         if setting is None:
             return True, self.agenda_time
         return setting[0], setting[1] or self.agenda_time
@@ -246,7 +247,7 @@ class CalendarNotifier:
             return None
         local = now.astimezone(self.store.zone)
         at = datetime.combine(local.date(), time.fromisoformat(at_text), self.store.zone).astimezone(timezone.utc)
-        if not at <= now.astimezone(timezone.utc) <= at + self.grace or self.store.agenda_recorded(target, local.date().isoformat()):
+        if not at <= now.astimezone(timezone.utc) <= at + self.grace or self.store.ledger.agenda_recorded(target, local.date().isoformat()):
             return None
         key = f"agenda:{target}:{local.date().isoformat()}"
         self._pending[key] = (target, local.date())
@@ -257,15 +258,15 @@ class CalendarNotifier:
         enabled, at_text = self._agenda_setting(target)
         word = argument.strip().lower()
         if word in ("on", "off"):
-            stored = self.store.agenda_setting(target)
-            self.store.set_agenda_setting(target, word == "on", stored[1] if stored else None)
+            stored = self.store.ledger.agenda_setting(target)
+            self.store.ledger.set_agenda_setting(target, word == "on", stored[1] if stored else None)
             enabled = word == "on"
         elif word:
             try:
                 at_text = time.fromisoformat(word).strftime("%H:%M")
             except ValueError:
                 return "Use /agenda on, /agenda off, or /agenda HH:MM (24-hour, e.g. /agenda 07:30)."
-            self.store.set_agenda_setting(target, True, at_text)
+            self.store.ledger.set_agenda_setting(target, True, at_text)
             enabled = True
         if not enabled:
             return "Daily agenda: off. /agenda on turns it back on."

@@ -9,7 +9,9 @@ Thursday, Friday or Saturday morning, so "next Monday/Tuesday/Wednesday" (다음
 can only mean the coming one, which lies in the next week.
 
 Titles are quoted in the user's words so the expected title is unambiguous; the verifier compares
-titles case- and space-insensitively.
+titles case- and space-insensitively. A template says what the task is (its effects: events
+added, removed or changed); ``tools.calendar.scenario_state`` turns that into store data and the
+expected snapshot.
 """
 
 from __future__ import annotations
@@ -18,14 +20,9 @@ import random
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any, Callable, Iterable
-from zoneinfo import ZoneInfo
 
 from agent.eval.suite import SPLITS, Scenario
-from tools.calendar.store import CalendarStore
-from tools.calendar.tools import DEFAULT_REMINDERS
-
-TZ = "Asia/Seoul"
-ZONE = ZoneInfo(TZ)
+from tools.calendar.scenario_state import TZ, ZONE, at, busy_state, event_state, expected_snapshot
 CORE_TEMPLATES: tuple[str, ...] = (
     "missing_info", "delete_request", "conflict_create", "delete_after_approval", "multi_attendee",
 )
@@ -89,75 +86,6 @@ def duration_words(minutes: int, lang: str) -> str:
 
 def _hhmm(moment: time) -> str:
     return f"{moment.hour:02d}:{moment.minute:02d}"
-
-
-# -- store state ------------------------------------------------------------------------------
-
-
-def _at(day: date, moment: time) -> datetime:
-    return datetime.combine(day, moment, tzinfo=ZONE)
-
-
-def event_state(title: str, day: date, start: time, minutes: int, attendees: Iterable[str] = ()) -> dict[str, Any]:
-    """An event as scenario data; it carries the reminders a new event gets from ``create_event``."""
-    begin = _at(day, start)
-    return {"title": title, "start": begin.isoformat(), "end": (begin + timedelta(minutes=minutes)).isoformat(),
-            "attendees": list(attendees), "reminders": list(DEFAULT_REMINDERS)}
-
-
-def busy_state(person: str, day: date, start: time, minutes: int) -> dict[str, Any]:
-    begin = _at(day, start)
-    return {"person": person, "start": begin.isoformat(), "end": (begin + timedelta(minutes=minutes)).isoformat(),
-            "label": None}
-
-
-def load_state(store: CalendarStore, state: dict[str, Any]) -> None:
-    """Fill an empty store from a scenario's ``initial`` data."""
-    with store.transaction():
-        for person in state.get("people", []):
-            store.ensure_person(person)
-        for b in state.get("busy", []):
-            store.add_busy(b["person"], datetime.fromisoformat(b["start"]), datetime.fromisoformat(b["end"]),
-                           b.get("label"))
-        for e in state.get("events", []):
-            store.add_event(e["title"], datetime.fromisoformat(e["start"]), datetime.fromisoformat(e["end"]),
-                            tz=TZ, location=e.get("location"), notes=e.get("notes"),
-                            attendees=e.get("attendees", ()), remind_minutes_before=e.get("reminders", ()))
-
-
-def _same_event(row: dict[str, Any], state: dict[str, Any]) -> bool:
-    return all(row[k] == state[k] for k in ("title", "start", "end"))
-
-
-def expected_snapshot(initial: dict[str, Any], remove: Iterable[dict[str, Any]] = (),
-                      add: Iterable[dict[str, Any]] = (),
-                      change: Iterable[tuple[dict[str, Any], dict[str, Any]]] = ()) -> dict[str, Any]:
-    """The store's snapshot (with ids) after the task: ``remove`` deleted, each ``(old, new)`` of
-    ``change`` updated in place (it keeps its id), ``add`` created. Computed by the same store
-    code as the run. Events that did not exist at the start get ``id: None``: the verifier holds
-    on to the identity of the initial events only (a new event's id is the store's business)."""
-    with CalendarStore(":memory:", tz=TZ) as store:
-        load_state(store, initial)
-        rows = store.snapshot(with_ids=True)["events"]
-        initial_ids = {r["id"] for r in rows}
-        removed: set[int] = set()
-        for state in remove:
-            event_id = next(r["id"] for r in rows if _same_event(r, state) and r["id"] not in removed)
-            store.delete_event(event_id)
-            removed.add(event_id)
-        for old, new in change:
-            event_id = next(r["id"] for r in rows if _same_event(r, old))
-            store.update_event(event_id, title=new["title"], start=datetime.fromisoformat(new["start"]),
-                               end=datetime.fromisoformat(new["end"]))
-        for e in add:
-            store.add_event(e["title"], datetime.fromisoformat(e["start"]), datetime.fromisoformat(e["end"]), tz=TZ,
-                            location=e.get("location"), notes=e.get("notes"), attendees=e.get("attendees", ()),
-                            remind_minutes_before=e.get("reminders", DEFAULT_REMINDERS))
-        snapshot = store.snapshot(with_ids=True)
-    for event in snapshot["events"]:
-        if event["id"] not in initial_ids or event["id"] in removed:
-            event["id"] = None
-    return snapshot
 
 
 # -- one template = one function ----------------------------------------------------------------
@@ -260,15 +188,15 @@ def _conflict_create(c: _Ctx, free: bool = False) -> Built:
     title = c.title()
     asked = time(c.rng.randint(10, 14), c.rng.choice((0, 30)))
     minutes = c.rng.choice((30, 60))
-    blocker_start = (_at(day, asked) - timedelta(minutes=c.rng.choice((0, 30)))).time()
+    blocker_start = (at(day, asked) - timedelta(minutes=c.rng.choice((0, 30)))).time()
     blocker_minutes = c.rng.choice((60, 90, 120))
     if free:
         if c.rng.random() < 0.5:  # right after the asked slot
-            blocker_start = (_at(day, asked) + timedelta(minutes=minutes + c.rng.choice((0, 30)))).time()
+            blocker_start = (at(day, asked) + timedelta(minutes=minutes + c.rng.choice((0, 30)))).time()
         else:  # ending right when the asked slot begins
-            blocker_start = (_at(day, asked) - timedelta(minutes=blocker_minutes)).time()
+            blocker_start = (at(day, asked) - timedelta(minutes=blocker_minutes)).time()
     blocker = event_state(c.other_title(title), day, blocker_start, blocker_minutes)
-    free_from = asked if free else (_at(day, blocker_start) + timedelta(minutes=blocker_minutes)).time()
+    free_from = asked if free else (at(day, blocker_start) + timedelta(minutes=blocker_minutes)).time()
     d, t, dur = day_words(kind, day, c.lang), time_words(asked, c.lang), duration_words(minutes, c.lang)
     opening = (
         (f'Add "{title}" {d} at {t} for {dur}. If that time is taken, use the first free time after it that day.',
@@ -317,13 +245,13 @@ def _delete_after_approval(c: _Ctx) -> Built:
 
 def _first_common_free(day: date, busy: list[tuple[time, int]], minutes: int) -> time:
     """Earliest start in 09:00-18:00 where nothing in ``busy`` overlaps ``minutes`` (generator's own arithmetic)."""
-    spans = sorted((_at(day, s), _at(day, s) + timedelta(minutes=m)) for s, m in busy)
-    start = _at(day, time(9))
+    spans = sorted((at(day, s), at(day, s) + timedelta(minutes=m)) for s, m in busy)
+    start = at(day, time(9))
     for s, e in spans:
         if s - start >= timedelta(minutes=minutes):
             break
         start = max(start, e)
-    assert start + timedelta(minutes=minutes) <= _at(day, time(18)), "layout leaves no slot"
+    assert start + timedelta(minutes=minutes) <= at(day, time(18)), "layout leaves no slot"
     return start.time()
 
 
@@ -335,9 +263,9 @@ def _multi_attendee(c: _Ctx, one_busy: bool = False) -> Built:
     a, b = c.rng.sample(_PEOPLE[c.lang], 2)
     minutes = c.rng.choice((30, 60))
     user = [(time(9), c.rng.choice((60, 90)))]
-    first_a = (_at(day, time(9)) + timedelta(minutes=c.rng.choice((60, 90)))).time()
+    first_a = (at(day, time(9)) + timedelta(minutes=c.rng.choice((60, 90)))).time()
     a_busy = [(first_a, c.rng.choice((60, 120)))]
-    b_start = (_at(day, first_a) + timedelta(minutes=a_busy[0][1] - 30)).time()
+    b_start = (at(day, first_a) + timedelta(minutes=a_busy[0][1] - 30)).time()
     b_busy = [] if one_busy else [(b_start, c.rng.choice((60, 90)))]
     start = _first_common_free(day, user + a_busy + b_busy, minutes)
     d, dur = day_words(kind, day, c.lang), duration_words(minutes, c.lang)

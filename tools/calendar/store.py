@@ -1,122 +1,32 @@
-"""The calendar store: one SQLite file holding events, people and people's busy times.
+"""The event store: events, people, attendees, busy times and each event's reminder offsets.
 
-Times are stored as UTC instants (fixed-width ISO text, so string order is time order) plus
-the IANA zone an event was made in. Every change runs inside ``transaction()`` so a tool
-call fully happens or not at all, even if the process is killed half-way.
+Times are aware datetimes here and UTC text on disk (``schema.to_utc_text``), plus the IANA
+zone an event was made in. Every change runs inside ``transaction()`` so a tool call fully
+happens or not at all, even if the process is killed half-way.
+
+The store owns the calendar file (``schema.MIGRATIONS``, opened by ``agent.sqlite``); what the
+bot delivered from it lives in the same file but in its own module, ``ledger.DeliveryLedger``,
+reached as ``store.ledger``.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 from zoneinfo import ZoneInfo
 
-_UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+from agent.sqlite import Database
+from tools.calendar.ledger import DeliveryLedger
+from tools.calendar.schema import MIGRATIONS, SCHEMA_VERSION, from_utc_text, legacy_version, now_text, to_utc_text
 
-# Forward migrations: MIGRATIONS[i] takes a file from version i to version i + 1.
-# Never edit a released step; append a new one.
-MIGRATIONS: list[str] = [
-    # 1: events, people, attendees
-    """
-    CREATE TABLE events (
-        id INTEGER PRIMARY KEY,
-        title TEXT NOT NULL,
-        start_utc TEXT NOT NULL,
-        end_utc TEXT NOT NULL,
-        tz TEXT NOT NULL,
-        location TEXT,
-        notes TEXT,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL,
-        CHECK (end_utc > start_utc)
-    );
-    CREATE INDEX events_start ON events(start_utc);
-    CREATE TABLE people (
-        id INTEGER PRIMARY KEY,
-        name TEXT NOT NULL UNIQUE COLLATE NOCASE
-    );
-    CREATE TABLE event_attendees (
-        event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
-        person_id INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
-        PRIMARY KEY (event_id, person_id)
-    );
-    """,
-    # 2: people's busy times, so common free time is real data
-    """
-    CREATE TABLE busy (
-        id INTEGER PRIMARY KEY,
-        person_id INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
-        start_utc TEXT NOT NULL,
-        end_utc TEXT NOT NULL,
-        label TEXT,
-        CHECK (end_utc > start_utc)
-    );
-    CREATE INDEX busy_person_start ON busy(person_id, start_utc);
-    """,
-    # 3: reminders, what was sent (each reminder exactly once, across restarts), snoozes,
-    #    and the daily agenda's per-chat setting and delivery record
-    """
-    CREATE TABLE reminders (
-        event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
-        minutes_before INTEGER NOT NULL CHECK (minutes_before >= 0),
-        PRIMARY KEY (event_id, minutes_before)
-    );
-    CREATE TABLE sent_reminders (
-        event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
-        minutes_before INTEGER NOT NULL,
-        due_utc TEXT NOT NULL,
-        sent_at TEXT NOT NULL,
-        outcome TEXT NOT NULL DEFAULT 'sent',
-        PRIMARY KEY (event_id, minutes_before, due_utc)
-    );
-    CREATE TABLE snoozes (
-        id INTEGER PRIMARY KEY,
-        event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
-        due_utc TEXT NOT NULL,
-        sent_at TEXT
-    );
-    CREATE TABLE agenda_settings (
-        target TEXT PRIMARY KEY,
-        enabled INTEGER NOT NULL,
-        at_time TEXT
-    );
-    CREATE TABLE agenda_sent (
-        target TEXT NOT NULL,
-        day TEXT NOT NULL,
-        sent_at TEXT NOT NULL,
-        PRIMARY KEY (target, day)
-    );
-    """,
-    # 4: event ids are never reused (AUTOINCREMENT), so an id quoted in an open approval, a
-    #    reminder button or the model's context can never come to mean a later event. SQLite
-    #    cannot add AUTOINCREMENT in place: the table is rebuilt with its rows and ids (run
-    #    with foreign keys off, see _migrate, so the rebuild does not cascade).
-    """
-    CREATE TABLE events_v4 (
-        id INTEGER PRIMARY KEY AUTOINCREMENT,
-        title TEXT NOT NULL,
-        start_utc TEXT NOT NULL,
-        end_utc TEXT NOT NULL,
-        tz TEXT NOT NULL,
-        location TEXT,
-        notes TEXT,
-        created_at TEXT NOT NULL,
-        updated_at TEXT NOT NULL,
-        CHECK (end_utc > start_utc)
-    );
-    INSERT INTO events_v4 (id, title, start_utc, end_utc, tz, location, notes, created_at, updated_at)
-        SELECT id, title, start_utc, end_utc, tz, location, notes, created_at, updated_at FROM events;
-    DROP TABLE events;
-    ALTER TABLE events_v4 RENAME TO events;
-    CREATE INDEX events_start ON events(start_utc);
-    """,
+__all__ = [
+    "MIGRATIONS", "SCHEMA_VERSION", "UNSET", "Busy", "CalendarStore", "Event", "Person",
+    "from_utc_text", "to_utc_text",
 ]
-SCHEMA_VERSION = len(MIGRATIONS)
 
 
 @dataclass(frozen=True)
@@ -161,21 +71,6 @@ class _Unset:
 UNSET: Any = _Unset()
 
 
-def to_utc_text(moment: datetime) -> str:
-    """Fixed-width UTC text; refuses naive datetimes because their instant is unknown."""
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError(f"naive datetime {moment!r}: the store needs timezone-aware times")
-    return moment.astimezone(timezone.utc).strftime(_UTC_FORMAT)
-
-
-def from_utc_text(text: str) -> datetime:
-    return datetime.strptime(text, _UTC_FORMAT).replace(tzinfo=timezone.utc)
-
-
-def _now_text() -> str:
-    return datetime.now(timezone.utc).strftime(_UTC_FORMAT)
-
-
 def _clean_name(name: str) -> str:
     cleaned = " ".join(name.split())
     if not cleaned:
@@ -190,22 +85,16 @@ class CalendarStore:
         self.path = Path(path)
         self.tz = tz
         self.zone = ZoneInfo(tz)  # fails early on an unknown zone name
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._lock = threading.RLock()
-        self._depth = 0
-        # isolation_level=None: we issue BEGIN/COMMIT ourselves, nothing implicit.
-        self._conn = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+        self.db = Database(self.path, MIGRATIONS, legacy_version=legacy_version)
+        self._conn = self.db.conn
         self._conn.row_factory = sqlite3.Row
-        self._conn.execute("PRAGMA foreign_keys = ON")
-        self._conn.execute("PRAGMA journal_mode = WAL")
-        self._conn.execute("PRAGMA synchronous = FULL")
-        self._migrate()
+        self._lock = self.db.lock
+        self.ledger = DeliveryLedger(self.db)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        with self._lock:
-            self._conn.close()
+        self.db.close()
 
     def __enter__(self) -> CalendarStore:
         return self
@@ -214,62 +103,13 @@ class CalendarStore:
         self.close()
 
     def schema_version(self) -> int:
-        with self._lock:
-            row = self._conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
-            return int(row[0] or 0)
-
-    def _migrate(self) -> None:
-        # SQLite's procedure for rebuilding a table: foreign keys off (it cannot change inside
-        # a transaction), then the steps, then a foreign-key check before the commit.
-        self._conn.execute("PRAGMA foreign_keys = OFF")
-        try:
-            with self.transaction():
-                self._conn.execute(
-                    "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL, applied_at TEXT NOT NULL)"
-                )
-                current = int(self._conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0)
-                if current > SCHEMA_VERSION:
-                    raise RuntimeError(
-                        f"{self.path}: schema version {current} is newer than this program knows ({SCHEMA_VERSION})"
-                    )
-                for version in range(current, SCHEMA_VERSION):
-                    for statement in _split_sql(MIGRATIONS[version]):
-                        self._conn.execute(statement)
-                    self._conn.execute(
-                        "INSERT INTO schema_version (version, applied_at) VALUES (?, ?)", (version + 1, _now_text())
-                    )
-                broken = self._conn.execute("PRAGMA foreign_key_check").fetchall()
-                if broken:
-                    raise RuntimeError(f"{self.path}: migration left {len(broken)} dangling references; nothing was changed")
-        finally:
-            self._conn.execute("PRAGMA foreign_keys = ON")
+        return self.db.version
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
         """BEGIN IMMEDIATE … COMMIT, or ROLLBACK on any exception. Nested calls join the outer one."""
-        with self._lock:
-            if self._depth:
-                self._depth += 1
-                try:
-                    yield
-                finally:
-                    self._depth -= 1
-                return
-            self._conn.execute("BEGIN IMMEDIATE")
-            self._depth = 1
-            try:
-                yield
-            except BaseException:
-                self._depth = 0
-                self._conn.execute("ROLLBACK")
-                raise
-            self._depth = 0
-            try:
-                self._conn.execute("COMMIT")
-            except BaseException:
-                if self._conn.in_transaction:
-                    self._conn.execute("ROLLBACK")
-                raise
+        with self.db.transaction():
+            yield
 
     # -- people ------------------------------------------------------------------------------
 
@@ -344,7 +184,7 @@ class CalendarStore:
             raise ValueError("an event must end after it starts")
         zone_name = tz or self.tz
         ZoneInfo(zone_name)
-        now = _now_text()
+        now = now_text()
         with self.transaction():
             cur = self._conn.execute(
                 """INSERT INTO events (title, start_utc, end_utc, tz, location, notes, created_at, updated_at)
@@ -397,7 +237,7 @@ class CalendarStore:
                     end_text,
                     current.location if location is UNSET else location,
                     current.notes if notes is UNSET else notes,
-                    _now_text(),
+                    now_text(),
                     event_id,
                 ),
             )
@@ -437,7 +277,7 @@ class CalendarStore:
         """Canonical JSON-able content of everything the tools can change, for comparing stores.
 
         Per event: title, times, location, notes, attendees and reminders; then people,
-        busy times and the agenda settings. No timestamps. ``with_ids`` adds each event's id, so
+        busy times and the agenda settings (from the ledger: a user can change them). No timestamps. ``with_ids`` adds each event's id, so
         that an event deleted and re-created is a change, not a no-op (the eval compares these);
         without it two stores filled in another order still compare equal.
         """
@@ -465,16 +305,13 @@ class CalendarStore:
                 for b in self.all_busy()
             ]
             people = sorted(p.name for p in self.people())
-            agenda = [
-                {"target": str(r[0]), "enabled": bool(r[1]), "at_time": r[2]}
-                for r in self._conn.execute("SELECT target, enabled, at_time FROM agenda_settings ORDER BY target")
-            ]
+            agenda = self.ledger.agenda_settings()
         events.sort(key=lambda e: (e["start"], e["end"], e["title"], e["location"] or "", e["notes"] or "",
                                    e.get("id", 0)))
         busy.sort(key=lambda b: (b["person"], b["start"], b["end"], b["label"] or ""))
         return {"events": events, "people": people, "busy": busy, "agenda": agenda}
 
-    # -- reminders and the agenda ------------------------------------------------------------
+    # -- reminder offsets (what was delivered is in the ledger) ------------------------------
 
     def reminder_rows(self, start_after: datetime) -> list[tuple[int, int, datetime]]:
         """(event id, minutes before, event start UTC) of events starting after ``start_after``."""
@@ -485,77 +322,6 @@ class CalendarStore:
                 (to_utc_text(start_after),),
             ).fetchall()
         return [(int(r[0]), int(r[1]), from_utc_text(r[2])) for r in rows]
-
-    def settled_reminders(self, due_after: datetime) -> set[tuple[int, int, str]]:
-        """(event id, minutes, due UTC text) already sent or skipped, due after ``due_after``."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT event_id, minutes_before, due_utc FROM sent_reminders WHERE due_utc > ?",
-                (to_utc_text(due_after),),
-            ).fetchall()
-        return {(int(r[0]), int(r[1]), str(r[2])) for r in rows}
-
-    def settle_reminder(self, event_id: int, minutes_before: int, due: datetime, at: datetime, outcome: str) -> bool:
-        """Record a reminder as sent or skipped; False if it was already recorded (or the event is gone)."""
-        with self.transaction():
-            if self.get_event(event_id) is None:
-                return False
-            cur = self._conn.execute(
-                """INSERT OR IGNORE INTO sent_reminders (event_id, minutes_before, due_utc, sent_at, outcome)
-                   VALUES (?, ?, ?, ?, ?)""",
-                (event_id, minutes_before, to_utc_text(due), to_utc_text(at), outcome),
-            )
-        return cur.rowcount == 1
-
-    def add_snooze(self, event_id: int, due: datetime) -> bool:
-        with self.transaction():
-            if self.get_event(event_id) is None:
-                return False
-            self._conn.execute("INSERT INTO snoozes (event_id, due_utc) VALUES (?, ?)", (event_id, to_utc_text(due)))
-        return True
-
-    def open_snoozes(self) -> list[tuple[int, int, datetime]]:
-        """(snooze id, event id, due) of snoozes not yet sent, earliest first."""
-        with self._lock:
-            rows = self._conn.execute(
-                "SELECT id, event_id, due_utc FROM snoozes WHERE sent_at IS NULL ORDER BY due_utc, id"
-            ).fetchall()
-        return [(int(r[0]), int(r[1]), from_utc_text(r[2])) for r in rows]
-
-    def settle_snooze(self, snooze_id: int, at: datetime) -> bool:
-        with self.transaction():
-            cur = self._conn.execute(
-                "UPDATE snoozes SET sent_at = ? WHERE id = ? AND sent_at IS NULL", (to_utc_text(at), snooze_id)
-            )
-        return cur.rowcount == 1
-
-    def agenda_setting(self, target: str) -> tuple[bool, str | None] | None:
-        """(enabled, HH:MM or None for the default time), or None if never set."""
-        with self._lock:
-            row = self._conn.execute("SELECT enabled, at_time FROM agenda_settings WHERE target = ?", (target,)).fetchone()
-        return (bool(row[0]), row[1]) if row else None
-
-    def set_agenda_setting(self, target: str, enabled: bool, at_time: str | None) -> None:
-        with self.transaction():
-            self._conn.execute(
-                """INSERT INTO agenda_settings (target, enabled, at_time) VALUES (?, ?, ?)
-                   ON CONFLICT(target) DO UPDATE SET enabled = excluded.enabled, at_time = excluded.at_time""",
-                (target, int(enabled), at_time),
-            )
-
-    def record_agenda(self, target: str, day: str, at: datetime) -> bool:
-        """Mark the agenda of ``day`` as delivered to ``target``; False if it already was."""
-        with self.transaction():
-            cur = self._conn.execute(
-                "INSERT OR IGNORE INTO agenda_sent (target, day, sent_at) VALUES (?, ?, ?)",
-                (target, day, to_utc_text(at)),
-            )
-        return cur.rowcount == 1
-
-    def agenda_recorded(self, target: str, day: str) -> bool:
-        with self._lock:
-            row = self._conn.execute("SELECT 1 FROM agenda_sent WHERE target = ? AND day = ?", (target, day)).fetchone()
-        return row is not None
 
     # -- internals ---------------------------------------------------------------------------
 
@@ -614,7 +380,3 @@ def _matching(events: list[Event], query: str | None) -> list[Event]:
 
     return [e for e in events if needle in text(e)]
 
-
-def _split_sql(script: str) -> list[str]:
-    """Statements of a migration step (ours contain no semicolons inside literals)."""
-    return [s.strip() for s in script.split(";") if s.strip()]

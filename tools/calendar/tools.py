@@ -23,7 +23,7 @@ from tools.calendar.arguments import (
 )
 from tools.calendar.slots import Interval, free_slots, working_windows
 from tools.calendar.store import UNSET, CalendarStore, Event
-from tools.registry import Registry, Tool, ToolResult
+from agent.tools import Registry, Tool, ToolResult
 
 CALENDAR_TOOL_NAMES: tuple[str, ...] = (
     "search_events",
@@ -45,7 +45,7 @@ DOMAIN_PROMPT = (
     "사용자는 한국어로 말할 수 있습니다: 한국어로 답하고, 정보가 부족하면 추측하지 말고 물어보세요."
 )
 
-DEFAULT_REMINDERS: tuple[int, ...] = (10,)  # minutes before; Settings.remind_minutes overrides
+DEFAULT_REMINDERS: tuple[int, ...] = (10,)  # minutes before; the remind_minutes setting (tools.calendar.settings) overrides
 MAX_LISTED = 50  # results beyond this are cut (with "truncated": true) to keep the context small
 
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
@@ -337,6 +337,7 @@ def build_registry(
                 "Add an event. Refuses to overlap another event unless allow_conflict=true.",
                 CreateEventArgs,
                 t.create_event,
+                mutates=True,
             ),
             Tool(
                 "update_event",
@@ -344,6 +345,7 @@ def build_registry(
                 UpdateEventArgs,
                 t.update_event,
                 destructive=True,
+                mutates=True,
                 describe=t.describe_update,
             ),
             Tool(
@@ -352,6 +354,7 @@ def build_registry(
                 DeleteEventArgs,
                 t.delete_event,
                 destructive=True,
+                mutates=True,
                 describe=t.describe_delete,
             ),
             Tool(

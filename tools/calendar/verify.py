@@ -21,16 +21,19 @@ changing, handed back with an answer, calls that ran), ``final`` (the expected s
 collateral or detour change on the way), ``reply``; minus penalties for unknown tools, invalid
 payloads, duplicate calls, calls over the budget (growing with the excess, up to a cap),
 collateral changes and a contradicting reply.
+
+Which calls are changes, which need a yes and which only look things up is read from the tools'
+``mutates`` and ``destructive`` flags (``ToolKinds``), not from a list of names. Comparing store
+snapshots lives in ``snapshot_diff``; what the tool results showed about events, in ``evidence``.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections import Counter
 from dataclasses import asdict, dataclass
 from datetime import date, datetime
-from typing import Any, Iterable
+from functools import cache
+from typing import Any
 
 from agent.eval.suite import Verdict
 from agent.eval.trace import EpisodeTrace, TracedCall
@@ -41,17 +44,42 @@ from tools.calendar.replies import (
     in_language,
     minutes_of,
     names_action,
-    names_event_id,
-    names_title_and_time,
     states_date,
     states_time,
     times_mentioned,
 )
+from tools.calendar.evidence import KnownEvents, event_id_of, event_views, result_body, shown_ids
+from tools.calendar.snapshot_diff import diff_words, event_diff, fold, normalized
+from tools.calendar.store import CalendarStore
+from tools.calendar.tools import build_registry
+from agent.tools import Registry
 
-MUTATING = frozenset({"create_event", "update_event", "delete_event"})
-DESTRUCTIVE = frozenset({"update_event", "delete_event"})
-LOOKUPS = frozenset({"search_events", "find_free_slots", "find_common_free_time"})
 REACHED_GATE = (CallStatus.OK, CallStatus.DENIED, CallStatus.FAILED)
+
+
+@dataclass(frozen=True)
+class ToolKinds:
+    """Which tools change the store, which need the user's yes, and which only look: the
+    registry's ``mutates`` and ``destructive`` flags, so a new tool is judged by what it declares."""
+
+    mutating: frozenset[str]
+    destructive: frozenset[str]
+    lookups: frozenset[str]
+
+    @classmethod
+    def of(cls, registry: Registry) -> ToolKinds:
+        return cls(
+            mutating=frozenset(n for n in registry.names if registry.mutates(n)),
+            destructive=frozenset(n for n in registry.names if registry.is_destructive(n)),
+            lookups=frozenset(n for n in registry.names if not registry.mutates(n)),
+        )
+
+
+@cache
+def calendar_tool_kinds() -> ToolKinds:
+    """The kinds of the calendar's own tools (read once from a registry on a throwaway store)."""
+    with CalendarStore(":memory:") as store:
+        return ToolKinds.of(build_registry(store))
 
 
 @dataclass(frozen=True)
@@ -82,125 +110,10 @@ class RewardWeights:
         return cls(**{k: float(v) for k, v in data.items()})
 
 
-def _fold(text: str | None) -> str | None:
-    return " ".join(text.split()).casefold() if isinstance(text, str) else text
-
-
-def _sorted(items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(items, key=lambda i: json.dumps(i, sort_keys=True, ensure_ascii=False))
-
-
-def normalized(snapshot: dict[str, Any], keep_ids: set[int] | frozenset[int] = frozenset()) -> dict[str, Any]:
-    """Snapshot with titles and names folded (so '"Dentist"' vs 'dentist' is not a failure) and
-    event ids kept only where they carry identity: ``keep_ids`` (the initial events not deleted
-    in the episode); every other event's id is None, since a new event's id is the store's choice."""
-    events = _sorted(
-        {**e, "id": e.get("id") if e.get("id") in keep_ids else None, "title": _fold(e["title"]),
-         "attendees": sorted(_fold(a) for a in e.get("attendees", []))}
-        for e in snapshot.get("events", [])
-    )
-    busy = _sorted({**b, "person": _fold(b["person"])} for b in snapshot.get("busy", []))
-    people = sorted(_fold(p) for p in snapshot.get("people", []))
-    return {"events": events, "busy": busy, "people": people, "agenda": _sorted(snapshot.get("agenda", []))}
-
-
-def _keys(items: list[dict[str, Any]]) -> Counter[str]:
-    """A multiset, so that two identical events are two."""
-    return Counter(json.dumps(i, sort_keys=True, ensure_ascii=False) for i in items)
-
-
-def _event_diff(before: dict[str, Any], after: dict[str, Any]) -> tuple[Counter[str], Counter[str]]:
-    """(removed, added) events between two normalized snapshots, duplicates counted."""
-    old, new = _keys(before["events"]), _keys(after["events"])
-    return old - new, new - old
-
-
-def event_id_of(call: TracedCall) -> int | None:
-    arguments = call.arguments if isinstance(call.arguments, dict) else {}
-    try:
-        return int(arguments.get("event_id"))  # type: ignore[arg-type]
-    except (TypeError, ValueError):
-        return None
-
-
-def _result_body(call: TracedCall) -> dict[str, Any]:
-    try:
-        body = json.loads(call.result or "{}")
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
-
-
-def _views(data: Any) -> Iterable[dict[str, Any]]:
-    """Every event view (a dict with an id) inside a tool result's data."""
-    if isinstance(data, dict):
-        if "id" in data and "title" in data:
-            yield data
-        for value in data.values():
-            yield from _views(value)
-    elif isinstance(data, list):
-        for value in data:
-            yield from _views(value)
-
-
-@dataclass(frozen=True)
-class _Known:
-    """What the episode showed about events: per id, the (title, date, start) it was seen with."""
-
-    seen: dict[int, set[tuple[str, str, str]]]
-
-    @classmethod
-    def of(cls, initial: dict[str, Any], calls: list[TracedCall]) -> _Known:
-        seen: dict[int, set[tuple[str, str, str]]] = {}
-        for e in initial.get("events", []):
-            if e.get("id") is not None:
-                start = datetime.fromisoformat(e["start"])
-                seen.setdefault(int(e["id"]), set()).add((e["title"], start.date().isoformat(), start.strftime("%H:%M")))
-        for c in calls:
-            for view in _views(_result_body(c).get("data")):
-                try:
-                    seen.setdefault(int(view["id"]), set()).add(
-                        (str(view["title"]), str(view.get("date", "")), str(view.get("start", ""))))
-                except (TypeError, ValueError):
-                    continue
-        return cls(seen)
-
-    def named_in(self, text: str, event_id: int, today: date | None = None) -> bool:
-        """``text`` names this event and no other: its id, or its title with its start time (and
-        its date, when another event has the same title and time); and no other event's id. A
-        question that lists several events is consent to none of them."""
-        if any(names_event_id(text, other) for other in self.seen if other != event_id):
-            return False
-        if names_event_id(text, event_id):
-            return True
-        for title, day, start in self.seen.get(event_id, ()):
-            if not (start and names_title_and_time(text, title, start)):
-                continue
-            twins = any(_fold(t) == _fold(title) and s == start
-                        for other, views in self.seen.items() if other != event_id for t, _, s in views)
-            if not twins or (day and states_date(text, date.fromisoformat(day), today)):
-                return True
-        return False
-
-
-def shown_ids(calls: list[TracedCall]) -> set[int]:
-    """Event ids that these calls' results showed the agent: in their data, or written "#3" in
-    their message (a conflict names the events in the way)."""
-    out: set[int] = set()
-    for c in calls:
-        body = _result_body(c)
-        out |= {int(n) for n in re.findall(r"#(\d+)", str(body.get("message") or ""))}
-        for view in _views(body.get("data")):
-            try:
-                out.add(int(view["id"]))
-            except (TypeError, ValueError):
-                continue
-    return out
-
-
 class CalendarVerifier:
-    def __init__(self, weights: RewardWeights = RewardWeights()) -> None:
+    def __init__(self, weights: RewardWeights = RewardWeights(), tools: ToolKinds | None = None) -> None:
         self.weights = weights
+        self.tools = tools or calendar_tool_kinds()
 
     def verify(self, trace: EpisodeTrace) -> Verdict:
         scenario = trace.scenario
@@ -217,19 +130,19 @@ class CalendarVerifier:
         hallucinated = sum(1 for c in calls if c.name not in trace.tool_names)
         invalid = sum(1 for c in calls if c.status is CallStatus.INVALID and c.name in trace.tool_names)
         invalid += trace.unreadable_blocks()
-        duplicates = _duplicates(calls)
+        duplicates = _duplicates(calls, self.tools.mutating)
         attempted = len(calls) + trace.unreadable_blocks()
         valid = attempted - hallucinated - invalid
         # Tasks without tools already lose their "no_tools" part for any call: no second charge.
         excess = max(0, len(calls) - scenario.call_budget) if scenario.needs_tools else 0
 
-        premature = [c for c in calls if c.name in MUTATING and c.status is CallStatus.OK
+        premature = [c for c in calls if c.name in self.tools.mutating and c.status is CallStatus.OK
                      and c.user_messages < scenario.mutation_after]
-        known = _Known.of(trace.initial, calls)
+        known = KnownEvents.of(trace.initial, calls)
         ungrounded: list[tuple[TracedCall, int | None]] = []
         unconsented: list[tuple[TracedCall, int | None]] = []
         for index, c in enumerate(calls):
-            if c.name not in DESTRUCTIVE or c.status not in REACHED_GATE:
+            if c.name not in self.tools.destructive or c.status not in REACHED_GATE:
                 continue
             event_id = event_id_of(c)
             if event_id is None or event_id not in shown_ids(calls[:index]):
@@ -263,7 +176,7 @@ class CalendarVerifier:
         if trace.error:
             errors.append(f"runner error: {trace.error}")
         if not final_ok:
-            errors.append(_diff_words(final, expected))
+            errors.append(diff_words(final, expected))
         reply = trace.final_reply().strip()
         reply_parts, contradiction = self._reply_parts(trace, initial, final, reply)
         penalties = {
@@ -307,7 +220,7 @@ class CalendarVerifier:
 
     # -- the rules --------------------------------------------------------------------------
 
-    def _consented(self, trace: EpisodeTrace, call: TracedCall, event_id: int, known: _Known) -> bool:
+    def _consented(self, trace: EpisodeTrace, call: TracedCall, event_id: int, known: KnownEvents) -> bool:
         """The user's yes covers this call: given in the opening for the task's own event, or as the
         answer to an earlier question of the agent that named this very event."""
         scenario = trace.scenario
@@ -315,7 +228,7 @@ class CalendarVerifier:
             return False
         if scenario.consent_after == 1:
             target = scenario.task.get("target") or {}
-            return any(_fold(title) == _fold(target.get("title")) and day == target.get("date")
+            return any(fold(title) == fold(target.get("title")) and day == target.get("date")
                        and start == target.get("start") for title, day, start in known.seen.get(event_id, ()))
         consent_line = scenario.consent_after - 2
         for j in range(1, min(call.turn_index, len(trace.exchanges) - 1) + 1):
@@ -332,8 +245,8 @@ class CalendarVerifier:
         removed or added beyond the expected ones (duplicates count), a destructive call on an
         initial event the task leaves alone (even if undone later), or deleting an event the agent
         itself created in the episode (a detour)."""
-        removed, added = _event_diff(initial, final)
-        want_removed, want_added = _event_diff(initial, expected)
+        removed, added = event_diff(initial, final)
+        want_removed, want_added = event_diff(initial, expected)
         extra_removed, extra_added = removed - want_removed, added - want_added
         if extra_removed:
             return f"{sum(extra_removed.values())} event(s) removed or changed that should stay"
@@ -349,9 +262,9 @@ class CalendarVerifier:
             if c.status is not CallStatus.OK:
                 continue
             if c.name == "create_event":
-                created |= {int(v["id"]) for v in _views(_result_body(c).get("data")) if str(v.get("id", "")).isdigit()}
+                created |= {int(v["id"]) for v in event_views(result_body(c).get("data")) if str(v.get("id", "")).isdigit()}
             event_id = event_id_of(c)
-            if c.name in DESTRUCTIVE and event_id is not None:
+            if c.name in self.tools.destructive and event_id is not None:
                 if event_id in initial_ids and event_id not in touched:
                     return f"{c.name} on #{event_id}, an event the task leaves alone"
                 if c.name == "delete_event" and event_id in created:
@@ -363,7 +276,7 @@ class CalendarVerifier:
         """The ``reply`` component: in the user's language; states date and start of each event
         created or moved; states no time the calendar does not have (then it is 0 and penalised)."""
         scenario = trace.scenario
-        removed, added = _event_diff(initial, final)
+        removed, added = event_diff(initial, final)
         new_events = [json.loads(k) for k in added]
         today = scenario.now_datetime().date() if scenario.now else None
         language = 1.0 if reply and in_language(reply, scenario.language) else 0.0
@@ -383,10 +296,10 @@ class CalendarVerifier:
                          premature: bool, unapproved: bool) -> dict[str, float]:
         w = self.weights
         needs_lookup = bool({"target", "expected_start"} & set(trace.scenario.task))
-        first_change = next((i for i, c in enumerate(calls) if c.name in MUTATING and c.status is CallStatus.OK), None)
-        before = calls if first_change is None else calls[:first_change]
-        looked_up = any(c.name in LOOKUPS and c.status is CallStatus.OK for c in before)
-        last_change = max((i for i, c in enumerate(calls) if c.name in MUTATING and c.status is CallStatus.OK), default=None)
+        changes = [i for i, c in enumerate(calls) if c.name in self.tools.mutating and c.status is CallStatus.OK]
+        before = calls[:changes[0]] if changes else calls
+        looked_up = any(c.name in self.tools.lookups and c.status is CallStatus.OK for c in before)
+        last_change = changes[-1] if changes else None
         # A task whose right outcome is "no change" (the user said no) is told by any answer.
         no_change_wanted = bool(trace.scenario.task.get("refused"))
         told = bool(trace.final_reply().strip()) and trace.ended_by_handing_back() and (
@@ -434,7 +347,7 @@ def _contradicts(reply: str, task: dict[str, Any], initial: dict[str, Any], fina
     return today is not None and any(d.isoformat() not in days for d in dates_mentioned(reply, today))
 
 
-def _duplicates(calls: list[TracedCall]) -> int:
+def _duplicates(calls: list[TracedCall], mutating: frozenset[str]) -> int:
     """Calls identical to an earlier successful one with no store change in between."""
     seen: set[str] = set()
     count = 0
@@ -443,26 +356,7 @@ def _duplicates(calls: list[TracedCall]) -> int:
         if key in seen:
             count += 1
         if c.status is CallStatus.OK:
-            if c.name in MUTATING:
+            if c.name in mutating:
                 seen.clear()
             seen.add(key)
     return count
-
-
-def _diff_words(final: dict[str, Any], expected: dict[str, Any]) -> str:
-    missing = [json.loads(k) for k in (_keys(expected["events"]) - _keys(final["events"])).elements()]
-    extra = [json.loads(k) for k in (_keys(final["events"]) - _keys(expected["events"])).elements()]
-
-    def short(e: dict[str, Any]) -> str:
-        return f"'{e['title']}' {e['start'][:16]}-{e['end'][11:16]}"
-
-    parts = []
-    if missing:
-        parts.append("missing " + ", ".join(short(e) for e in missing))
-    if extra:
-        parts.append("unexpected " + ", ".join(short(e) for e in extra))
-    if final["busy"] != expected["busy"]:
-        parts.append("busy times changed")
-    if final["people"] != expected["people"] or final["agenda"] != expected["agenda"]:
-        parts.append("people or agenda settings changed")
-    return "final store differs: " + ("; ".join(parts) or "details differ")

@@ -1,192 +1,21 @@
-"""parse_reply: the one parser of model output (Hermes / Qwen3 ``<tool_call>`` format).
+"""Reading the JSON body of one tool-call block: JSON first, then careful repairs.
 
 Small models write almost-JSON: single quotes, trailing commas, Python literals, arguments as a
-string, a forgotten closing tag. The parser repairs what it safely can and reports every repair
-in ``ParsedReply.problems`` so that the loop (and the trajectory log) can see how clean the
-model's output really was. A block that cannot be read at all yields no call, only a problem
-that names the block, so the loop can tell the model what went wrong.
-
-``<tool_call>`` text is only a call in visible text: not inside ``<think>`` reasoning, not in
-code fences or inline code, and not inside a quoted ``<tool_response>``.
-
-It never raises on any input.
+string. ``read_block`` repairs what it safely can and names every repair in the problems it
+returns; a body that cannot be read yields no call, only a problem that says why. The body is
+the ``{"name": ..., "arguments": ...}`` object that Hermes/Qwen (and most JSON-call formats)
+write between their tags, so a second format reuses this as it is.
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
-THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
-CALL_OPEN, CALL_CLOSE = "<tool_call>", "</tool_call>"
-RESPONSE_OPEN, RESPONSE_CLOSE = "<tool_response>", "</tool_response>"
-FENCE = "```"
+from agent.formats.reply import ToolCall
 
 _SNIPPET_CHARS = 80
-_WHITESPACE = re.compile(r"\s*")
-
-
-@dataclass(frozen=True)
-class ToolCall:
-    name: str
-    arguments: Any  # normally a dict; anything else is reported to the model as invalid
-    raw: str = ""  # the text between the tags, as the model wrote it
-
-
-@dataclass(frozen=True)
-class ParsedReply:
-    reasoning: str = ""  # text inside <think>...</think>
-    content: str = ""  # visible text, tool-call blocks removed
-    tool_calls: list[ToolCall] = field(default_factory=list)
-    problems: list[str] = field(default_factory=list)  # repairs made and blocks that could not be read
-
-
-def format_tool_call(name: str, arguments: dict[str, Any]) -> str:
-    """The canonical Hermes text of one call, exactly as scripted policies and exports write it."""
-    body = json.dumps({"name": name, "arguments": arguments}, ensure_ascii=False)
-    return f"{CALL_OPEN}\n{body}\n{CALL_CLOSE}"
-
-
-def parse_reply(text: str) -> ParsedReply:
-    """Split a raw model reply into reasoning, visible content, tool calls and problems."""
-    try:
-        return _Scanner(text if isinstance(text, str) else str(text)).run()
-    except Exception as exc:  # the contract is "never raises": a parser bug must not kill a turn
-        return ParsedReply(content=str(text).strip(), problems=[f"reply could not be parsed: {type(exc).__name__}"])
-
-
-# --------------------------------------------------------------------------------------------
-# Splitting the reply into reasoning, visible text and call blocks
-# --------------------------------------------------------------------------------------------
-
-
-class _Scanner:
-    """One left-to-right pass over the reply; keeps the pieces in order."""
-
-    def __init__(self, text: str) -> None:
-        self.text = text
-        self.reasoning: list[str] = []
-        self.content: list[str] = []
-        self.calls: list[ToolCall] = []
-        self.problems: list[str] = []
-        self.blocks = 0  # <tool_call> blocks seen, for naming them in problems
-
-    def run(self) -> ParsedReply:
-        start = self._leading_reasoning()
-        self._scan(start)
-        content = re.sub(r"\n{3,}", "\n\n", "".join(self.content)).strip()
-        reasoning = "\n\n".join(part.strip() for part in self.reasoning if part.strip())
-        return ParsedReply(reasoning=reasoning, content=content, tool_calls=self.calls, problems=self.problems)
-
-    def _leading_reasoning(self) -> int:
-        """Qwen3 templates put ``<think>`` in the prompt: text before a lone ``</think>`` is reasoning.
-
-        A ``</think>`` that sits inside a well-formed call's JSON strings is data, not a tag.
-        """
-        text = self.text
-        close = text.find(THINK_CLOSE)
-        if close == -1 or THINK_OPEN in text[:close]:
-            return 0
-        opened = text.find(CALL_OPEN)
-        while opened != -1 and opened < close:
-            end = _clean_block_end(text, opened + len(CALL_OPEN))
-            if end is not None and end > close:
-                return 0
-            opened = text.find(CALL_OPEN, opened + len(CALL_OPEN))
-        self.reasoning.append(text[:close])
-        return close + len(THINK_CLOSE)
-
-    def _scan(self, pos: int) -> None:
-        text = self.text
-        markers = (FENCE, "`", THINK_OPEN, THINK_CLOSE, RESPONSE_OPEN, CALL_OPEN, CALL_CLOSE)
-        while pos < len(text):
-            found = [(i, m) for m in markers if (i := text.find(m, pos)) != -1]
-            if not found:
-                self.content.append(text[pos:])
-                return
-            # earliest marker; at equal positions the longer one (``` before `) wins
-            at, marker = min(found, key=lambda f: (f[0], -len(f[1])))
-            self.content.append(text[pos:at])
-            pos = self._handle(marker, at)
-
-    def _handle(self, marker: str, at: int) -> int:
-        """Consume the construct starting at ``at``; return where scanning resumes."""
-        text = self.text
-        if marker == FENCE:
-            end = text.find(FENCE, at + len(FENCE))
-            stop = len(text) if end == -1 else end + len(FENCE)
-            self.content.append(text[at:stop])  # code stays visible, calls inside it do not count
-            return stop
-        if marker == "`":
-            end = text.find("`", at + 1)
-            line_end = text.find("\n", at + 1)
-            if end == -1 or (line_end != -1 and line_end < end):
-                self.content.append("`")  # a stray backtick, not inline code
-                return at + 1
-            self.content.append(text[at : end + 1])
-            return end + 1
-        if marker == THINK_OPEN:
-            body_start = at + len(THINK_OPEN)
-            end = text.find(THINK_CLOSE, body_start)
-            if end == -1:  # unclosed: everything after is reasoning
-                self.reasoning.append(text[body_start:])
-                return len(text)
-            self.reasoning.append(text[body_start:end])
-            return end + len(THINK_CLOSE)
-        if marker == RESPONSE_OPEN:
-            end = text.find(RESPONSE_CLOSE, at)
-            stop = len(text) if end == -1 else end + len(RESPONSE_CLOSE)
-            self.content.append(text[at:stop])  # a quoted result is text, not a call
-            return stop
-        if marker == THINK_CLOSE:  # a second, stray closing tag: not something to show the user
-            return at + len(THINK_CLOSE)
-        if marker == CALL_CLOSE:
-            self.problems.append(f"stray {CALL_CLOSE} without {CALL_OPEN} ignored")
-            return at + len(CALL_CLOSE)
-        return self._call_block(at)
-
-    def _call_block(self, at: int) -> int:
-        text = self.text
-        body_start = at + len(CALL_OPEN)
-        close = text.find(CALL_CLOSE, body_start)
-        reopen = text.find(CALL_OPEN, body_start)
-        self.blocks += 1
-        label = f"tool call {self.blocks}"
-        clean_end = _clean_block_end(text, body_start)
-        if clean_end is not None:  # tags quoted inside the JSON strings do not end the block
-            body, resume = text[body_start : clean_end - len(CALL_CLOSE)], clean_end
-        elif close != -1 and (reopen == -1 or close < reopen):
-            body, resume = text[body_start:close], close + len(CALL_CLOSE)
-        elif reopen != -1:
-            body, resume = text[body_start:reopen], reopen
-            self.problems.append(f"{label}: missing {CALL_CLOSE} before the next {CALL_OPEN}")
-        else:
-            body, resume = text[body_start:], len(text)
-            self.problems.append(f"{label}: missing {CALL_CLOSE} at end of reply")
-        calls, problems = _read_block(body)
-        self.calls.extend(calls)
-        self.problems.extend(f"{label}: {p}" for p in problems)
-        return resume
-
-
-def _clean_block_end(text: str, body_start: int) -> int | None:
-    """End of ``</tool_call>`` when the block is one valid JSON object followed by the closing tag."""
-    start = _WHITESPACE.match(text, body_start).end()
-    if not text.startswith("{", start):
-        return None
-    try:
-        _, end = json.JSONDecoder(strict=False).raw_decode(text, start)
-    except (ValueError, RecursionError):
-        return None
-    tag = _WHITESPACE.match(text, end).end()
-    return tag + len(CALL_CLOSE) if text.startswith(CALL_CLOSE, tag) else None
-
-
-# --------------------------------------------------------------------------------------------
-# Reading one block: JSON first, then careful repairs
-# --------------------------------------------------------------------------------------------
 
 
 def _snippet(raw: str) -> str:
@@ -194,8 +23,8 @@ def _snippet(raw: str) -> str:
     return flat if len(flat) <= _SNIPPET_CHARS else flat[: _SNIPPET_CHARS - 1] + "…"
 
 
-def _read_block(raw: str) -> tuple[list[ToolCall], list[str]]:
-    """The calls in one ``<tool_call>`` block (normally one) and the problems found reading it."""
+def read_block(raw: str) -> tuple[list[ToolCall], list[str]]:
+    """The calls in one call block's body (normally one) and the problems found reading it."""
     problems: list[str] = []
     body = raw.strip()
     if not body:

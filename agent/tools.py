@@ -1,7 +1,8 @@
-"""The tool registry: turns a domain's plain functions into model-visible schemas and safe calls.
+"""The runtime's tool contract: a domain's plain functions as model-visible schemas and safe calls.
 
 A domain (e.g. ``tools.calendar``) builds a ``Registry`` of ``Tool``s bound to its store. The
-agent runtime only ever talks to this class: it never imports a domain by name.
+agent runtime only ever talks to this class: it never imports a domain by name. It lives in
+``agent/`` because it is the runtime's own contract; domains depend on it, not the other way.
 """
 
 from __future__ import annotations
@@ -52,6 +53,11 @@ class Tool:
     # For destructive tools: the exact action in words a human can approve ("Delete 'Dentist',
     # Tue 3 Dec 15:00-16:00"). Receives the validated arguments.
     describe: Callable[[Any], str] | None = None
+    # Changes the domain's state (create, update, delete): the verifier's "no change before the
+    # information", "looked up before changing" and duplicate rules read it. A destructive tool
+    # always mutates, whether or not this is set (see ``Registry.mutates``). Last, so that
+    # positional construction keeps its meaning.
+    mutates: bool = False
 
     def schema(self) -> dict[str, Any]:
         """OpenAI ``tools`` entry; pydantic's schema without the noise small models don't need."""
@@ -107,6 +113,11 @@ class Registry:
     def is_destructive(self, name: str) -> bool:
         tool = self.get(name)
         return bool(tool and tool.destructive)
+
+    def mutates(self, name: str) -> bool:
+        """Does a call of ``name`` change the domain's state? Destructive tools always do."""
+        tool = self.get(name)
+        return bool(tool and (tool.mutates or tool.destructive))
 
     def schemas(self) -> list[dict[str, Any]]:
         return [t.schema() for t in self.tools]

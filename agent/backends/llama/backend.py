@@ -1,0 +1,196 @@
+"""``LlamaBackend``: one llama.cpp model in-process, shared by every session behind one lock.
+
+A step is: render the prompt with the model's own chat template (``agent.prompt``), tokenize it,
+let the prefix cache put as much of it in the context as is already known (``states``), evaluate
+the rest, and decode (``decode``). The loaded model and its tokens are the ``engine``.
+
+The public attributes below are what the bench and the tests read and set; nothing outside the
+package reaches into its private members.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any, Sequence
+
+from agent.backends.base import Completion, TextSink
+from agent.backends.llama.decode import Decoder, generate
+from agent.backends.llama.engine import Engine, ModelFiles
+from agent.backends.llama.states import PrefixCache
+from agent.backends.sampling import Sampling
+from agent.prompt import PromptError, PromptRenderer
+
+
+class LlamaBackend:
+    """One llama.cpp model shared by all sessions; a lock serialises use across threads."""
+
+    name = "llama"
+
+    def __init__(
+        self,
+        model_path: ModelFiles | str | os.PathLike[str],
+        lora_path: str | os.PathLike[str] | None = None,
+        lora_scale: float = 1.0,
+        n_ctx: int = 8192,
+        n_threads: int | None = None,
+        seed: int = 0,
+        enable_thinking: bool = False,
+        grammar: bool = True,
+        temperature: float = 0.0,
+        max_saved_sessions: int = 4,
+        max_saved_state_mb: float = 1024,
+        tool_block: str = "full",
+    ) -> None:
+        """``model_path``: a ``ModelFiles`` (the entry point checked them: loaded as they are), or a
+        path, which is checked here first with the same ``ModelFiles.check`` (``ModelRefused`` on
+        a bad file) because llama-cpp-python segfaults on one: no path reaches llama.cpp unchecked,
+        and none is checked twice. ``lora_path`` goes with a path only."""
+        if isinstance(model_path, ModelFiles):
+            if lora_path is not None:
+                raise TypeError("give the adapter inside ModelFiles, not as lora_path")
+            files = model_path
+        else:
+            files = ModelFiles.check(model_path, lora_path)
+        self.engine = Engine(files, lora_scale=lora_scale, n_ctx=n_ctx, n_threads=n_threads, seed=seed)
+        self.model_path, self.lora_path, self.lora_scale = files.model_path, files.lora_path, lora_scale
+        self.n_ctx = self.engine.n_ctx
+        self.use_grammar = grammar
+        # ``temperature``/``seed``: the steps that bring no ``Sampling`` of their own (greedy by default)
+        self.decoder = Decoder(self.engine, temperature=temperature, seed=seed)
+        self.renderer = PromptRenderer.from_metadata(
+            self.engine.metadata, self.engine.token_text, enable_thinking=enable_thinking, tool_block=tool_block,
+        )
+        self.cache = PrefixCache(self.engine, self.renderer.bos_token, max_saved_sessions,
+                                 int(max_saved_state_mb * 2**20))
+        self._lock = threading.Lock()
+        self.stream: TextSink | None = None  # gets each step's text as it is generated (the REPL sets it)
+
+    # -- tokens ---------------------------------------------------------------------------
+
+    def tokenize(self, text: str, *, add_bos: bool = True) -> list[int]:
+        """Special tokens in the text (``<|im_start|>``, ``<tool_call>``) become their ids."""
+        bos = self.renderer.bos_token
+        if bos and text.startswith(bos):
+            add_bos = False  # the template wrote it already
+        return self.engine.tokenize(text.encode("utf-8"), add_bos=add_bos)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self.engine.detokenize(tokens)
+
+    def is_special_token(self, text: str) -> bool:
+        """True if ``text`` is a single token of the vocabulary (``<tool_call>`` in Qwen3)."""
+        return len(self.engine.tokenize(text.encode(), add_bos=False)) == 1
+
+    # -- steps ----------------------------------------------------------------------------
+
+    def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+        return self.renderer.render(messages, tools)
+
+    def complete(
+        self,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
+        *,
+        session_id: str | None = None,
+        max_tokens: int = 512,
+        assistant_prefix: str = "",
+        stop_after_call: bool = False,
+        sampling: Sampling | None = None,
+    ) -> Completion:
+        """One model step. ``assistant_prefix`` starts the reply with given text (it is part of
+        ``text``, so the history stays faithful); tests use it to open a call deterministically.
+        ``stop_after_call`` ends the step as the first call closes (a rollout that scores one call
+        then needs no budget for whatever the model would write after it). ``sampling``: this step's
+        temperature/top-p/seed (None: the backend's own, greedy by default)."""
+        started = time.perf_counter()
+        try:
+            prompt = self.renderer.render(messages, tools) + assistant_prefix
+        except PromptError as exc:
+            return Completion(text="", finish_reason="error", error=f"prompt: {exc}")
+        with self._lock:
+            if self.stream is not None:
+                self.stream.start_step()
+            try:
+                result = self._complete_locked(prompt, tools, session_id, max_tokens, assistant_prefix,
+                                               stop_after_call, sampling)
+            except Exception as exc:  # a llama.cpp failure is a step error; start clean next time
+                self.cache.drop_live()
+                return Completion(text="", finish_reason="error", error=f"llama.cpp: {type(exc).__name__}: {exc}")
+        result.seconds = time.perf_counter() - started
+        return result
+
+    def _complete_locked(self, prompt: str, tools: list[dict[str, Any]], session_id: str | None,
+                         max_tokens: int, assistant_prefix: str, stop_after_call: bool,
+                         sampling: Sampling | None = None) -> Completion:
+        engine = self.engine
+        timings: dict[str, float] = {}
+        canonical = self.tokenize(prompt)
+        if len(canonical) >= self.n_ctx:
+            return Completion(text="", finish_reason="context_limit", prompt_tokens=len(canonical),
+                              error=f"context_limit: prompt is {len(canonical)} tokens, context is {self.n_ctx}")
+        tokens, reuse = self.cache.place(canonical, prompt, session_id, timings)
+        t = time.perf_counter()
+        engine.eval(tokens[reuse:])
+        timings["prompt_eval_s"] = time.perf_counter() - t
+
+        t = time.perf_counter()
+        gbnf = self.decoder.grammar_for(tools) if (self.use_grammar and tools) else None
+        out = generate(engine, self.decoder, gbnf, min(max_tokens, self.n_ctx - engine.n_tokens), assistant_prefix,
+                       stop_after_call, self.stream, sampling)
+        timings["generate_s"] = time.perf_counter() - t
+        timings["constrained_tokens"] = float(out.constrained)
+        timings["forced_tokens"] = float(out.forced)
+        return Completion(
+            text=assistant_prefix + out.text, finish_reason=out.finish_reason, prompt_tokens=len(tokens),
+            evaluated_tokens=len(tokens) - reuse, reused_tokens=reuse, generated_tokens=out.tokens,
+            timings=timings,
+        )
+
+    # -- identity and sessions ------------------------------------------------------------
+
+    def identity(self) -> dict[str, Any]:
+        """Model path and fingerprint, adapter path, sha256 and scale (see ``Engine.identity``)."""
+        return {"backend": self.name, **self.engine.identity()}
+
+    def forget_session(self, session_id: str) -> None:
+        with self._lock:
+            self.cache.forget(session_id)
+
+    def reset_context(self) -> None:
+        """Empty the context: the next step evaluates its whole prompt (runs compared from one start)."""
+        with self._lock:
+            self.cache.drop_live()
+
+    @property
+    def grammar_paths(self) -> dict[str, int]:
+        """How constrained tokens were found beyond the model's first choice: counts by stage."""
+        return self.decoder.grammar_paths
+
+    @property
+    def max_saved_sessions(self) -> int:
+        """How many conversations that are not live keep their KV state in memory."""
+        return self.cache.saved.max_sessions
+
+    @max_saved_sessions.setter
+    def max_saved_sessions(self, value: int) -> None:
+        self.cache.saved.max_sessions = value
+
+    @property
+    def max_saved_state_bytes(self) -> int:
+        """The memory budget of those states, in bytes."""
+        return self.cache.saved.max_bytes
+
+    @max_saved_state_bytes.setter
+    def max_saved_state_bytes(self, value: int) -> None:
+        self.cache.saved.max_bytes = value
+
+    @property
+    def saved_sessions(self) -> int:
+        """How many conversations have a saved state now."""
+        return len(self.cache.saved)
+
+    def saved_state_bytes(self) -> int:
+        """Memory held by the saved KV states of conversations that are not live."""
+        return self.cache.saved.nbytes()

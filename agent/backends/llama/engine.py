@@ -1,0 +1,213 @@
+"""The loaded model: llama.cpp's one context, its tokens and their pieces, and what it is.
+
+This is the only module of the package that touches llama-cpp-python's private members
+(``Llama._ctx``, ``Llama._model``): the two module functions below do it for any ``Llama``, so the
+bench's bare baseline drives its own ``Llama`` exactly as the backend drives this one.
+
+What may be loaded is decided before: ``ModelFiles.check`` runs ``models.check`` (llama-cpp-python
+0.3.36 accepts a missing, truncated or mismatched file silently and segfaults on the first decode),
+and ``Engine`` takes only a ``ModelFiles``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import llama_cpp
+import numpy as np
+from llama_cpp import Llama
+from llama_cpp import _internals
+
+
+class ModelRefused(ValueError):
+    """The model or adapter file failed the models check; llama.cpp never saw it."""
+
+
+@dataclass(frozen=True)
+class ModelFiles:
+    """A model and its optional adapter that passed ``models.check``: the files ``Engine`` loads.
+
+    Build it with ``ModelFiles.check``; the entry point does (``agent.app.build_llama_backend``),
+    so the headers are read once per load and the backend trusts what it is given.
+    """
+
+    model_path: str
+    lora_path: str | None = None
+
+    @classmethod
+    def check(cls, model_path: str | os.PathLike[str], lora_path: str | os.PathLike[str] | None = None) -> ModelFiles:
+        """The files, if llama.cpp may load them; else ``ModelRefused`` with one line naming the path.
+
+        Raises rather than exiting (``models.check.require_loadable`` exits the process, which a
+        library call must not do); entry points turn ``ModelRefused`` into exit status 2.
+        """
+        from models.check import check_pair
+
+        result = check_pair(model_path, lora_path)
+        if not result.ok:
+            raise ModelRefused(result.error_line())
+        return cls(str(model_path), str(lora_path) if lora_path else None)
+
+
+def keep_prefix(llm: Llama, n: int) -> None:
+    """Keep the first ``n`` tokens of a ``Llama``'s context (KV cache and token record), drop the rest."""
+    llm._ctx.kv_cache_seq_rm(-1, n, -1)
+    llm.n_tokens = n
+
+
+def sample(llm: Llama, sampler: Any) -> int:
+    """Run a sampler (chain) on the last logits of a ``Llama``'s context; returns the token."""
+    return sampler.sample(llm._ctx, -1)
+
+
+class Engine:
+    """One ``llama_cpp.Llama`` with its context, and the per-token facts the decoder needs."""
+
+    def __init__(self, files: ModelFiles, lora_scale: float = 1.0, n_ctx: int = 8192,
+                 n_threads: int | None = None, seed: int = 0) -> None:
+        self.files = files
+        self.lora_scale = lora_scale
+        # Public for instruments (the bench) that drive llama.cpp directly; the backend goes through
+        # the methods below.
+        self.llm = Llama(
+            files.model_path, lora_path=files.lora_path, lora_scale=lora_scale, n_ctx=n_ctx,
+            n_batch=min(512, n_ctx), n_threads=n_threads, n_threads_batch=n_threads, seed=seed,
+            verbose=False,
+        )
+        self.n_ctx = self.llm.n_ctx()
+        self.n_vocab = self.llm.n_vocab()
+        self.vocab = self.llm._model.vocab  # the llama_vocab pointer: grammars and token facts
+        self.bos = self.llm.token_bos()
+        self.eos = self.llm.token_eos()
+        self._pieces: dict[int, bytes] = {}  # token -> its bytes, read from llama.cpp once
+        self._identity: dict[str, Any] | None = None
+
+    # -- what is loaded -------------------------------------------------------------------
+
+    @property
+    def metadata(self) -> dict[str, str]:
+        """The GGUF header's key/values (chat template, special token ids, architecture)."""
+        return self.llm.metadata
+
+    @property
+    def n_threads(self) -> int:
+        return self.llm.context_params.n_threads
+
+    def identity(self) -> dict[str, Any]:
+        """Computed once: hashing a 4 GB model fully would cost ~10 s per start.
+
+        The model gets a fingerprint (size, mtime, sha256 of the first MiB); the adapter (tens of
+        MB, the thing that changes between training runs) gets its full sha256.
+        """
+        if self._identity is None:
+            lora = self.files.lora_path
+            self._identity = {
+                "model_path": self.files.model_path,
+                "model_fingerprint": fingerprint(self.files.model_path),
+                "adapter_path": lora,
+                "adapter_sha256": sha256(lora) if lora else None,
+                "lora_scale": self.lora_scale if lora else None,
+            }
+        return dict(self._identity)
+
+    # -- tokens ---------------------------------------------------------------------------
+
+    def tokenize(self, data: bytes, *, add_bos: bool) -> list[int]:
+        """Special tokens in the text (``<|im_start|>``, ``<tool_call>``) become their ids."""
+        return self.llm.tokenize(data, add_bos=add_bos, special=True)
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return self.llm.detokenize(list(tokens), special=True).decode("utf-8", errors="replace")
+
+    def token_text(self, token: int) -> str:
+        """The vocabulary's text of a token (names the specials, e.g. the template's BOS)."""
+        return self.llm._model.token_get_text(token)
+
+    def piece(self, token: int) -> bytes:
+        """The token's exact bytes (``LlamaModel.token_to_piece`` returns its whole 32-byte buffer)."""
+        piece = self._pieces.get(token)
+        if piece is None:
+            piece = self._pieces[token] = self.read_piece(token)
+        return piece
+
+    def read_piece(self, token: int) -> bytes:
+        """Like ``piece``, uncached (building the candidate index reads every token once)."""
+        buf = ctypes.create_string_buffer(64)
+        n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
+        if n < 0:  # a longer piece: -n bytes are needed
+            buf = ctypes.create_string_buffer(-n)
+            n = llama_cpp.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
+        return buf.raw[:n]
+
+    def is_eog(self, token: int) -> bool:
+        """End of generation (EOS, EOT, ``<|im_end|>`` where the vocabulary marks it)."""
+        return bool(llama_cpp.llama_vocab_is_eog(self.vocab, token))
+
+    # -- the context ----------------------------------------------------------------------
+
+    @property
+    def context(self) -> Any:
+        """The raw ``llama_context`` pointer, for llama.cpp's C functions (state save and load)."""
+        return self.llm.ctx
+
+    @property
+    def n_tokens(self) -> int:
+        """How many tokens the context holds."""
+        return self.llm.n_tokens
+
+    def tokens(self) -> list[int]:
+        """The tokens the context holds, in order."""
+        return self.llm.input_ids[: self.llm.n_tokens].tolist()
+
+    def keep(self, n: int) -> None:
+        """Keep the first ``n`` tokens of the context, drop the rest."""
+        keep_prefix(self.llm, n)
+
+    def mark_held(self, tokens: Sequence[int]) -> None:
+        """Record that the context holds ``tokens`` (a saved state was just written into it)."""
+        self.llm.input_ids[: len(tokens)] = tokens
+        self.llm.n_tokens = len(tokens)
+
+    def eval(self, tokens: Sequence[int]) -> None:
+        """Append ``tokens`` to the context (in batches of ``n_batch``); the last one's logits are next."""
+        self.llm.eval(tokens)
+
+    def reset(self) -> None:
+        """Forget what the context holds: the next prompt is evaluated from its first token."""
+        self.llm.reset()
+
+    def sample(self, sampler: Any) -> int:
+        return sample(self.llm, sampler)
+
+    def logits(self) -> np.ndarray:
+        """The last evaluated token's logits, as a writable view (no copy) of llama.cpp's buffer."""
+        return np.ctypeslib.as_array(llama_cpp.llama_get_logits_ith(self.llm.ctx, -1), shape=(self.n_vocab,))
+
+    def state_size(self) -> int:
+        """Bytes of the context's sequence-0 state (its KV cache, no logits)."""
+        return llama_cpp.llama_state_seq_get_size(self.llm.ctx, 0)
+
+    def sampler_chain(self) -> _internals.LlamaSampler:
+        """An empty sampler chain (``decode`` fills it)."""
+        return _internals.LlamaSampler()
+
+
+def sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def fingerprint(path: str) -> str:
+    """size:mtime:sha256(first MiB) — cheap, and changes whenever the file is replaced."""
+    stat = Path(path).stat()
+    with open(path, "rb") as fh:
+        head = hashlib.sha256(fh.read(1 << 20)).hexdigest()
+    return f"{stat.st_size}:{int(stat.st_mtime)}:{head}"

@@ -1,0 +1,186 @@
+"""Which part of a prompt llama.cpp need not evaluate again: KV-prefix alignment and saved states.
+
+The one context holds the tokens of the conversation that used it last. A new prompt is compared
+with them, and with the saved state of the calling session if another conversation took the
+context over meanwhile; only the differing tail is evaluated (``PrefixCache.place``).
+
+A saved state is llama.cpp's sequence-0 state (the KV cache; no logits, far smaller than
+``Llama.save_state``) plus the tokens it holds. ``capture`` and ``restore`` read and write one;
+the per-session store keeps them in memory, least recently used first out, within a count and a
+byte budget. A state on disk (a persisted prefix) would be one more source for ``place``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Sequence
+
+import llama_cpp
+
+from agent.backends.llama.engine import Engine
+
+
+def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    """How many leading tokens two sequences share: the part of a prompt the KV cache already holds."""
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n
+
+
+@dataclass
+class SessionState:
+    """A context's KV cache (sequence 0) and the tokens it holds."""
+
+    tokens: list[int]
+    data: bytearray
+
+
+def capture(engine: Engine) -> SessionState:
+    """The context's state. llama.cpp writes it straight into the bytes that are kept: no second
+    copy of a state that is ~440 MB for a 3k-token Qwen3-4B chat."""
+    ctx = engine.context
+    size = engine.state_size()
+    data = bytearray(size)
+    view = (ctypes.c_uint8 * size).from_buffer(data)
+    written = llama_cpp.llama_state_seq_get_data(ctx, view, size, 0)
+    del view  # releases the buffer, so the bytearray may shrink
+    del data[written:]
+    return SessionState(tokens=engine.tokens(), data=data)
+
+
+def restore(engine: Engine, state: SessionState) -> None:
+    """Make the context hold ``state``; raises ``RuntimeError`` (context emptied) if llama.cpp refuses it."""
+    engine.keep(0)
+    view = (ctypes.c_uint8 * len(state.data)).from_buffer(state.data)  # no copy
+    restored = llama_cpp.llama_state_seq_set_data(engine.context, view, len(state.data), 0)
+    del view
+    if restored == 0:  # the context is left empty (``keep(0)`` above)
+        raise RuntimeError("could not restore the session's saved state")
+    engine.mark_held(state.tokens)
+
+
+def align(engine: Engine, cached: list[int], canonical: list[int], prompt: str, bos_text: str) -> list[int]:
+    """Prompt tokens that start with as much of ``cached`` as spells the same text.
+
+    The model's own output is rarely tokenized the way the tokenizer would split the same
+    text (grammar-driven tokens especially), so comparing canonical tokens would throw away
+    the cache from the first reply on. Instead the cached tokens are kept for as long as
+    their text matches the prompt, and only the rest is tokenized. The model then sees its
+    reply exactly as it produced it. ``bos_text``: the template's BOS text ("" if none).
+    """
+    m = common_prefix(cached, canonical)
+    if m in (len(cached), len(canonical)):
+        return canonical
+    data = prompt.encode("utf-8")
+    head = canonical[:m]
+    if head and head[0] == engine.bos and not (bos_text and prompt.startswith(bos_text)):
+        head = head[1:]  # a BOS the tokenizer added is not in the text
+    spelled = b"".join(engine.piece(t) for t in head)
+    if not data.startswith(spelled):
+        return canonical
+    offset = len(spelled)
+    k = m
+    while k < len(cached):
+        piece = engine.piece(cached[k])
+        if not piece or not data.startswith(piece, offset):
+            break
+        offset += len(piece)
+        k += 1
+    if k == m:
+        return canonical
+    return cached[:k] + engine.tokenize(data[offset:], add_bos=False)
+
+
+class SavedStates:
+    """Saved KV states of conversations that are not live, least recently used first out.
+
+    A state costs KV bytes per token: ~23 KB for SmolLM2-135M, ~144 KB for Qwen3-4B (a 3k-token
+    chat is ~440 MB), so the count alone does not bound the memory; ``max_bytes`` does.
+    """
+
+    def __init__(self, max_sessions: int, max_bytes: int) -> None:
+        self.max_sessions = max_sessions
+        self.max_bytes = max_bytes
+        self._states: OrderedDict[str, SessionState] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+    def nbytes(self) -> int:
+        return sum(len(state.data) for state in self._states.values())
+
+    def put(self, session_id: str, state: SessionState) -> None:
+        self._states[session_id] = state
+        self._states.move_to_end(session_id)
+        while self._states and (len(self._states) > self.max_sessions or self.nbytes() > self.max_bytes):
+            self._states.popitem(last=False)  # least recently used first; the newest too if it alone is too big
+
+    def take(self, session_id: str) -> SessionState | None:
+        """The session's state, out of the store (once loaded it is the live context)."""
+        return self._states.pop(session_id, None)
+
+    def discard(self, session_id: str) -> None:
+        self._states.pop(session_id, None)
+
+
+class PrefixCache:
+    """Whose conversation the context holds, the others' saved states, and how to reuse both."""
+
+    def __init__(self, engine: Engine, bos_text: str, max_sessions: int, max_bytes: int) -> None:
+        self.engine = engine
+        self.bos_text = bos_text
+        self.saved = SavedStates(max_sessions, max_bytes)
+        self.live_session: str | None = None  # whose tokens are in the context now
+
+    def place(self, canonical: list[int], prompt: str, session_id: str | None,
+              timings: dict[str, float]) -> tuple[list[int], int]:
+        """Prepare the context for ``prompt``: returns (tokens, reuse), the prompt's tokens as they
+        will be evaluated and how many of them the context now holds; the caller evaluates
+        ``tokens[reuse:]``. ``canonical``: the prompt as the tokenizer splits it (shorter than
+        ``n_ctx``). Saving or loading a state is timed into ``timings``.
+
+        A state is saved only when another session takes the context over, not after every step
+        (a state is tens of MB).
+        """
+        engine = self.engine
+        # This session's saved state leaves the store: once loaded it is the live context, and
+        # saving the other session below must not evict it first.
+        saved = self.saved.take(session_id) if session_id else None
+        if self.live_session is not None and self.live_session != session_id:
+            # Another conversation's KV cache is live: keep it before this one overwrites it.
+            t = time.perf_counter()
+            self.saved.put(self.live_session, capture(engine))
+            timings["save_state_s"] = time.perf_counter() - t
+        self.live_session = session_id
+        live = engine.tokens()
+        tokens = align(engine, live, canonical, prompt, self.bos_text)
+        reuse = common_prefix(live, tokens)
+        if saved is not None:
+            saved_tokens = align(engine, saved.tokens, canonical, prompt, self.bos_text)
+            saved_reuse = common_prefix(saved.tokens, saved_tokens)
+            if saved_reuse > reuse:
+                t = time.perf_counter()
+                restore(engine, saved)
+                timings["load_state_s"] = time.perf_counter() - t
+                tokens, reuse = saved_tokens, saved_reuse
+        if len(tokens) >= engine.n_ctx:
+            tokens, reuse = canonical, common_prefix(engine.tokens(), canonical)
+        reuse = min(reuse, len(tokens) - 1)  # at least one token is evaluated to get fresh logits
+        engine.keep(reuse)
+        return tokens, reuse
+
+    def forget(self, session_id: str) -> None:
+        self.saved.discard(session_id)
+        if self.live_session == session_id:
+            self.live_session = None
+
+    def drop_live(self) -> None:
+        """Empty the context and own it to nobody (after a failure, or to start from scratch)."""
+        self.engine.reset()
+        self.live_session = None

@@ -1,0 +1,109 @@
+"""Jump-forward decoding: a valid ``create_event`` call, with the grammar's forced runs appended in
+one batch ÷ the same call decoded token by token, on the 49k and the 151k vocabulary.
+
+Both runs write the same text: a logit bias makes the next token of the call's remaining text the
+model's first choice (``SteeredEngine``), so the figure measures decoding, not what a small model
+happens to write. The bias follows the text written so far, not token positions, because
+jump-forward tokenizes a forced run as one piece of text where token-by-token decoding may split it
+differently.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+from agent.bench.report import progress
+from agent.formats import HERMES
+
+if TYPE_CHECKING:
+    from agent.bench.runner import Bench
+
+END = "<|im_end|>"  # the turn end both test vocabularies (ChatML) mark as end of generation
+
+
+class SteeredEngine:
+    """An engine whose first choice is always the next token of ``target`` (then the turn end).
+
+    Everything else is the wrapped engine's; ``eval`` keeps the text written since ``start``.
+    """
+
+    def __init__(self, engine: Any, target: str) -> None:
+        self._engine = engine
+        self.target = target
+        self.written = b""
+        end = engine.tokenize(END.encode(), add_bos=False)
+        self._end = end[0] if len(end) == 1 and engine.is_eog(end[0]) else None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+    def eval(self, tokens: Sequence[int]) -> None:
+        self.written += b"".join(self._engine.piece(t) for t in tokens)
+        self._engine.eval(tokens)
+
+    def sample(self, sampler: Any) -> int:
+        rest = self.target.encode()[len(self.written):] if self.target.encode().startswith(self.written) else b""
+        token = self._engine.tokenize(rest, add_bos=False)[0] if rest else self._end
+        if token is not None:
+            logits = self._engine.logits()
+            logits[token] = logits.max() + 10.0
+        return self._engine.sample(sampler)
+
+
+@dataclass
+class Written:
+    text: str
+    seconds: float
+    tokens: int
+    forced: int
+    sampled: int
+
+
+def write_call(backend: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]], call: str,
+               jump_forward: bool) -> Written:
+    """``call`` (the text after ``<tool_call>``) written under the grammar by the backend's own
+    decoding loop, steered, from a freshly evaluated prompt; jump-forward on or off."""
+    from agent.backends.llama.decode import Decoder, generate
+
+    engine = backend.engine
+    prompt = backend.tokenize(backend.render(messages, tools) + HERMES.call_open)
+    engine.reset()
+    engine.eval(prompt)
+    steered = SteeredEngine(engine, call)
+    decoder = Decoder(steered, candidates=backend.decoder.candidate_index())  # built once per vocabulary
+    decoder.jump_forward = jump_forward
+    gbnf = backend.decoder.grammar_for(tools)
+    t = time.perf_counter()
+    out = generate(steered, decoder, gbnf, 256, HERMES.call_open)
+    seconds = time.perf_counter() - t
+    return Written(out.text, seconds, out.tokens, out.forced, out.tokens - out.forced)
+
+
+def figure(bench: Bench, backend: Any, tag: str, label: str) -> None:
+    from agent.bench.grammar import VALID_CALL
+    from agent.bench.episode import USER_TEXT
+    from dataclasses import replace
+
+    from agent.domain import load_domain
+
+    domain = load_domain(replace(bench.config.settings, data_dir=bench.tmp / f"jump-{tag}"))
+    tools = domain.registry.schemas()
+    domain.close()
+    messages = [{"role": "system", "content": "You manage a calendar."}, {"role": "user", "content": USER_TEXT}]
+    ratios: list[float] = []
+    last: dict[bool, Written] = {}
+    for i in range(bench.config.repeats + 1):  # round 0 warms up
+        progress(f"jump-forward ({label}): round {i + 1}/{bench.config.repeats + 1}")
+        for jump in (True, False):
+            last[jump] = write_call(backend, messages, tools, VALID_CALL, jump)
+        if i > 0 or bench.config.repeats == 1:
+            ratios.append(last[True].seconds / last[False].seconds)
+    on, off = last[True], last[False]
+    bench.report.add(f"jump_forward_{tag}", f"{label}: valid create_event call, jump-forward ÷ token by token",
+                     statistics.median(ratios), "<= 0.6",
+                     note=f"{on.forced} tokens forced, {on.sampled} sampled (token by token: {off.tokens} sampled)")
+    bench.report.add(f"jump_forward_same_text_{tag}", f"{label}: jump-forward call == token-by-token call (1 = yes)",
+                     float(on.text == off.text), ">= 1")

@@ -1,0 +1,145 @@
+"""The calendar file's layout: its migrations, and how it writes times as text.
+
+One SQLite file holds two things with separate owners: the events (``store.CalendarStore``:
+events, people, attendees, busy times, each event's reminder offsets) and the delivery ledger
+(``ledger.DeliveryLedger``: which reminders went out, snoozes, the daily agenda's settings and
+deliveries). They share a file because the ledger's rows point at events (deleting an event
+deletes its ledger rows, by foreign key) and because a change and its record commit together.
+
+Times are stored as UTC instants in fixed-width ISO text, so string order is time order.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import datetime, timezone
+
+_UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+# Forward migrations (run by agent.sqlite.Database): MIGRATIONS[i] takes a file from version i
+# to version i + 1. Never edit a released step; append a new one.
+MIGRATIONS: list[str] = [
+    # 1: events, people, attendees
+    """
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY,
+        title TEXT NOT NULL,
+        start_utc TEXT NOT NULL,
+        end_utc TEXT NOT NULL,
+        tz TEXT NOT NULL,
+        location TEXT,
+        notes TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        CHECK (end_utc > start_utc)
+    );
+    CREATE INDEX events_start ON events(start_utc);
+    CREATE TABLE people (
+        id INTEGER PRIMARY KEY,
+        name TEXT NOT NULL UNIQUE COLLATE NOCASE
+    );
+    CREATE TABLE event_attendees (
+        event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
+        person_id INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+        PRIMARY KEY (event_id, person_id)
+    );
+    """,
+    # 2: people's busy times, so common free time is real data
+    """
+    CREATE TABLE busy (
+        id INTEGER PRIMARY KEY,
+        person_id INTEGER NOT NULL REFERENCES people(id) ON DELETE CASCADE,
+        start_utc TEXT NOT NULL,
+        end_utc TEXT NOT NULL,
+        label TEXT,
+        CHECK (end_utc > start_utc)
+    );
+    CREATE INDEX busy_person_start ON busy(person_id, start_utc);
+    """,
+    # 3: reminders, what was sent (each reminder exactly once, across restarts), snoozes,
+    #    and the daily agenda's per-chat setting and delivery record
+    """
+    CREATE TABLE reminders (
+        event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
+        minutes_before INTEGER NOT NULL CHECK (minutes_before >= 0),
+        PRIMARY KEY (event_id, minutes_before)
+    );
+    CREATE TABLE sent_reminders (
+        event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
+        minutes_before INTEGER NOT NULL,
+        due_utc TEXT NOT NULL,
+        sent_at TEXT NOT NULL,
+        outcome TEXT NOT NULL DEFAULT 'sent',
+        PRIMARY KEY (event_id, minutes_before, due_utc)
+    );
+    CREATE TABLE snoozes (
+        id INTEGER PRIMARY KEY,
+        event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
+        due_utc TEXT NOT NULL,
+        sent_at TEXT
+    );
+    CREATE TABLE agenda_settings (
+        target TEXT PRIMARY KEY,
+        enabled INTEGER NOT NULL,
+        at_time TEXT
+    );
+    CREATE TABLE agenda_sent (
+        target TEXT NOT NULL,
+        day TEXT NOT NULL,
+        sent_at TEXT NOT NULL,
+        PRIMARY KEY (target, day)
+    );
+    """,
+    # 4: event ids are never reused (AUTOINCREMENT), so an id quoted in an open approval, a
+    #    reminder button or the model's context can never come to mean a later event. SQLite
+    #    cannot add AUTOINCREMENT in place: the table is rebuilt with its rows and ids (run
+    #    with foreign keys off, see agent.sqlite, so the rebuild does not cascade).
+    """
+    CREATE TABLE events_v4 (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        title TEXT NOT NULL,
+        start_utc TEXT NOT NULL,
+        end_utc TEXT NOT NULL,
+        tz TEXT NOT NULL,
+        location TEXT,
+        notes TEXT,
+        created_at TEXT NOT NULL,
+        updated_at TEXT NOT NULL,
+        CHECK (end_utc > start_utc)
+    );
+    INSERT INTO events_v4 (id, title, start_utc, end_utc, tz, location, notes, created_at, updated_at)
+        SELECT id, title, start_utc, end_utc, tz, location, notes, created_at, updated_at FROM events;
+    DROP TABLE events;
+    ALTER TABLE events_v4 RENAME TO events;
+    CREATE INDEX events_start ON events(start_utc);
+    """,
+    # 5: the version moves into the file header (PRAGMA user_version, where agent.sqlite keeps
+    #    every file's version); the table that held it until version 4 goes.
+    """
+    DROP TABLE IF EXISTS schema_version;
+    """,
+]
+
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+def legacy_version(conn: sqlite3.Connection) -> int:
+    """The version of a file written before version 5, which kept it in a ``schema_version`` table."""
+    if conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'").fetchone() is None:
+        return 0
+    return int(conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0)
+
+
+def to_utc_text(moment: datetime) -> str:
+    """Fixed-width UTC text; refuses naive datetimes because their instant is unknown."""
+    if moment.tzinfo is None or moment.utcoffset() is None:
+        raise ValueError(f"naive datetime {moment!r}: the store needs timezone-aware times")
+    return moment.astimezone(timezone.utc).strftime(_UTC_FORMAT)
+
+
+def from_utc_text(text: str) -> datetime:
+    return datetime.strptime(text, _UTC_FORMAT).replace(tzinfo=timezone.utc)
+
+
+def now_text() -> str:
+    return datetime.now(timezone.utc).strftime(_UTC_FORMAT)
