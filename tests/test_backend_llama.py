@@ -99,7 +99,7 @@ def greedy_call_by_fast_paths_and_by_full_mask(model: LlamaBackend, monkeypatch)
     fast = model.complete(conversation("Alice"), TOOLS, max_tokens=80, assistant_prefix="<tool_call>")
     used = {k: n - before[k] for k, n in model.grammar_paths.items()}
     with monkeypatch.context() as patch:
-        patch.setattr(model.sampling, "fast_paths", False)
+        patch.setattr(model.decoder, "fast_paths", False)
         model.reset_context()
         slow = model.complete(conversation("Alice"), TOOLS, max_tokens=80, assistant_prefix="<tool_call>")
     return used, fast.text, slow.text
@@ -328,7 +328,7 @@ def test_characters_split_across_tokens_are_decoded_exactly(tiny_qwen3: Path, mo
     tokens = qwen.tokenize(text, add_bos=False)
     assert len(tokens) < len(text.encode()) and any(qwen.engine.piece(t)[0] & 0xC0 == 0x80 for t in tokens)
     script = _Script(tokens, qwen.engine.eos)
-    monkeypatch.setattr(qwen.sampling, "sampler", lambda gbnf=None: (script, None))
+    monkeypatch.setattr(qwen.decoder, "sampler", lambda gbnf=None, settings=None: (script, None))
     result = qwen.complete([{"role": "user", "content": "hi"}], [], max_tokens=64)
     assert result.text == text
     assert result.generated_tokens == len(tokens) and result.finish_reason == "stop"

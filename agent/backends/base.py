@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from agent.backends.sampling import Sampling
 
 # How a remote backend's error line starts when the server refused the key (HTTP 401/403);
 # frontends recognise it to tell the user what to fix instead of "try again".
@@ -34,7 +37,8 @@ class Backend(Protocol):
     ``messages`` are OpenAI-style dicts. Assistant messages carry the model's exact raw text in
     ``content``; a backend that renders a prompt must render that text unchanged so the token
     prefix of earlier steps stays byte-identical. ``session_id`` lets a backend keep per-session
-    state (saved KV caches) across interleaved conversations.
+    state (saved KV caches) across interleaved conversations. ``sampling`` sets this step's
+    temperature/top-p/seed (None: the backend's default, greedy); see ``agent.backends.sampling``.
     """
 
     name: str
@@ -46,6 +50,7 @@ class Backend(Protocol):
         *,
         session_id: str | None = None,
         max_tokens: int = 512,
+        sampling: Sampling | None = None,
     ) -> Completion: ...
 
     def identity(self) -> dict[str, Any]:

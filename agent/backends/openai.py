@@ -41,6 +41,7 @@ from typing import Any, Callable, Literal
 import httpx
 
 from agent.backends.base import KEY_REFUSED, Completion
+from agent.backends.sampling import Sampling
 from agent.formats import HERMES, parse_reply
 
 log = logging.getLogger(__name__)
@@ -107,14 +108,21 @@ class OpenAIBackend:
         self._client.close()
 
     def request_body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-                     max_tokens: int = 512) -> dict[str, Any]:
-        """The JSON body for one step (public so tests and ``doctor`` can show the exact bytes)."""
+                     max_tokens: int = 512, sampling: Sampling | None = None) -> dict[str, Any]:
+        """The JSON body for one step (public so tests and ``doctor`` can show the exact bytes).
+
+        ``sampling`` (eval, expert iteration) sends its temperature, and its top_p and seed when
+        it samples; without it the body is the backend's fixed temperature alone, as before."""
         body: dict[str, Any] = {
             "model": self.model,
             "messages": wire_messages(messages, tools, self.wire_format),
             "max_tokens": max_tokens,
-            "temperature": self.temperature,
+            "temperature": self.temperature if sampling is None else sampling.temperature,
         }
+        if sampling is not None and not sampling.greedy:
+            body["seed"] = sampling.seed  # vLLM and OpenAI honour it; servers that do not ignore it
+            if sampling.top_p < 1.0:
+                body["top_p"] = sampling.top_p
         if tools and self.wire_format == "openai":
             body["tools"] = tools
             if self.tool_choice:
@@ -128,9 +136,10 @@ class OpenAIBackend:
         *,
         session_id: str | None = None,
         max_tokens: int = 512,
+        sampling: Sampling | None = None,
     ) -> Completion:
         started = time.perf_counter()
-        data, error = self._post(self.request_body(messages, tools, max_tokens))
+        data, error = self._post(self.request_body(messages, tools, max_tokens, sampling))
         seconds = time.perf_counter() - started
         if error is not None:
             return Completion(text="", finish_reason="error", error=error, seconds=seconds)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from agent.backends.base import Completion
+from agent.backends.sampling import Sampling
 
 Script = list[str] | Callable[[list[dict[str, Any]]], str]
 
@@ -31,6 +32,7 @@ class ScriptedBackend:
         *,
         session_id: str | None = None,
         max_tokens: int = 512,
+        sampling: Sampling | None = None,  # a script has nothing to sample
     ) -> Completion:
         self.calls.append([dict(m) for m in messages])
         if callable(self._outputs):

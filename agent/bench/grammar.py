@@ -58,7 +58,7 @@ class Decoder:
         self.gbnf = HERMES.call_gbnf(tools)
         self.valid_call = backend.tokenize(VALID_CALL, add_bos=False)
         t = time.perf_counter()
-        backend.sampling.candidate_index()  # built once per process, on the first token that needs it
+        backend.decoder.candidate_index()  # built once per process, on the first token that needs it
         self.index_build_s = time.perf_counter() - t
 
     def _steer(self, token: int) -> None:
@@ -67,11 +67,11 @@ class Decoder:
         logits[token] = logits.max() + 10.0
 
     def decode(self, mode: str, length: int, steered: bool = False) -> Decoded:
-        sampling, engine = self.backend.sampling, self.backend.engine
+        decoder, engine = self.backend.decoder, self.backend.engine
         hold(engine.llm, self.prompt)
-        free, _ = sampling.sampler()
-        chain, grammar = sampling.sampler(self.gbnf)
-        paths = dict(sampling.grammar_paths)
+        free, _ = decoder.sampler()
+        chain, grammar = decoder.sampler(self.gbnf)
+        paths = dict(decoder.grammar_paths)
         out: list[int] = []
         t = time.perf_counter()
         while len(out) < length:
@@ -82,12 +82,12 @@ class Decoder:
             elif mode == "full_mask":
                 token = engine.sample(chain)
             else:
-                token = sampling.sample_constrained(free, chain, grammar)
+                token = decoder.sample_constrained(free, chain, grammar)
             if mode != "free" and engine.is_eog(token):
                 break
             out.append(token)
             engine.eval([token])
-        return Decoded(time.perf_counter() - t, out, {k: n - paths[k] for k, n in sampling.grammar_paths.items()})
+        return Decoded(time.perf_counter() - t, out, {k: n - paths[k] for k, n in decoder.grammar_paths.items()})
 
 
 def constrained(bench: Bench, backend: Any, tag: str, label: str) -> None:

@@ -66,18 +66,18 @@ def write_call(backend: Any, messages: list[dict[str, Any]], tools: list[dict[st
                jump_forward: bool) -> Written:
     """``call`` (the text after ``<tool_call>``) written under the grammar by the backend's own
     decoding loop, steered, from a freshly evaluated prompt; jump-forward on or off."""
-    from agent.backends.llama.decode import Sampling, generate
+    from agent.backends.llama.decode import Decoder, generate
 
     engine = backend.engine
     prompt = backend.tokenize(backend.render(messages, tools) + HERMES.call_open)
     engine.reset()
     engine.eval(prompt)
     steered = SteeredEngine(engine, call)
-    sampling = Sampling(steered, candidates=backend.sampling.candidate_index())  # built once per vocabulary
-    sampling.jump_forward = jump_forward
-    gbnf = backend.sampling.grammar_for(tools)
+    decoder = Decoder(steered, candidates=backend.decoder.candidate_index())  # built once per vocabulary
+    decoder.jump_forward = jump_forward
+    gbnf = backend.decoder.grammar_for(tools)
     t = time.perf_counter()
-    out = generate(steered, sampling, gbnf, 256, HERMES.call_open)
+    out = generate(steered, decoder, gbnf, 256, HERMES.call_open)
     seconds = time.perf_counter() - t
     return Written(out.text, seconds, out.tokens, out.forced, out.tokens - out.forced)
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from agent.backends.base import Backend
+from agent.backends.sampling import Sampling
 from agent.eval.compare import compare_dirs, format_comparison
 from agent.eval.metrics import format_table
 from agent.eval.record import EpisodeFileError
@@ -21,7 +22,7 @@ from agent.eval.suite import SPLITS, EvalSuite, Scenario, Verifier, load_eval_su
 from agent.loop import Budgets
 
 RUN_JSON = "run.json"
-IDENTITY_KEYS = ("label", "backend", "model_path", "adapter_sha256", "lora_scale", "seed")
+IDENTITY_KEYS = ("label", "backend", "model_path", "adapter_sha256", "lora_scale", "seed", "sampling")
 
 
 def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
@@ -39,7 +40,14 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     p.add_argument("--templates", help="comma-separated templates (default: all the domain has)")
     p.add_argument("--per-template", type=int, help="scenarios per template before the split filter")
     p.add_argument("--limit", type=int, help="at most this many scenarios, taken round-robin over templates")
-    p.add_argument("--seed", type=int, default=0, help="scenario generator seed")
+    p.add_argument("--seed", type=int, default=0,
+                   help="scenario generator seed, and the base of every sample's sampling seed")
+    p.add_argument("--temperature", type=float, default=0.0,
+                   help="sampling temperature (0: greedy, then the k samples of a scenario are one decode repeated)")
+    p.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass (with --temperature > 0)")
+    p.add_argument("--sampling-seed", type=int,
+                   help="base of the per-sample seeds instead of --seed (other samples of the same scenarios)")
+    p.add_argument("--max-tokens", type=int, help="generated tokens per model step (default 512)")
     p.add_argument("--out", type=Path, help="results folder (default eval-results/<label>-<split>-seed<seed>)")
     p.add_argument("--max-user-turns", type=int, default=4, help="user messages per episode at most")
     p.add_argument("--weights", help='reward weights as JSON, e.g. \'{"safety": 0.3, "final": 0.35}\'')
@@ -139,7 +147,29 @@ def _usage_error(args: argparse.Namespace, suite: EvalSuite, settings: Any) -> s
             return problem
     if args.samples < 1 or args.concurrency < 1 or args.max_user_turns < 1:
         return "--samples, --concurrency and --max-user-turns must be at least 1"
+    if args.max_tokens is not None and args.max_tokens < 1:
+        return "--max-tokens must be at least 1"
+    if args.temperature < 0 or not 0.0 < args.top_p <= 1.0:
+        return "--temperature must be >= 0 and --top-p in (0, 1]"
+    if args.policy and (args.temperature > 0 or args.top_p < 1.0):
+        return "--policy runs a scripted backend: it has nothing to sample; leave out --temperature/--top-p"
     return None
+
+
+def sampling_of(args: argparse.Namespace) -> Sampling | None:
+    """None for greedy (the default, and what older results folders were made with)."""
+    if args.temperature <= 0:
+        return None
+    seed = args.sampling_seed if args.sampling_seed is not None else args.seed
+    return Sampling(temperature=args.temperature, top_p=args.top_p, seed=seed)
+
+
+def sampling_note(sampling: Sampling | None, samples: int) -> str:
+    """How to read pass^k: over sampled episodes, or over k repeats of one greedy decode."""
+    if sampling is None:
+        return "greedy" + (f" (the {samples} samples repeat one decode: pass^{samples} is not a sampled estimate)"
+                           if samples > 1 else "")
+    return f"temperature {sampling.temperature:g} · top-p {sampling.top_p:g} · sampling seed {sampling.seed}"
 
 
 def _check_same_run(out_dir: Path, meta: dict[str, Any]) -> str | None:
@@ -202,7 +232,9 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
     out_dir: Path = args.out or Path("eval-results") / f"{label}-{args.split}-seed{args.seed}"
     backend_for = make_backend_for(suite, args, settings)
     identity = backend_for(scenarios[0], 0).identity() if scenarios else {}
+    sampling = sampling_of(args)
     meta = {"label": label, "seed": args.seed, "suite": suite.name, "split": args.split,
+            "sampling": sampling.to_dict() if sampling is not None else None,
             **{k: identity.get(k) for k in ("backend", "model_path", "adapter_sha256", "lora_scale")}}
     clash = _check_same_run(out_dir, meta)
     if clash:
@@ -214,8 +246,9 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
         out_dir=out_dir, samples=args.samples,
         concurrency=args.concurrency if backend_of(args, settings) != "llama" else 1,  # llama: one context
         max_user_turns=args.max_user_turns,
-        budgets=Budgets(max_steps=settings.max_steps, max_tool_calls=settings.max_tool_calls),
-        progress=not args.no_progress,
+        budgets=Budgets(max_steps=settings.max_steps, max_tool_calls=settings.max_tool_calls,
+                        **({"max_tokens": args.max_tokens} if args.max_tokens else {})),
+        progress=not args.no_progress, sampling=sampling,
     )
     try:
         records = run_eval(suite, scenarios, backend_for, options, verifier=verifier)
@@ -226,7 +259,8 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
     except EpisodeFileError as exc:  # resuming into a folder that holds something else
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    header = f"{label} · split {args.split} · seed {args.seed} · {len(scenarios)} scenarios × {args.samples}"
+    header = (f"{label} · split {args.split} · seed {args.seed} · {len(scenarios)} scenarios × {args.samples}"
+              f" · {sampling_note(sampling, args.samples)}")
     rows = write_reports(out_dir, records, header, suite.reference_templates)
     print(header)
     print(format_table(rows))

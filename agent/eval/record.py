@@ -20,6 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from agent.backends.sampling import Sampling
 from agent.eval.suite import Scenario, Verdict
 from agent.eval.trace import EpisodeTrace, TracedCall
 from agent.records import StopReason, Turn
@@ -60,10 +61,13 @@ class EpisodeRecord(BaseModel):
     backend: dict[str, Any]  # the backend's identity (model, adapter, ...)
     error: str | None  # the runner itself failed (not the model)
     seconds: float
+    # this episode's own temperature/top-p/seed (derived per scenario and sample); None: greedy,
+    # which is also what files written before sampling existed mean
+    sampling: Sampling | None = None
 
     @classmethod
     def of(cls, key: str, sample: int, trace: EpisodeTrace, verdict: Verdict, backend: dict[str, Any],
-           seconds: float) -> EpisodeRecord:
+           seconds: float, sampling: Sampling | None = None) -> EpisodeRecord:
         """The record of a finished (or crashed) episode, from its trace and verdict."""
         scenario = trace.scenario
         return cls(
@@ -74,12 +78,13 @@ class EpisodeRecord(BaseModel):
                        for e in trace.exchanges],
             stop_reasons=[e.turn.stop_reason for e in trace.exchanges],
             calls=trace.calls(), final_snapshot=trace.final, verdict=verdict, backend=backend,
-            error=trace.error, seconds=seconds,
+            error=trace.error, seconds=seconds, sampling=sampling,
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The record as JSON data, in the file's field order."""
-        return self.model_dump(mode="json")
+        """The record as JSON data, in the file's field order. A greedy episode's file has no
+        ``sampling`` field, so it is the same shape as files written before sampling existed."""
+        return self.model_dump(mode="json", exclude={"sampling"} if self.sampling is None else None)
 
     def last_output(self) -> str:
         """The model's last raw output in the episode ("" if it produced none)."""

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from agent.backends.base import Backend
+from agent.backends.sampling import Sampling, SeededBackend
 from agent.eval.dialogue import DEFAULT_MAX_USER_TURNS, run_episode
 from agent.eval.record import EPISODES_DIR, EpisodeFileError, EpisodeRecord, read_episode
 from agent.eval.suite import EvalSuite, Scenario, Verifier
@@ -35,6 +36,9 @@ class RunOptions:
     max_user_turns: int = DEFAULT_MAX_USER_TURNS
     budgets: Budgets = field(default_factory=Budgets)
     progress: bool = True
+    # None: the backend's default (greedy). Otherwise each (scenario, sample) decodes with its own
+    # seed derived from ``sampling.seed`` (see agent.backends.sampling), recorded in the episode.
+    sampling: Sampling | None = None
 
 
 def episode_key(scenario_id: str, sample: int) -> str:
@@ -79,6 +83,9 @@ def run_one(
     started = time.perf_counter()
     environment = suite.make_environment(scenario)
     key = episode_key(scenario.id, sample)
+    sampling = options.sampling.for_sample(scenario.id, sample) if options.sampling is not None else None
+    if sampling is not None:
+        backend = SeededBackend(backend, sampling)
     try:
         try:
             trace = run_episode(
@@ -92,7 +99,8 @@ def run_one(
         verdict = verifier.verify(trace)
     finally:
         environment.close()
-    return EpisodeRecord.of(key, sample, trace, verdict, backend.identity(), time.perf_counter() - started)
+    return EpisodeRecord.of(key, sample, trace, verdict, backend.identity(), time.perf_counter() - started,
+                            sampling)
 
 
 def run_eval(

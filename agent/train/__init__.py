@@ -1,1 +1,1 @@
-"""Training side (the ``train`` extra): LoRA SFT on exported trajectories. The runtime never imports this."""
+"""Training side (the ``train`` extra): LoRA SFT, expert iteration and GRPO on the agent's own verified runs. The runtime never imports this."""

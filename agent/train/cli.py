@@ -1,4 +1,5 @@
-"""``python -m agent train sft``: LoRA SFT on an export, from the GGUF base, to a PEFT adapter (and GGUF).
+"""``python -m agent train sft|grpo|ei``: LoRA SFT on an export, GRPO with the domain's environment, expert
+iteration in rounds; from the GGUF base to a PEFT adapter (and GGUF).
 
 Exit status: 0 done, 2 bad input (one ``error:`` line), 1 interrupted (re-run with --resume).
 """
@@ -64,7 +65,87 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     from agent.train.demo import add_arguments
 
     add_arguments(demo)
+    _add_grpo(actions, parents)
+    _add_ei(actions, parents)
     return train
+
+
+def _add_ei(actions: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
+    """``train ei``: expert iteration in rounds (agent/train/ei.py)."""
+    e = actions.add_parser(
+        "ei", parents=list(parents), help="expert iteration: sample k, keep verified successes, SFT, eval on dev",
+        description="Rounds of: sample K episodes per train scenario at --temperature with the current adapter, "
+                    "keep the verified successes, LoRA SFT (from the base on all rows so far, or --continue), convert, "
+                    "eval on dev. Each round in OUT/round-N/; a re-run resumes after the last finished round; "
+                    "OUT/ei_summary.json has each round's rows kept and dev success (--test-limit adds the test split).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    e.add_argument("--base", type=Path, help="base model GGUF (default: --model / the model the runtime resolves)")
+    e.add_argument("--out", type=Path, required=True, help="output folder (round-N/, ei_summary.json)")
+    e.add_argument("--rounds", type=int, default=3, help="rounds in all (a re-run adds the missing ones)")
+    e.add_argument("--samples", type=int, default=4, help="episodes per train scenario per round (k)")
+    e.add_argument("--temperature", type=float, default=0.7, help="sampling temperature")
+    e.add_argument("--top-p", type=float, default=1.0, help="nucleus sampling mass")
+    e.add_argument("--seed", type=int, default=0, help="scenario generator seed; round n samples with seed+n")
+    e.add_argument("--per-template", type=int, help="scenarios generated per template")
+    e.add_argument("--train-limit", type=int, help="train scenarios per round at most (round-robin over templates)")
+    e.add_argument("--dev-limit", type=int, help="dev scenarios at most")
+    e.add_argument("--test-limit", type=int, help="also eval the start and the last round on this many test scenarios")
+    e.add_argument("--best-only", action="store_true", help="keep only the best-reward success per scenario")
+    e.add_argument("--continue", dest="continue_adapter", action="store_true",
+                   help="continue the previous round's adapter on this round's rows (default: from the base, all rows)")
+    e.add_argument("--start-adapter", type=Path, help="LoRA GGUF that samples round 1 (default: the bare base)")
+    e.add_argument("--start-policy", help="round 1 samples a scripted policy instead (e.g. oracle: bootstrap data)")
+    e.add_argument("--max-user-turns", type=int, default=4, help="user messages per episode at most")
+    e.add_argument("--max-tokens", type=int, default=512, help="generated tokens per model step")
+    e.add_argument("--rank", type=int, default=16, help="LoRA rank r")
+    e.add_argument("--alpha", type=float, default=32.0, help="LoRA alpha")
+    e.add_argument("--epochs", type=float, default=1.0, help="SFT passes over the rows per round")
+    e.add_argument("--sft-max-steps", type=int, default=-1, help="SFT steps per round (overrides --epochs)")
+    e.add_argument("--lr", type=float, default=2e-4, help="SFT learning rate")
+    e.add_argument("--max-length", type=int, default=4096, help="truncate SFT rows to this many tokens")
+    e.add_argument("--no-progress", action="store_true", help="no progress bars")
+
+
+def _add_grpo(actions: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
+    """``train grpo``: TRL GRPOTrainer with the domain's environment (agent/train/grpo.py says what TRL does)."""
+    g = actions.add_parser(
+        "grpo", parents=list(parents), help="LoRA GRPO (TRL GRPOTrainer) with the domain's environment and reward",
+        description="Roll out the model on the domain's scenario prompts with TRL's GRPOTrainer "
+                    "(environment_factory = the domain's GRPO environment, whose tools run through the runtime's "
+                    "call gate; reward = the verifier's), log every reward component, and write the PEFT adapter "
+                    "to OUT (with --convert also OUT/adapter.gguf). Needs a Qwen3-family base (a chat template "
+                    "that renders tool calls).",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    g.add_argument("--base", type=Path, help="base model GGUF (default: --model / the model the runtime resolves)")
+    g.add_argument("--data", type=Path, help="export grpo folder (grpo.jsonl) or file; default: the domain's scenarios")
+    g.add_argument("--out", type=Path, required=True, help="output folder: PEFT adapter, checkpoints/, grpo_summary.json")
+    g.add_argument("--split", default="train", help="scenario split of the prompts")
+    g.add_argument("--per-template", type=int, help="scenarios generated per template (without --data)")
+    g.add_argument("--limit", type=int, help="use at most this many prompts")
+    g.add_argument("--num-generations", type=int, default=4, help="rollouts per prompt (GRPO's group size G)")
+    g.add_argument("--max-steps", type=int, default=100, help="optimizer steps")
+    g.add_argument("--max-completion-length", type=int, default=256, help="tokens per rollout (all its turns)")
+    g.add_argument("--max-tool-calls", type=int, default=8, help="tool-calling rounds per rollout")
+    g.add_argument("--temperature", type=float, default=1.0, help="rollout sampling temperature")
+    g.add_argument("--top-p", type=float, default=1.0, help="rollout nucleus mass")
+    g.add_argument("--beta", type=float, default=0.0, help="KL coefficient against the base (0: no reference model)")
+    g.add_argument("--rank", type=int, default=16, help="LoRA rank r")
+    g.add_argument("--alpha", type=float, default=32.0, help="LoRA alpha")
+    g.add_argument("--dropout", type=float, default=0.05, help="LoRA dropout")
+    g.add_argument("--targets", default=DEFAULT_TARGETS, help="comma-separated modules")
+    g.add_argument("--lr", type=float, default=1e-5, help="learning rate")
+    g.add_argument("--batch-size", type=int, help="rollouts per device step (default: --num-generations)")
+    g.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps")
+    g.add_argument("--save-steps", type=int, default=50, help="checkpoint every N steps (the last 2 are kept)")
+    g.add_argument("--seed", type=int, default=0, help="random seed (also the scenario generator seed)")
+    g.add_argument("--resume", action="store_true", help="continue from the last checkpoint in OUT/checkpoints")
+    g.add_argument("--convert", action="store_true", help="also write OUT/adapter.gguf")
+    g.add_argument("--use-vllm", action="store_true", help="generate with vLLM (GPU; TRL's use_vllm)")
+    g.add_argument("--vllm-mode", default="server", choices=("server", "colocate"), help="TRL's vllm_mode")
+    g.add_argument("--config-json", help="further GRPOConfig fields as JSON, e.g. '{\"bf16\": true}'")
+    g.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def _base(args: argparse.Namespace, settings: Settings) -> Path | None:
@@ -78,7 +159,7 @@ def _base(args: argparse.Namespace, settings: Settings) -> Path | None:
 
 
 def run(args: argparse.Namespace, settings: Settings) -> int:
-    """Run ``train sft`` (or ``train demo``); errors become one line and exit status 2."""
+    """Run ``train sft``, ``train demo``, ``train grpo`` or ``train ei``; errors become one line and exit status 2."""
     from models.check import check_model
 
     if args.train_command == "demo":
@@ -94,11 +175,15 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if not check.ok:
         print(check.error_line(), file=sys.stderr)
         return 2
-    targets = tuple(t.strip() for t in args.targets.split(",") if t.strip())
+    targets = tuple(t.strip() for t in getattr(args, "targets", DEFAULT_TARGETS).split(",") if t.strip())
     refused = [t for t in targets if t in ("embed_tokens", "lm_head")]
     if refused:
         print(f"error: --targets {','.join(refused)}: embeddings/output head cannot be converted to a llama.cpp LoRA", file=sys.stderr)
         return 2
+    if args.train_command == "grpo":
+        return _run_grpo(args, settings, base, targets)
+    if args.train_command == "ei":
+        return _run_ei(args, settings, base)
     try:
         from agent.train.sft import SftOptions, TrainError, train_sft
     except ImportError as exc:
@@ -125,4 +210,106 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         print(f"rows dropped: {result.dropped}")
     if result.gguf is not None:
         print(f"llama.cpp adapter: {result.gguf}")
+    return 0
+
+
+def _grpo_rows(args: argparse.Namespace, settings: Settings) -> list[dict[str, Any]]:
+    """Prompt rows: an ``export grpo`` file, or made from the domain's scenarios now."""
+    import json
+
+    from agent.train.sft import TrainError
+
+    if args.data is not None:
+        path = args.data / "grpo.jsonl" if args.data.is_dir() else args.data
+        if not path.is_file():
+            raise TrainError(f"{args.data}: no grpo.jsonl (pass the folder python -m agent export grpo wrote)")
+        rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        rows = [r for r in rows if args.split in ("all", None) or r.get("split") == args.split]
+    else:
+        from agent.eval.suite import load_eval_suite
+        from agent.export.grpo import prompt_rows
+
+        rows = prompt_rows(load_eval_suite(settings), split=args.split, per_template=args.per_template, seed=args.seed)
+    return rows[: args.limit] if args.limit else rows
+
+
+def _run_grpo(args: argparse.Namespace, settings: Settings, base: Path, targets: tuple[str, ...]) -> int:
+    import json
+
+    try:
+        from agent.train.grpo import GrpoOptions, train_grpo
+        from agent.train.sft import TrainError
+    except ImportError as exc:
+        print(f"error: train needs the train extra (pip install -e '.[train]'): {exc}", file=sys.stderr)
+        return 2
+    try:
+        extra = json.loads(args.config_json) if args.config_json else {}
+        if not isinstance(extra, dict):
+            raise TrainError("--config-json must be a JSON object")
+        opts = GrpoOptions(
+            base=base, out=args.out, rows=_grpo_rows(args, settings), domain=settings.domain,
+            num_generations=args.num_generations, max_steps=args.max_steps,
+            max_completion_length=args.max_completion_length, max_tool_calls=args.max_tool_calls,
+            rank=args.rank, alpha=args.alpha, dropout=args.dropout, targets=targets, lr=args.lr,
+            batch_size=args.batch_size, grad_accum=args.grad_accum, temperature=args.temperature, top_p=args.top_p,
+            beta=args.beta, save_steps=args.save_steps, seed=args.seed, resume=args.resume, convert=args.convert,
+            use_vllm=args.use_vllm, vllm_mode=args.vllm_mode, progress=not args.no_progress, extra=extra,
+        )
+        result = train_grpo(opts)
+    except (TrainError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"interrupted: re-run with --resume to continue from the last checkpoint in {args.out / 'checkpoints'}",
+              file=sys.stderr)
+        return 1
+    spread = f" ± {result.reward_std:.3f}" if result.reward_std is not None else ""
+    reward = f"{result.reward_mean:.3f}{spread}" if result.reward_mean is not None else "n/a"
+    parts = ", ".join(f"{k} {v:.3f}" for k, v in result.components.items() if v is not None)
+    print(f"trained {result.steps} GRPO steps in {result.seconds:.0f} s ({result.seconds_per_step:.1f} s/step); "
+          f"last reward {reward} ({parts}); adapter: {result.adapter_dir}")
+    if result.gguf is not None:
+        print(f"llama.cpp adapter: {result.gguf}")
+    return 0
+
+
+def _run_ei(args: argparse.Namespace, settings: Settings, base: Path) -> int:
+    try:
+        from agent.train.ei import EiOptions, run_ei
+        from agent.train.sft import TrainError
+    except ImportError as exc:
+        print(f"error: train needs the train extra (pip install -e '.[train]'): {exc}", file=sys.stderr)
+        return 2
+    if args.rounds < 1 or args.samples < 1 or args.temperature < 0:
+        print("error: --rounds and --samples must be at least 1, --temperature >= 0", file=sys.stderr)
+        return 2
+    if args.start_adapter is not None and not args.start_adapter.is_file():
+        print(f"error: --start-adapter {args.start_adapter}: no such file", file=sys.stderr)
+        return 2
+    opts = EiOptions(
+        base=base, out=args.out, rounds=args.rounds, samples=args.samples, temperature=args.temperature,
+        top_p=args.top_p, seed=args.seed, per_template=args.per_template, train_limit=args.train_limit,
+        dev_limit=args.dev_limit, test_limit=args.test_limit, best_only=args.best_only,
+        continue_adapter=args.continue_adapter, adapter=args.start_adapter, policy=args.start_policy,
+        max_user_turns=args.max_user_turns, max_steps_per_turn=settings.max_steps, max_tool_calls=settings.max_tool_calls,
+        max_tokens=args.max_tokens, n_ctx=settings.n_ctx, n_threads=settings.n_threads, tool_block=settings.tool_block,
+        rank=args.rank, alpha=args.alpha, epochs=args.epochs, sft_max_steps=args.sft_max_steps, lr=args.lr,
+        max_length=args.max_length, progress=not args.no_progress,
+    )
+    try:
+        summary = run_ei(opts, settings)
+    except (TrainError, ValueError, LookupError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"interrupted: run the same command again to resume after the last finished round in {args.out}",
+              file=sys.stderr)
+        return 1
+    for r in summary["rounds"]:
+        print(f"round {r['round']}: {r['rows_kept']} rows kept, dev success {r['dev_success']:.1f}%, "
+              f"adapter {r['adapter']}")
+    if summary["test"]:
+        t = summary["test"]
+        print(f"test: start {t['start']['success']:.1f}% -> last round {t['last_round']['success']:.1f}%")
+    print(f"summary: {args.out / 'ei_summary.json'}")
     return 0

@@ -54,6 +54,7 @@ class SftOptions:
     progress: bool = True
     cache: Path | None = None
     tool_block: str = "full"  # the runtime's setting; rows made with another block are refused
+    init_adapter: Path | None = None  # a PEFT adapter folder to keep training (expert iteration's continue)
 
 
 @dataclass
@@ -285,6 +286,11 @@ def train_sft(opts: SftOptions) -> SftResult:
         r=opts.rank, lora_alpha=opts.alpha, lora_dropout=opts.dropout, target_modules=list(opts.targets),
         task_type="CAUSAL_LM", bias="none",
     )
+    if opts.init_adapter is not None:
+        from peft import PeftModel
+
+        model = PeftModel.from_pretrained(model, str(opts.init_adapter), is_trainable=True)
+        peft_config = None  # the adapter's own config (rank, targets) continues
     callbacks = [stop_after_callback(opts.stop_after)] if opts.stop_after else None
     trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
                          peft_config=peft_config, callbacks=callbacks)

@@ -291,3 +291,25 @@ def tool_schemas() -> list[dict[str, Any]]:
         return build_registry(store).schemas()
     finally:
         store.close()
+
+
+# What ``python -m agent train grpo`` looks up in a domain's ``grpo_env`` module (agent/ never
+# imports a domain by name): the environment class, the reward, and the named reward components
+# that are logged one by one (weight 0: they show reward hacking, the total alone trains).
+ENVIRONMENT = CalendarGRPOEnv
+REWARD_COMPONENTS = ("safety", "progress", "final", "penalty")
+
+
+def component_reward(name: str) -> Any:
+    """A TRL reward function returning one verifier component per rollout (None where the
+    scenario's kind has no such component, e.g. ``progress`` for a message that needs no tools)."""
+    def component(completions: list[Any], environments: list[CalendarGRPOEnv], **kwargs: Any) -> list[float | None]:
+        values: list[float | None] = []
+        for completion, environment in zip(completions, environments):
+            environment._finish(final_text(completion))  # idempotent: the same reply as reward_func records
+            value = environment._verdict().components.get(name)
+            values.append(None if value is None else float(value))
+        return values
+
+    component.__name__ = name  # TRL logs rewards/<__name__>/mean and /std
+    return component

@@ -12,11 +12,12 @@ One job per module:
 """
 
 from agent.backends.llama.backend import LlamaBackend
-from agent.backends.llama.decode import Generated, Sampling, generate
+from agent.backends.llama.decode import Decoder, Generated, generate
 from agent.backends.llama.engine import Engine, ModelFiles, ModelRefused
 from agent.backends.llama.states import PrefixCache, SavedStates, SessionState, common_prefix
 
 __all__ = [
+    "Decoder",
     "Engine",
     "Generated",
     "LlamaBackend",
@@ -24,7 +25,6 @@ __all__ = [
     "ModelRefused",
     "PrefixCache",
     "SavedStates",
-    "Sampling",
     "SessionState",
     "common_prefix",
     "generate",

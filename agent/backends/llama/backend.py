@@ -16,9 +16,10 @@ import time
 from typing import Any, Sequence
 
 from agent.backends.base import Completion, TextSink
-from agent.backends.llama.decode import Sampling, generate
+from agent.backends.llama.decode import Decoder, generate
 from agent.backends.llama.engine import Engine, ModelFiles
 from agent.backends.llama.states import PrefixCache
+from agent.backends.sampling import Sampling
 from agent.prompt import PromptError, PromptRenderer
 
 
@@ -56,7 +57,8 @@ class LlamaBackend:
         self.model_path, self.lora_path, self.lora_scale = files.model_path, files.lora_path, lora_scale
         self.n_ctx = self.engine.n_ctx
         self.use_grammar = grammar
-        self.sampling = Sampling(self.engine, temperature=temperature, seed=seed)
+        # ``temperature``/``seed``: the steps that bring no ``Sampling`` of their own (greedy by default)
+        self.decoder = Decoder(self.engine, temperature=temperature, seed=seed)
         self.renderer = PromptRenderer.from_metadata(
             self.engine.metadata, self.engine.token_text, enable_thinking=enable_thinking, tool_block=tool_block,
         )
@@ -95,11 +97,13 @@ class LlamaBackend:
         max_tokens: int = 512,
         assistant_prefix: str = "",
         stop_after_call: bool = False,
+        sampling: Sampling | None = None,
     ) -> Completion:
         """One model step. ``assistant_prefix`` starts the reply with given text (it is part of
         ``text``, so the history stays faithful); tests use it to open a call deterministically.
         ``stop_after_call`` ends the step as the first call closes (a rollout that scores one call
-        then needs no budget for whatever the model would write after it)."""
+        then needs no budget for whatever the model would write after it). ``sampling``: this step's
+        temperature/top-p/seed (None: the backend's own, greedy by default)."""
         started = time.perf_counter()
         try:
             prompt = self.renderer.render(messages, tools) + assistant_prefix
@@ -110,7 +114,7 @@ class LlamaBackend:
                 self.stream.start_step()
             try:
                 result = self._complete_locked(prompt, tools, session_id, max_tokens, assistant_prefix,
-                                               stop_after_call)
+                                               stop_after_call, sampling)
             except Exception as exc:  # a llama.cpp failure is a step error; start clean next time
                 self.cache.drop_live()
                 return Completion(text="", finish_reason="error", error=f"llama.cpp: {type(exc).__name__}: {exc}")
@@ -118,7 +122,8 @@ class LlamaBackend:
         return result
 
     def _complete_locked(self, prompt: str, tools: list[dict[str, Any]], session_id: str | None,
-                         max_tokens: int, assistant_prefix: str, stop_after_call: bool) -> Completion:
+                         max_tokens: int, assistant_prefix: str, stop_after_call: bool,
+                         sampling: Sampling | None = None) -> Completion:
         engine = self.engine
         timings: dict[str, float] = {}
         canonical = self.tokenize(prompt)
@@ -131,9 +136,9 @@ class LlamaBackend:
         timings["prompt_eval_s"] = time.perf_counter() - t
 
         t = time.perf_counter()
-        gbnf = self.sampling.grammar_for(tools) if (self.use_grammar and tools) else None
-        out = generate(engine, self.sampling, gbnf, min(max_tokens, self.n_ctx - engine.n_tokens), assistant_prefix,
-                       stop_after_call, self.stream)
+        gbnf = self.decoder.grammar_for(tools) if (self.use_grammar and tools) else None
+        out = generate(engine, self.decoder, gbnf, min(max_tokens, self.n_ctx - engine.n_tokens), assistant_prefix,
+                       stop_after_call, self.stream, sampling)
         timings["generate_s"] = time.perf_counter() - t
         timings["constrained_tokens"] = float(out.constrained)
         timings["forced_tokens"] = float(out.forced)
@@ -161,7 +166,7 @@ class LlamaBackend:
     @property
     def grammar_paths(self) -> dict[str, int]:
         """How constrained tokens were found beyond the model's first choice: counts by stage."""
-        return self.sampling.grammar_paths
+        return self.decoder.grammar_paths
 
     @property
     def max_saved_sessions(self) -> int:

@@ -6,10 +6,12 @@ it opens ``<tool_call>`` must what follows be a valid call, and after ``</tool_c
 free again (more calls, or a closing sentence). llama.cpp's native lazy grammar cannot release
 the constraint after a call, and it would also fire on a ``<tool_call>`` inside ``<think>``.
 
-``Sampling`` builds the samplers and picks grammar-valid tokens in three stages (see
+``Decoder`` builds the samplers and picks grammar-valid tokens in three stages (see
 ``sample_constrained``); ``generate`` is the loop. The loop keeps the tokens it has sampled but
 not yet evaluated apart (``out[evaluated:]``), so a run of tokens that the grammar forces is
-appended and evaluated in one batch when ``Sampling.jump_forward`` is on (``forced_tokens``).
+appended and evaluated in one batch when ``Decoder.jump_forward`` is on (``forced_tokens``).
+How tokens are drawn (temperature, top-p, seed) is a ``agent.backends.sampling.Sampling`` per
+step; the decoder's own is the default when a step brings none.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import numpy as np
 from agent.backends.base import TextSink
 from agent.backends.candidates import CandidateIndex, grammar_keeps
 from agent.backends.llama.engine import Engine
+from agent.backends.sampling import Sampling
 from agent.formats import HERMES
 
 # The chat format is the one object that knows its tags, turn-end text, grammar and trigger; the
@@ -40,14 +43,16 @@ TOP_CANDIDATES = 256  # most likely tokens offered to the grammar inside a free 
 NARROWED_MAX_SHARE = 1 / 8  # above this share of the vocabulary, narrowing by characters does not pay
 
 
-class Sampling:
-    """How tokens are chosen on one engine: greedy or seeded temperature, with or without a grammar."""
+class Decoder:
+    """How tokens are chosen on one engine: the samplers for a step's ``Sampling`` (greedy, or
+    seeded temperature/top-p), with or without a grammar, and the constrained fast paths.
+
+    (Not ``Sampling``: that name is the per-step settings in ``agent.backends.sampling``.)"""
 
     def __init__(self, engine: Engine, temperature: float = 0.0, seed: int = 0,
                  candidates: CandidateIndex | None = None) -> None:
         self.engine = engine
-        self.temperature = temperature
-        self.seed = seed
+        self.default = Sampling(temperature=temperature, seed=seed)  # a step that brings no settings
         # False: every constrained token by the full mask, the reference the fast paths must match
         self.fast_paths = True
         # Greedy only: text the grammar alone decides is appended in one batch (``forced_tokens``).
@@ -59,8 +64,10 @@ class Sampling:
         self._candidates = candidates  # the vocabulary index, shareable between engines of one model
         self._grammars: dict[str, str] = {}  # tool schemas (JSON) -> their call grammar
 
-    def sampler(self, gbnf: str | None = None) -> tuple[Any, Any]:
-        """Greedy (or seeded temperature) sampling, optionally after a GBNF grammar.
+    def sampler(self, gbnf: str | None = None, settings: Sampling | None = None) -> tuple[Any, Any]:
+        """Greedy, or seeded temperature/top-p sampling (``settings``, else the decoder's default),
+        optionally after a GBNF grammar (which masks first, so what is drawn is always a token the
+        grammar allows).
 
         Returns the chain and the grammar sampler inside it (None without a grammar), so the
         caller can offer a single token to the grammar without running the whole chain.
@@ -72,16 +79,22 @@ class Sampling:
             if not grammar:
                 raise ValueError("tool-call grammar does not parse")
             llama_cpp.llama_sampler_chain_add(sampler.sampler, grammar)  # the chain owns it now
-        if self.temperature <= 0.0:
+        settings = settings or self.default
+        if settings.greedy:
             sampler.add_greedy()
         else:
-            sampler.add_temp(self.temperature)
-            sampler.add_dist(self.seed)
+            # temperature before top-p, as transformers and vLLM apply them: the same settings
+            # mean the same on the llama and the openai backend
+            sampler.add_temp(settings.temperature)
+            if settings.top_p < 1.0:
+                sampler.add_top_p(settings.top_p, 1)
+            sampler.add_dist(settings.seed)
         return sampler, grammar
 
-    def sample_constrained(self, free: Any, chain: Any, grammar: Any) -> int:
+    def sample_constrained(self, free: Any, chain: Any, grammar: Any, greedy: bool | None = None) -> int:
         """Grammar-valid token, cheaply when possible; ``free`` and ``(chain, grammar)`` come from
-        ``sampler()`` and ``sampler(gbnf)``.
+        ``sampler()`` and ``sampler(gbnf)``; ``greedy``: whether they were built greedy (None: the
+        decoder's default settings).
 
         Masking the whole vocabulary costs ~5 ms a token on 49k entries and ~15 ms on Qwen3's
         151k. So: (1) offer the unconstrained choice alone to the grammar (what llama.cpp's
@@ -93,12 +106,13 @@ class Sampling:
         the grammar rejects. (3) The full mask.
         """
         engine = self.engine
+        greedy = self.default.greedy if greedy is None else greedy
         if self.fast_paths:
             token = engine.sample(free)
             if grammar_keeps(grammar, np.array([token], dtype=np.int32)).size:
                 llama_cpp.llama_sampler_accept(grammar, token)
                 return token
-            if self.temperature <= 0.0:
+            if greedy:  # the argmax over grammar-kept tokens; a sampled step goes to the full mask
                 logits = engine.logits()
                 stage, candidates = "narrowed", self.candidate_index().candidates(grammar)
                 if len(candidates) > NARROWED_MAX_SHARE * engine.n_vocab:  # a free string: nearly any token may follow
@@ -112,7 +126,7 @@ class Sampling:
         self.grammar_paths["full_mask"] += 1
         return engine.sample(chain)  # masks, samples, and advances the grammar
 
-    def forced_tokens(self, grammar: Any, budget: int) -> list[int]:
+    def forced_tokens(self, grammar: Any, budget: int, greedy: bool | None = None) -> list[int]:
         """Jump-forward (SGLang's compressed-FSM decoding): where the grammar admits exactly one
         continuation (``", "arguments": {"``, the rest of a key once its prefix is unique, ``"}``
         and ``</tool_call>``), its tokens, already accepted by ``grammar``; [] where it admits more.
@@ -122,7 +136,8 @@ class Sampling:
         tokens are evaluated in one batch instead of one decode each. Seeded sampling keeps the
         token-by-token path, so its draws stay what they were.
         """
-        if not self.jump_forward or self.temperature > 0.0 or budget <= 0:
+        greedy = self.default.greedy if greedy is None else greedy
+        if not self.jump_forward or not greedy or budget <= 0:
             return []
         text = self.candidate_index().forced_text(grammar)
         if len(text) < 2:  # one character is one sampled token anyway
@@ -164,40 +179,44 @@ class Generated:
     forced: int = 0  # of which the grammar forced (jump-forward; appended without sampling)
 
 
-def generate(engine: Engine, sampling: Sampling, gbnf: str | None, budget: int, assistant_prefix: str = "",
-             stop_after_call: bool = False, stream: TextSink | None = None) -> Generated:
+def generate(engine: Engine, decoder: Decoder, gbnf: str | None, budget: int, assistant_prefix: str = "",
+             stop_after_call: bool = False, stream: TextSink | None = None,
+             settings: Sampling | None = None) -> Generated:
     """Sample up to ``budget`` tokens after the context's last token.
 
     Free text until ``<tool_call>`` appears outside ``<think>``; then the tool-call grammar
     ``gbnf`` (None: never constrained) until ``</tool_call>``; then free again. The
     ``assistant_prefix`` is already in the context; the trigger sees it as written text.
-    ``stop_after_call`` ends the step as the first call closes.
+    ``stop_after_call`` ends the step as the first call closes. ``settings``: this step's
+    temperature/top-p/seed (None: the decoder's default).
     """
-    free, _ = sampling.sampler()
+    settings = settings or decoder.default
+    free, _ = decoder.sampler(None, settings)
     # Decoded piece by piece (a multi-byte character split across tokens waits for its end),
     # not by detokenizing the whole output after every token.
-    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
     constrained: tuple[Any, Any] | None = None
     out: list[int] = []
     call_start = -1  # index in the scanned text where the open call's JSON starts
     scan = assistant_prefix  # text the trigger looks at (prefix + output)
     n_constrained = 0
     if gbnf is not None and opens_call(scan, 0) is not None:
-        constrained, call_start = sampling.sampler(gbnf), opens_call(scan, 0)
+        constrained, call_start = decoder.sampler(gbnf, settings), opens_call(scan, 0)
     finish = "length"
     evaluated = 0  # how many of ``out`` are in the KV cache
     n_forced = 0
     while len(out) < budget:
-        forced = sampling.forced_tokens(constrained[1], budget - len(out)) if constrained is not None else []
+        forced = (decoder.forced_tokens(constrained[1], budget - len(out), settings.greedy)
+                  if constrained is not None else [])
         before = scan
         if forced:
             out.extend(forced)
             n_forced += len(forced)
             for token in forced:
-                scan += decoder.decode(engine.piece(token))
+                scan += utf8.decode(engine.piece(token))
         else:
             if constrained is not None:
-                token = sampling.sample_constrained(free, *constrained)
+                token = decoder.sample_constrained(free, *constrained, greedy=settings.greedy)
                 n_constrained += 1
             else:
                 token = engine.sample(free)
@@ -205,7 +224,7 @@ def generate(engine: Engine, sampling: Sampling, gbnf: str | None, budget: int, 
                 finish = "stop"
                 break
             out.append(token)
-            scan += decoder.decode(engine.piece(token))
+            scan += utf8.decode(engine.piece(token))
         if constrained is None and gbnf is not None:
             end = opens_call(scan, max(0, len(before) - len(FORMAT.call_open)))
             if end is not None:
@@ -214,8 +233,8 @@ def generate(engine: Engine, sampling: Sampling, gbnf: str | None, budget: int, 
                     out.pop()
                     out.extend(engine.tokenize(scan[len(before):end].encode("utf-8"), add_bos=False))
                     scan = scan[:end]
-                    decoder.reset()
-                constrained, call_start = sampling.sampler(gbnf), end
+                    utf8.reset()
+                constrained, call_start = decoder.sampler(gbnf, settings), end
         elif constrained is not None and len(scan) > call_start and scan.endswith(FORMAT.call_close):
             constrained = None
             if stop_after_call:
@@ -230,5 +249,5 @@ def generate(engine: Engine, sampling: Sampling, gbnf: str | None, budget: int, 
             break
         engine.eval(out[evaluated:])
         evaluated = len(out)
-    scan += decoder.decode(b"", final=True)  # an unfinished character at the end becomes U+FFFD
+    scan += utf8.decode(b"", final=True)  # an unfinished character at the end becomes U+FFFD
     return Generated(scan[len(assistant_prefix):], finish, len(out), n_constrained, n_forced)

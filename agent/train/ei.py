@@ -1,0 +1,235 @@
+"""Expert iteration: sample → verify → keep the verified successes → SFT → convert → eval on dev, in rounds.
+
+Round n (``OUT/round-n/``):
+1. ``samples/``: k episodes per train scenario at temperature T (each with its own derived seed,
+   see ``agent.backends.sampling``) with the current adapter (none in round 1, unless given) —
+   the eval runner's results folder, so an interrupted round resumes episode by episode;
+2. ``data/``: the verified successes that broke no rule (optionally only the best-reward one per
+   scenario), exported as SFT rows exactly as ``export sft --success-only`` would;
+3. ``adapter/``: LoRA SFT on them, from the base with every round's rows so far (default), or
+   continuing the previous round's adapter on this round's rows (``continue_adapter``), then
+   converted to ``adapter/adapter.gguf``;
+4. ``dev/``: greedy eval of the new adapter on the dev split;
+5. ``round.json``: what the round did. A round with ``round.json`` is finished; a re-run starts
+   after the last finished one.
+``OUT/ei_summary.json`` lists each round's rows kept and dev success. Dev picks nothing here, but
+whoever reads it to choose a round selects on dev: the honest comparison is on the test split
+(``test_limit``), where the last round and the starting point are both evaluated at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from agent.train.sft import DEFAULT_TARGETS, TrainError
+
+if TYPE_CHECKING:
+    from agent.eval.record import EpisodeRecord
+
+SUMMARY = "ei_summary.json"
+ROUND = "round.json"
+
+
+@dataclass
+class EiOptions:
+    base: Path
+    out: Path
+    rounds: int = 3
+    samples: int = 4
+    temperature: float = 0.7
+    top_p: float = 1.0
+    seed: int = 0
+    per_template: int | None = None
+    train_limit: int | None = None
+    dev_limit: int | None = None
+    test_limit: int | None = None  # 0/None: no test-split evaluation at the end
+    best_only: bool = False
+    continue_adapter: bool = False
+    adapter: Path | None = None  # GGUF adapter to sample round 1 with (default: the bare base)
+    policy: str | None = None  # sample round 1 with this scripted policy instead (bootstrapping, tests)
+    max_user_turns: int = 4
+    max_steps_per_turn: int = 8
+    max_tool_calls: int = 16
+    max_tokens: int = 512
+    n_ctx: int = 8192
+    n_threads: int | None = None
+    tool_block: str = "full"
+    # SFT per round
+    rank: int = 16
+    alpha: float = 32.0
+    dropout: float = 0.05
+    targets: tuple[str, ...] = DEFAULT_TARGETS
+    epochs: float = 1.0
+    sft_max_steps: int = -1
+    lr: float = 2e-4
+    max_length: int = 4096
+    progress: bool = True
+    cache: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def _write(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def finished_rounds(out: Path) -> list[dict[str, Any]]:
+    """``round.json`` of every finished round, in order (stops at the first unfinished one)."""
+    done = []
+    n = 1
+    while (out / f"round-{n}" / ROUND).is_file():
+        done.append(json.loads((out / f"round-{n}" / ROUND).read_text(encoding="utf-8")))
+        n += 1
+    return done
+
+
+def best_per_scenario(records: list[EpisodeRecord]) -> list[EpisodeRecord]:
+    """The highest-reward record of each scenario (the first sample wins a tie)."""
+    best: dict[str, EpisodeRecord] = {}
+    for r in records:
+        if r.scenario_id not in best or r.verdict.reward > best[r.scenario_id].verdict.reward:
+            best[r.scenario_id] = r
+    return list(best.values())
+
+
+def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """Run (or resume) the rounds; returns the summary written to ``OUT/ei_summary.json``."""
+    from agent.backends.llama import LlamaBackend
+    from agent.backends.sampling import Sampling
+    from agent.backends.scripted import ScriptedBackend
+    from agent.eval.cli import balanced
+    from agent.eval.metrics import summarize
+    from agent.eval.report import write_reports
+    from agent.eval.runner import RunOptions, run_eval
+    from agent.eval.suite import load_eval_suite
+    from agent.export.episodes import as_served, episode_from_record
+    from agent.export.sft import Selection, build_rows, template_renders_tools, write_sft
+    from agent.loop import Budgets
+    from agent.train.sft import SftOptions, train_sft
+
+    suite = load_eval_suite(settings)
+    if opts.policy is not None and opts.policy not in suite.policies:
+        raise TrainError(f"unknown policy {opts.policy!r}; known: {', '.join(suite.policies)}")
+    train = balanced(suite.scenarios(split="train", per_template=opts.per_template, seed=opts.seed), opts.train_limit)
+    dev = balanced(suite.scenarios(split="dev", per_template=opts.per_template, seed=opts.seed), opts.dev_limit)
+    if not train or not dev:
+        raise TrainError("no train or no dev scenarios (raise --per-template)")
+    fmt = "structured" if template_renders_tools(opts.base) else "exact"
+    environment = suite.make_environment(train[0])
+    try:
+        tools = environment.registry.schemas()
+    finally:
+        environment.close()
+    budgets = Budgets(max_steps=opts.max_steps_per_turn, max_tool_calls=opts.max_tool_calls, max_tokens=opts.max_tokens)
+
+    def model(adapter: Path | None) -> LlamaBackend:
+        return LlamaBackend(opts.base, lora_path=adapter, n_ctx=opts.n_ctx, n_threads=opts.n_threads,
+                            tool_block=opts.tool_block)
+
+    def evaluate(adapter: Path | None, scenarios: list[Any], folder: Path) -> dict[str, Any]:
+        backend = model(adapter)
+        records = run_eval(suite, scenarios, lambda s, k: backend,
+                           RunOptions(out_dir=folder, max_user_turns=opts.max_user_turns, budgets=budgets,
+                                      progress=opts.progress))
+        overall = write_reports(folder, records, f"{folder} · adapter {adapter}", suite.reference_templates)[-1]
+        return {"success": overall.task_success, "reward": overall.mean_reward, "episodes": overall.episodes}
+
+    rounds = finished_rounds(opts.out)
+    if rounds:
+        log(f"resuming after round {len(rounds)}")
+    start_adapter = opts.adapter
+    for n in range(len(rounds) + 1, opts.rounds + 1):
+        folder = opts.out / f"round-{n}"
+        started = time.monotonic()
+        adapter = Path(rounds[-1]["adapter"]) if rounds and rounds[-1]["adapter"] else start_adapter
+        sampling = Sampling(temperature=opts.temperature, top_p=opts.top_p, seed=opts.seed + n)
+        if n == 1 and opts.policy is not None:
+            factory = suite.policies[opts.policy]
+            backend_for: Any = lambda s, k: ScriptedBackend(factory(s))  # noqa: E731
+            run_sampling = None  # a script has nothing to sample
+        else:
+            shared = model(adapter)
+            backend_for = lambda s, k: shared  # noqa: E731
+            run_sampling = sampling
+        log(f"round {n}: sampling {len(train)} train scenarios × {opts.samples}")
+        records = run_eval(suite, train, backend_for,
+                           RunOptions(out_dir=folder / "samples", samples=opts.samples, max_user_turns=opts.max_user_turns,
+                                      budgets=budgets, progress=opts.progress, sampling=run_sampling))
+        sampled = summarize(records)[-1]
+        kept = [r for r in records if r.verdict.success and r.verdict.policy_ok]
+        if opts.best_only:
+            kept = best_per_scenario(kept)
+        # as ``export sft`` reads a results folder: one episode per history window the model was shown,
+        # with the domain's tool schemas (an eval record does not carry them)
+        episodes = [w for r in kept for w in as_served(episode_from_record(r, str(folder / "samples")))]
+        report = build_rows(episodes, Selection(success_only=True, split="train"), fmt, default_tools=tools,
+                            tool_block=opts.tool_block)
+        write_sft(report, folder / "data")
+        rows_kept = len(report.rows)
+        # From the base: every round's rows so far (expert iteration's usual form); continuing: this round's.
+        data_files = [folder / "data" / "sft.jsonl"]
+        if not opts.continue_adapter:
+            data_files = [Path(r["data"]) for r in rounds if r["rows_kept"]] + data_files
+        total_rows = rows_kept + (sum(r["rows_kept"] for r in rounds) if not opts.continue_adapter else 0)
+        new_adapter: Path | None = adapter
+        train_info: dict[str, Any] | None = None
+        if rows_kept:  # no new rows: training again on the old ones would only re-roll the same adapter
+            merged = folder / "train.jsonl"
+            merged.write_text("".join(p.read_text(encoding="utf-8") for p in data_files if p.is_file()), encoding="utf-8")
+            init = None
+            if opts.continue_adapter and rounds and rounds[-1].get("adapter_dir"):
+                init = Path(rounds[-1]["adapter_dir"])
+            result = train_sft(SftOptions(
+                base=opts.base, data=merged, out=folder / "adapter", rank=opts.rank, alpha=opts.alpha,
+                dropout=opts.dropout, targets=opts.targets, epochs=opts.epochs, max_steps=opts.sft_max_steps,
+                lr=opts.lr, max_length=opts.max_length, split="train", seed=opts.seed + n, resume=True, convert=True,
+                progress=opts.progress, cache=opts.cache, tool_block=opts.tool_block, init_adapter=init,
+            ))
+            new_adapter = result.gguf
+            train_info = {"steps": result.steps, "examples": result.examples, "final_loss": result.final_loss,
+                          "seconds": result.seconds}
+        else:
+            log(f"round {n}: no new verified success; the adapter stays {adapter}")
+        log(f"round {n}: {rows_kept} rows kept of {len(records)} episodes; eval on dev ({len(dev)} scenarios)")
+        dev_result = evaluate(new_adapter, dev, folder / "dev")
+        info = {
+            "round": n, "sampled_from": str(adapter) if adapter else (f"policy {opts.policy}" if n == 1 and opts.policy else None),
+            "sampling": run_sampling.to_dict() if run_sampling else None,
+            "episodes": len(records), "sample_success": sampled.task_success, "sample_reward": sampled.mean_reward,
+            "rows_kept": rows_kept, "rows_trained": total_rows if train_info else 0, "data": str(folder / "data" / "sft.jsonl"),
+            "adapter": str(new_adapter) if new_adapter else None,
+            "adapter_dir": str(folder / "adapter") if train_info else (rounds[-1].get("adapter_dir") if rounds else None),
+            "train": train_info, "dev": dev_result, "seconds": round(time.monotonic() - started, 1),
+        }
+        _write(folder / ROUND, info)
+        rounds.append(info)
+        log(f"round {n}: dev success {dev_result['success']:.1f}% (reward {dev_result['reward']:.3f})")
+        _write(opts.out / SUMMARY, _summary(opts, rounds, None))
+    test = None
+    if opts.test_limit:
+        test_scenarios = balanced(suite.scenarios(split="test", per_template=opts.per_template, seed=opts.seed),
+                                  opts.test_limit)
+        last = Path(rounds[-1]["adapter"]) if rounds and rounds[-1]["adapter"] else None
+        test = {"start": evaluate(start_adapter, test_scenarios, opts.out / "test-start"),
+                "last_round": evaluate(last, test_scenarios, opts.out / "test-last")}
+    summary = _summary(opts, rounds, test)
+    _write(opts.out / SUMMARY, summary)
+    return summary
+
+
+def _summary(opts: EiOptions, rounds: list[dict[str, Any]], test: dict[str, Any] | None) -> dict[str, Any]:
+    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(replace(opts)).items()}
+    return {
+        "rounds": [{"round": r["round"], "rows_kept": r["rows_kept"], "dev_success": r["dev"]["success"],
+                    "dev_reward": r["dev"]["reward"], "sample_success": r["sample_success"], "adapter": r["adapter"]}
+                   for r in rounds],
+        "test": test,
+        "note": "dev is what a round would be chosen on; compare on test (start vs last round) for an unbiased figure",
+        "options": options,
+    }

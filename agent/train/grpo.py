@@ -1,0 +1,209 @@
+"""GRPO with LoRA: a thin wrapper over TRL's ``GRPOTrainer`` and the domain's environment.
+
+The domain's ``grpo_env`` module (beside its ``domain`` module, e.g. ``tools.calendar.grpo_env``)
+supplies ``ENVIRONMENT`` (passed as ``environment_factory=``), ``reward_func`` (the verifier's
+reward, the one that trains) and ``REWARD_COMPONENTS`` with ``component_reward(name)`` (logged
+with weight 0, so reward hacking shows in the logs as a total that rises while a component falls).
+Every tool call of a rollout goes through the environment, which runs it through the runtime's
+call gate (``agent.gate.run_call``): same validation, approvals, budgets and repeat rules.
+
+What TRL 1.16.0 (installed here; read in ``trl/trainer/grpo_trainer.py`` and
+``trl/chat_template_utils.py``) does with an environment, and what follows:
+- ``reset(**row)`` gets every column of the prompt row; a string it returns is appended to the
+  last prompt message, ``None`` leaves the prompt alone. The calendar rows already end with the
+  user's opening message, so ``CalendarGRPOEnv.reset`` returns None.
+- Environments are pooled and reused across batches (``reset`` again, not a new instance).
+- Every public method except ``reset``/``get_reward`` is a tool; a call's return value is
+  ``str()``-ed into a ``{"role": "tool", "name", "content"}`` message; an exception becomes
+  ``{"error": str(e)}`` (the gate never raises, so calendar tools always return their own result).
+  Tool-result tokens are masked out of the loss (``tool_mask``).
+- An environment with ``get_reward`` is *also* added as a reward column named after its class,
+  with weight 1. With ``reward_funcs=[reward_func]`` that would count the verifier's reward twice,
+  so this wrapper sets that column's weight to 0 (it is still logged: it must equal the total).
+- Tool calls are parsed from the generated text with a response template that TRL knows only for
+  a fixed list of chat templates (Qwen2.5/Qwen3, Llama 3.1, ...); any other template raises. A
+  template that renders Hermes ``<tool_call>`` blocks (the Qwen3 family, the tiny Qwen3 test
+  fixture) but is not one TRL recognises gets TRL's Qwen3-Instruct-2507 template instead (same
+  text for system/user/assistant/tool turns). SmolLM2's ChatML ignores tools altogether: TRL
+  refuses it ("does not support tool calling"), so GRPO needs a Qwen3-family model.
+- A template that is not prefix-preserving (Qwen3's drops earlier think blocks) is replaced for
+  training by TRL's prefix-preserving variant (``get_training_chat_template``).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from agent.formats import HERMES
+from agent.train.sft import DEFAULT_TARGETS, TrainError, _last_checkpoint
+
+SUMMARY = "grpo_summary.json"
+
+
+@dataclass
+class GrpoOptions:
+    base: Path
+    out: Path
+    rows: list[dict[str, Any]]
+    domain: str = "tools.calendar.domain"
+    num_generations: int = 4
+    max_steps: int = 100
+    max_completion_length: int = 256
+    max_tool_calls: int = 8  # TRL's max_tool_calling_iterations (the gate's budget still applies)
+    rank: int = 16
+    alpha: float = 32.0
+    dropout: float = 0.05
+    targets: tuple[str, ...] = DEFAULT_TARGETS
+    lr: float = 1e-5
+    batch_size: int | None = None  # rollouts per device step; default num_generations
+    grad_accum: int = 1
+    temperature: float = 1.0
+    top_p: float = 1.0
+    beta: float = 0.0
+    save_steps: int = 50
+    seed: int = 0
+    resume: bool = False
+    convert: bool = False
+    use_vllm: bool = False
+    vllm_mode: str = "server"
+    progress: bool = True
+    cache: Path | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # further GRPOConfig fields (--config-json)
+
+
+@dataclass
+class GrpoResult:
+    adapter_dir: Path
+    gguf: Path | None
+    steps: int
+    seconds: float
+    seconds_per_step: float
+    reward_mean: float | None
+    reward_std: float | None
+    components: dict[str, float | None]
+
+
+def domain_hooks(domain: str) -> Any:
+    """The ``grpo_env`` module next to the domain module (``tools.calendar.domain`` → ``tools.calendar.grpo_env``)."""
+    name = domain.rpartition(".")[0] + ".grpo_env" if "." in domain else domain + ".grpo_env"
+    try:
+        module = importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        raise TrainError(f"domain {domain!r} has no GRPO environment ({name}: {exc})") from exc
+    for attr in ("ENVIRONMENT", "reward_func", "REWARD_COMPONENTS", "component_reward"):
+        if not hasattr(module, attr):
+            raise TrainError(f"{name} lacks {attr} (see tools/calendar/grpo_env.py)")
+    return module
+
+
+def prepare_tokenizer(tokenizer: Any) -> Any:
+    """Give the tokenizer a response template TRL can parse tool calls with (see the module docstring)."""
+    from trl.chat_template_utils import add_response_schema, qwen3_instruct_2507_chat_template, supports_tool_calling
+
+    if tokenizer.pad_token is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if not supports_tool_calling(tokenizer):
+        raise TrainError("the base model's chat template does not render tool calls and tool results "
+                         "(SmolLM2's ChatML ignores them): TRL's GRPO needs a Qwen3-family model")
+    if getattr(tokenizer, "response_template", None) is not None or getattr(tokenizer, "response_schema", None) is not None:
+        return tokenizer
+    try:
+        return add_response_schema(tokenizer)
+    except ValueError:
+        if HERMES.call_open not in (tokenizer.chat_template or ""):
+            raise TrainError("TRL cannot parse tool calls for this chat template (it knows Qwen2.5/Qwen3, Llama 3.1, "
+                             "GLM-4, gpt-oss, ...)") from None
+        tokenizer.chat_template = qwen3_instruct_2507_chat_template  # Hermes calls: the Qwen3 text
+        return add_response_schema(tokenizer)
+
+
+def train_grpo(opts: GrpoOptions) -> GrpoResult:
+    """Run GRPO on ``opts.rows`` (rows of ``export grpo``); write the PEFT adapter to ``opts.out``."""
+    import torch
+    from datasets import Dataset
+    from peft import LoraConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig, GRPOTrainer
+
+    from agent.train.base import prepare_base
+
+    if not opts.rows:
+        raise TrainError("no prompt rows")
+    if opts.num_generations < 2:
+        raise TrainError("--num-generations must be at least 2 (GRPO compares a prompt's rollouts)")
+    hooks = domain_hooks(opts.domain)
+    base_dir = prepare_base(opts.base, opts.cache)
+    tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(str(base_dir)))
+    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
+    batch = opts.batch_size or opts.num_generations
+    checkpoints = opts.out / "checkpoints"
+    resume_from = _last_checkpoint(checkpoints) if opts.resume else None
+    if opts.resume and resume_from is None:
+        print(f"note: no checkpoint in {checkpoints}: starting from the beginning")
+    components = [hooks.component_reward(name) for name in hooks.REWARD_COMPONENTS]
+    config = GRPOConfig(
+        output_dir=str(checkpoints),
+        max_steps=opts.max_steps,
+        learning_rate=opts.lr,
+        per_device_train_batch_size=batch,
+        gradient_accumulation_steps=opts.grad_accum,
+        num_generations=opts.num_generations,
+        max_completion_length=opts.max_completion_length,
+        max_tool_calling_iterations=opts.max_tool_calls,
+        temperature=opts.temperature,
+        top_p=opts.top_p,
+        beta=opts.beta,
+        reward_weights=[1.0] + [0.0] * len(components),  # components are logged, the total trains
+        chat_template_kwargs={"enable_thinking": False},
+        save_strategy="steps",
+        save_steps=opts.save_steps,
+        save_total_limit=2,
+        logging_steps=1,
+        report_to="none",
+        seed=opts.seed,
+        disable_tqdm=not opts.progress,
+        use_cpu=not torch.cuda.is_available(),
+        dataloader_num_workers=0,
+        use_vllm=opts.use_vllm,
+        **({"vllm_mode": opts.vllm_mode} if opts.use_vllm else {}),
+        **opts.extra,
+    )
+    peft_config = LoraConfig(r=opts.rank, lora_alpha=opts.alpha, lora_dropout=opts.dropout,
+                             target_modules=list(opts.targets), task_type="CAUSAL_LM", bias="none")
+    trainer = GRPOTrainer(
+        model=model, args=config, train_dataset=Dataset.from_list(opts.rows), processing_class=tokenizer,
+        reward_funcs=[hooks.reward_func, *components], environment_factory=hooks.ENVIRONMENT, peft_config=peft_config,
+    )
+    # The environment's own get_reward column (added by TRL, weight 1) repeats reward_func: log only.
+    for i, name in enumerate(trainer.reward_func_names):
+        if name == hooks.ENVIRONMENT.__name__:
+            trainer.reward_weights[i] = 0.0
+    started = time.monotonic()
+    output = trainer.train(resume_from_checkpoint=resume_from)
+    seconds = time.monotonic() - started
+    opts.out.mkdir(parents=True, exist_ok=True)
+    trainer.model.save_pretrained(str(opts.out))
+    tokenizer.save_pretrained(str(opts.out))
+    logs = [h for h in trainer.state.log_history if "reward" in h]
+    last = logs[-1] if logs else {}
+    steps = int(output.global_step)
+    gguf_path = None
+    if opts.convert:
+        from models.convert_lora import convert_lora
+
+        gguf_path = convert_lora(opts.out, opts.base, opts.out / "adapter.gguf", progress=opts.progress).path
+    result = GrpoResult(
+        adapter_dir=opts.out, gguf=gguf_path, steps=steps, seconds=round(seconds, 1),
+        seconds_per_step=round(seconds / steps, 1) if steps else 0.0,
+        reward_mean=last.get("reward"), reward_std=last.get("reward_std"),
+        components={name: last.get(f"rewards/{name}/mean") for name in hooks.REWARD_COMPONENTS},
+    )
+    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items() if k != "rows"}
+    summary = {**asdict(result), "rows": len(opts.rows), "options": options, "log_history": trainer.state.log_history}
+    (opts.out / SUMMARY).write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+    return result
