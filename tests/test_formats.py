@@ -62,7 +62,7 @@ def test_a_closed_call_or_a_tag_before_start_is_not_open() -> None:
 
 
 def test_what_the_backends_own_trigger_was_pinned_to_holds_for_the_format_trigger() -> None:
-    """The cases tests/test_backend_llama.py pins on ``_opens_call``, so the backend can use this one."""
+    """The cases tests/test_backend_llama.py pins on the decode loop's trigger, which is this one."""
     assert HERMES.call_opened("ok <tool_call>", 0) == len("ok <tool_call>")
     assert HERMES.call_opened("<think>maybe <tool_call></think>", 0) is None
     assert HERMES.call_opened("<tool_call>{}</tool_call>", 0) is None
@@ -97,10 +97,6 @@ def test_the_trigger_fires_exactly_where_the_parser_then_reads_the_forced_call(t
 def test_the_trigger_never_raises(text: str) -> None:
     result = HERMES.call_opened(text)
     assert result is None or (0 < result <= len(text) and text[:result].endswith(OPEN))
-
-
-# The llama backend still spells its own tags and trigger; the lead moves it onto HERMES when
-# the backend package (issue 18) lands. Remove this entry then.
 
 
 def test_the_call_tags_are_spelled_in_the_format_module_only() -> None:
