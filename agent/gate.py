@@ -80,6 +80,14 @@ class TurnLedger:
     def count_call(self) -> None:
         self.calls_made += 1
 
+    def remember(self, key: str, result: ToolResult, changed_state: bool) -> None:
+        """Keep a successful call's result for the repeat rule. A call that changed the domain's
+        state forgets the earlier ones: a search repeated after a create must run again, not be
+        answered with what the store held before (the model would be told "same result")."""
+        if changed_state:
+            self.succeeded.clear()
+        self.succeeded[key] = result
+
     def settle(self, key: str, status: CallStatus) -> StopReason | None:
         """Book a finished call: failures build a streak (the same failing call twice ends the turn)."""
         if status in FAILED_STATUSES:
@@ -116,7 +124,7 @@ def run_call(
     def record(status: CallStatus, result: ToolResult, approval: dict[str, Any] | None = None) -> CallRecord:
         ledger.settle(key, status)
         if status is CallStatus.OK:
-            ledger.succeeded[key] = result
+            ledger.remember(key, result, registry.mutates(call.name))
         return CallRecord(
             name=call.name,
             arguments=call.arguments,

@@ -42,6 +42,20 @@ def test_the_approval_sees_the_validated_arguments_not_the_raw_ones(registry) ->
     assert approver.requests[0].arguments["event_id"] == 1  # coerced by the argument model
 
 
+def test_a_search_after_a_change_runs_again_instead_of_repeating_the_stale_result(registry) -> None:
+    search = ToolCall("search_events", {"date": "2026-12-01"})
+    create = ToolCall("create_event", {"title": "Lunch", "date": "2026-12-01", "start_time": "12:00",
+                                       "duration_minutes": 60})
+    ledger = TurnLedger()
+    before = run_call(search, registry, Recording(True), ledger)
+    assert run_call(create, registry, Recording(True), ledger).status is CallStatus.OK
+    after = run_call(search, registry, Recording(True), ledger)
+    assert after.status is CallStatus.OK  # ran again: the create changed what it returns
+    assert "Lunch" in after.result and "Lunch" not in before.result
+    # nothing changed since: an exact repeat is still answered from the ledger
+    assert run_call(search, registry, Recording(True), ledger).status is CallStatus.REPEATED
+
+
 def test_repeats_failures_and_the_budget_each_name_their_stop_reason(registry) -> None:
     search = ToolCall("search_events", {"date": "2026-12-01"})
     ledger = TurnLedger(max_tool_calls=3)
