@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+from agent.eval.runner import write_json_atomic
 from agent.train.sft import DEFAULT_TARGETS, TrainError
 
 if TYPE_CHECKING:
@@ -70,13 +71,6 @@ class EiOptions:
     progress: bool = True
     cache: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
-
-
-def _write(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
 
 
 def finished_rounds(out: Path) -> list[dict[str, Any]]:
@@ -207,10 +201,10 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
             "adapter_dir": str(folder / "adapter") if train_info else (rounds[-1].get("adapter_dir") if rounds else None),
             "train": train_info, "dev": dev_result, "seconds": round(time.monotonic() - started, 1),
         }
-        _write(folder / ROUND, info)
+        write_json_atomic(folder / ROUND, info)
         rounds.append(info)
         log(f"round {n}: dev success {dev_result['success']:.1f}% (reward {dev_result['reward']:.3f})")
-        _write(opts.out / SUMMARY, _summary(opts, rounds, None))
+        write_json_atomic(opts.out / SUMMARY, _summary(opts, rounds, None))
     test = None
     if opts.test_limit:
         test_scenarios = balanced(suite.scenarios(split="test", per_template=opts.per_template, seed=opts.seed),
@@ -219,7 +213,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         test = {"start": evaluate(start_adapter, test_scenarios, opts.out / "test-start"),
                 "last_round": evaluate(last, test_scenarios, opts.out / "test-last")}
     summary = _summary(opts, rounds, test)
-    _write(opts.out / SUMMARY, summary)
+    write_json_atomic(opts.out / SUMMARY, summary)
     return summary
 
 

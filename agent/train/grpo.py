@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.formats import HERMES
-from agent.train.sft import DEFAULT_TARGETS, TrainError, _last_checkpoint
+from agent.train.sft import DEFAULT_TARGETS, TrainError, lora_config, resume_point, shared_trainer_args
 
 SUMMARY = "grpo_summary.json"
 
@@ -126,7 +126,6 @@ def train_grpo(opts: GrpoOptions) -> GrpoResult:
     """Run GRPO on ``opts.rows`` (rows of ``export grpo``); write the PEFT adapter to ``opts.out``."""
     import torch
     from datasets import Dataset
-    from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import GRPOConfig, GRPOTrainer
 
@@ -142,9 +141,7 @@ def train_grpo(opts: GrpoOptions) -> GrpoResult:
     model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
     batch = opts.batch_size or opts.num_generations
     checkpoints = opts.out / "checkpoints"
-    resume_from = _last_checkpoint(checkpoints) if opts.resume else None
-    if opts.resume and resume_from is None:
-        print(f"note: no checkpoint in {checkpoints}: starting from the beginning")
+    resume_from = resume_point(checkpoints, opts.resume)
     components = [hooks.component_reward(name) for name in hooks.REWARD_COMPONENTS]
     config = GRPOConfig(
         output_dir=str(checkpoints),
@@ -160,21 +157,12 @@ def train_grpo(opts: GrpoOptions) -> GrpoResult:
         beta=opts.beta,
         reward_weights=[1.0] + [0.0] * len(components),  # components are logged, the total trains
         chat_template_kwargs={"enable_thinking": False},
-        save_strategy="steps",
-        save_steps=opts.save_steps,
-        save_total_limit=2,
-        logging_steps=1,
-        report_to="none",
-        seed=opts.seed,
-        disable_tqdm=not opts.progress,
-        use_cpu=not torch.cuda.is_available(),
-        dataloader_num_workers=0,
+        **shared_trainer_args(opts.save_steps, opts.seed, opts.progress),
         use_vllm=opts.use_vllm,
         **({"vllm_mode": opts.vllm_mode} if opts.use_vllm else {}),
         **opts.extra,
     )
-    peft_config = LoraConfig(r=opts.rank, lora_alpha=opts.alpha, lora_dropout=opts.dropout,
-                             target_modules=list(opts.targets), task_type="CAUSAL_LM", bias="none")
+    peft_config = lora_config(opts.rank, opts.alpha, opts.dropout, opts.targets)
     trainer = GRPOTrainer(
         model=model, args=config, train_dataset=Dataset.from_list(opts.rows), processing_class=tokenizer,
         reward_funcs=[hooks.reward_func, *components], environment_factory=hooks.ENVIRONMENT, peft_config=peft_config,

@@ -162,6 +162,35 @@ def _last_checkpoint(folder: Path) -> str | None:
     return get_last_checkpoint(str(folder)) if folder.is_dir() else None
 
 
+def resume_point(checkpoints: Path, resume: bool) -> str | None:
+    """The checkpoint ``--resume`` continues from (None: start afresh, saying so when asked to resume)."""
+    resume_from = _last_checkpoint(checkpoints) if resume else None
+    if resume and resume_from is None:
+        print(f"note: no checkpoint in {checkpoints}: starting from the beginning")
+    return resume_from
+
+
+def shared_trainer_args(save_steps: int, seed: int, progress: bool) -> dict[str, Any]:
+    """The trainer settings every train command shares (SFT and GRPO): a checkpoint every
+    ``save_steps`` with the last two kept (what ``--resume`` needs), a log line per step, no
+    reporting service, the CPU when there is no GPU, data loaded in the main process."""
+    import torch
+
+    return {
+        "save_strategy": "steps", "save_steps": save_steps, "save_total_limit": 2, "logging_steps": 1,
+        "report_to": "none", "seed": seed, "disable_tqdm": not progress,
+        "use_cpu": not torch.cuda.is_available(), "dataloader_num_workers": 0,
+    }
+
+
+def lora_config(rank: int, alpha: float, dropout: float, targets: Any) -> Any:
+    """The LoRA every train command puts on the base (``--rank --alpha --dropout --targets``)."""
+    from peft import LoraConfig
+
+    return LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(targets),
+                      task_type="CAUSAL_LM", bias="none")
+
+
 def check_tool_block(rows: list[dict[str, Any]], tool_block: str) -> None:
     """Refuse rows exported with another tool block than the one the runtime will serve.
 
@@ -242,7 +271,6 @@ def train_sft(opts: SftOptions) -> SftResult:
     """Train a LoRA on the export at ``opts.data``; write the PEFT adapter to ``opts.out``."""
     import torch
     from datasets import Dataset
-    from peft import LoraConfig
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
@@ -261,9 +289,7 @@ def train_sft(opts: SftOptions) -> SftResult:
     dataset = Dataset.from_list(examples)
     model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
     checkpoints = opts.out / "checkpoints"
-    resume_from = _last_checkpoint(checkpoints) if opts.resume else None
-    if opts.resume and resume_from is None:
-        print(f"note: no checkpoint in {checkpoints}: starting from the beginning")
+    resume_from = resume_point(checkpoints, opts.resume)
     config = SFTConfig(
         output_dir=str(checkpoints),
         num_train_epochs=opts.epochs,
@@ -272,20 +298,9 @@ def train_sft(opts: SftOptions) -> SftResult:
         per_device_train_batch_size=opts.batch_size,
         gradient_accumulation_steps=opts.grad_accum,
         max_length=None,  # rows are already truncated to --max-length above
-        save_strategy="steps",
-        save_steps=opts.save_steps,
-        save_total_limit=2,
-        logging_steps=1,
-        report_to="none",
-        seed=opts.seed,
-        disable_tqdm=not opts.progress,
-        use_cpu=not torch.cuda.is_available(),
-        dataloader_num_workers=0,
+        **shared_trainer_args(opts.save_steps, opts.seed, opts.progress),
     )
-    peft_config = LoraConfig(
-        r=opts.rank, lora_alpha=opts.alpha, lora_dropout=opts.dropout, target_modules=list(opts.targets),
-        task_type="CAUSAL_LM", bias="none",
-    )
+    peft_config = lora_config(opts.rank, opts.alpha, opts.dropout, opts.targets)
     if opts.init_adapter is not None:
         from peft import PeftModel
 
