@@ -25,6 +25,8 @@ import platformdirs
 from pydantic import AfterValidator, BeforeValidator, ValidationError
 from pydantic.dataclasses import dataclass
 
+from agent.history import DEFAULT_HISTORY_TURNS
+
 if TYPE_CHECKING:
     from models.resolve import ModelChoice
 
@@ -184,7 +186,7 @@ class Settings:
     max_tool_calls: int = 16
     enable_thinking: Flag = False
     domain: str = "tools.calendar.domain"  # module with load_domain(settings)
-    history_turns: int = 12  # earlier user turns kept in the prompt
+    history_turns: int = DEFAULT_HISTORY_TURNS  # earlier user turns kept in the prompt (agent.history)
     # RAM for the KV caches of chats that are not live (switching back then costs no re-evaluation);
     # Qwen3-4B needs ~144 KB per token, so 1024 MB keeps about two 3k-token chats. 0 turns it off.
     state_cache_mb: float = 1024.0
