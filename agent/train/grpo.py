@@ -37,11 +37,14 @@ with the defaults this wrapper keeps (``multi_objective_aggregation="sum_then_no
   out; its advantage is (reward − its group's mean) / (the group's std + 1e-4). A group whose
   rollouts all earn one reward has every advantage 0 and contributes no gradient:
   ``frac_reward_zero_std`` in the log is the share of such groups, and a step where it is 1.0
-  moves nothing. So do identical rollouts, whatever their rewards: a group's advantages sum to 0.
+  has a zero gradient (only Adam's momentum from earlier steps still moves the weights).
+  Identical rollouts cancel too, whatever their rewards, as a group's advantages sum to 0.
   ``--num-generations`` is the lever (more rollouts per prompt, fewer ties).
 - The logged ``loss`` is −(advantage-weighted token count) / tokens, which is 0 whenever a group's
   rollouts have equal lengths, even while the gradient is not: read ``grad_norm`` to see a step.
-  With ``num_iterations=1`` the importance ratio is exactly 1, so ``epsilon`` clipping never acts.
+  With ``num_iterations=1`` the importance ratio is exactly 1, so ``epsilon`` clipping never acts
+  (with ``--use-vllm`` TRL also reweights by vLLM's own log-probabilities, its default
+  ``vllm_importance_sampling_correction``).
 - ``beta=0`` loads no reference model and adds no KL term. With ``--beta > 0`` and a new LoRA the
   reference is the base itself (TRL disables the adapter to compute it): no second copy of the weights.
 - ``GRPOConfig.generation_kwargs`` (``--config-json``) go to transformers' ``GenerationConfig`` (or
