@@ -60,6 +60,23 @@ def test_a_base_whose_template_ignores_tools_is_refused_in_one_line(smollm2: Pat
     assert result.stderr.strip().splitlines()[-1].startswith("error: the base model's chat template does not render tool calls")
 
 
+@pytest.mark.parametrize("config, reason", [('{"no_such_field": 1}', "unexpected keyword argument 'no_such_field'"),
+                                            ("[1]", "must be a JSON object"), ("{bf16", "is not JSON")])
+def test_a_bad_config_json_is_refused_in_one_line_before_any_weights_load(config: str, reason: str, tiny_qwen3: Path,
+                                                                          tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", "train", "grpo", "--base", str(tiny_qwen3), "--out", str(out), "--limit", "1",
+         "--num-generations", "2", "--max-steps", "1", "--config-json", config, "--no-progress"],
+        capture_output=True, text=True, env={**_env(tmp_path), "ILJEONG_TRAIN_CACHE": str(tmp_path / "cache")},
+        timeout=900,
+    )
+    assert result.returncode == 2
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("error:")]
+    assert line.startswith("error: --config-json") and reason in line
+    assert not (tmp_path / "cache").exists() and not out.exists()  # no base converted, nothing written
+
+
 def _ids(encoded: Any) -> list[int]:
     return list(encoded if isinstance(encoded, list) else encoded["input_ids"])
 
