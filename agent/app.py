@@ -135,4 +135,5 @@ def build_runtime(settings: Settings, backend: Backend, domain: Domain | None = 
         system_prompt=system_prompt_factory(settings, domain, clock),
         stamp_user=user_stamp_factory(settings, clock),
         history_turns=settings.history_turns,
+        history_block=settings.history_block,
     )

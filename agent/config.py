@@ -187,6 +187,7 @@ class Settings:
     enable_thinking: Flag = False
     domain: str = "tools.calendar.domain"  # module with load_domain(settings)
     history_turns: int = DEFAULT_HISTORY_TURNS  # earlier user turns kept in the prompt (agent.history)
+    history_block: int | None = None  # turns dropped at once past history_turns; None: two thirds of it
     # RAM for the KV caches of chats that are not live (switching back then costs no re-evaluation);
     # Qwen3-4B needs ~144 KB per token, so 1024 MB keeps about two 3k-token chats. 0 turns it off.
     state_cache_mb: float = 1024.0
