@@ -209,14 +209,14 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
             return 2
         print(format_comparison(comparison, str(args.a), str(args.b)))
         return 0
-    if settings is None:
-        from agent.config import load_settings, with_model_flag
+    if settings is None:  # the stand-alone entry: the same checked settings as ``python -m agent eval``
+        from agent.__main__ import settings_from
 
-        backend = args.backend if args.backend in ("llama", "openai") else None
-        settings = with_model_flag(load_settings({"model_path": getattr(args, "model_path", None),
-                                                  "lora_path": getattr(args, "lora_path", None),
-                                                  "backend": backend, "base_url": args.base_url}),
-                                   getattr(args, "model_path", None))
+        try:
+            settings = settings_from(args)  # the domain's own keys too (check_domain_settings)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     suite = load_eval_suite(settings)
     problem = _usage_error(args, suite, settings)
     if problem:
