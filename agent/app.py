@@ -44,6 +44,7 @@ def build_llama_backend(settings: Settings, demo: bool = False, fallback_demo: b
         enable_thinking=settings.enable_thinking,
         max_saved_state_mb=settings.state_cache_mb,
         tool_block=settings.tool_block,
+        gpu_layers=settings.gpu_layers,
     )
 
 

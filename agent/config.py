@@ -48,6 +48,7 @@ ENV_NAMES: dict[str, str] = {
     "wire_format": "AGENT_WIRE_FORMAT",
     "profile": "AGENT_PROFILE",
     "tool_block": "AGENT_TOOL_BLOCK",
+    "gpu_layers": "AGENT_GPU_LAYERS",
 }
 
 BACKENDS = ("llama", "openai")
@@ -97,6 +98,12 @@ def _tool_block(value: str) -> str:
     if value.strip() not in TOOL_BLOCKS:
         raise ValueError(f"expected one of {', '.join(TOOL_BLOCKS)}, got {value!r}")
     return value.strip()
+
+
+def _gpu_layers(value: int) -> int:
+    if value < -1:
+        raise ValueError(f"expected -1 (all layers), 0 (CPU only) or a number of layers, got {value}")
+    return value
 
 
 Flag = Annotated[bool, BeforeValidator(_truthy)]
@@ -182,6 +189,9 @@ class Settings:
     tz: TimeZone = DEFAULT_TZ
     n_ctx: int = 8192
     n_threads: int | None = None
+    # Layers llama.cpp offloads to the GPU: -1 all, 0 none; None: all on Apple silicon with a Metal
+    # build, none elsewhere (agent.backends.llama.engine.default_gpu_layers).
+    gpu_layers: Annotated[int, AfterValidator(_gpu_layers)] | None = None
     max_steps: int = 8
     max_tool_calls: int = 16
     enable_thinking: Flag = False
