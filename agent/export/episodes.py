@@ -41,7 +41,10 @@ class Episode:
     success: bool | None = None
     policy_ok: bool | None = None  # no rule broken (e.g. no delete before consent), even if it succeeded
     calls: int = 0
-    tools: list[dict[str, Any]] | None = None  # schemas the model saw; neither source records them: the domain's are used
+    # The schemas the model saw. Neither source records them, so export fills in the domain's: that
+    # loses nothing while every scenario and the runtime are served one list (the calendar's are;
+    # tests/test_export_sft.py pins it) and export runs the tool code the episodes ran with.
+    tools: list[dict[str, Any]] | None = None
     producer: str = ""
     source: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
