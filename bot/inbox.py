@@ -13,7 +13,8 @@ update, once the gate has refused it, keeps only its id and times (state ``refus
 was goes to the log, as an id): their text is not kept. Handled rows (done, failed, refused)
 older than ``KEEP_HANDLED_S`` are deleted by ``prune``, at start-up and then daily (``bot.polling``);
 the newest row stays, because polling resumes after its id. ``secure_delete`` zeroes what a
-refused body or a pruned row leaves in the file.
+refused body or a pruned row leaves in the file; the write-ahead log holds the old page until the
+next checkpoint, which ``prune`` forces (and closing the file does).
 """
 
 from __future__ import annotations
@@ -89,7 +90,8 @@ class Inbox:
 
     def prune(self, keep_s: float = KEEP_HANDLED_S, now: float | None = None) -> int:
         """Delete handled rows received more than ``keep_s`` ago, except the newest row (polling
-        resumes after its id); pending rows always stay. Returns how many went."""
+        resumes after its id); pending rows always stay. Returns how many went. The WAL is then
+        checkpointed and emptied, so what refused and pruned rows held is in neither file."""
         cutoff = (time.time() if now is None else now) - keep_s
         with self._lock:
             cursor = self._conn.execute(
@@ -97,6 +99,7 @@ class Inbox:
                 "AND update_id < (SELECT MAX(update_id) FROM updates)",
                 (cutoff,),
             )
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # busy readers: it waits for the next day
         return cursor.rowcount
 
     def failed(self, update_id: int, error: str) -> None:

@@ -118,7 +118,12 @@ def test_prune_deletes_old_handled_rows_but_never_a_pending_one_or_the_newest(tm
     with conn:
         conn.execute("UPDATE updates SET received_at = received_at - 8 * 86400 WHERE update_id != 5")
         conn.execute("UPDATE updates SET received_at = received_at - 3600 WHERE update_id = 5")
+    conn.close()
     assert inbox.prune() == 3
+    wal = path.with_name(path.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0  # checkpointed and emptied while the bot runs
+    assert b"text 1" not in path.read_bytes()
+    conn = sqlite3.connect(path)
     assert [r[0] for r in conn.execute("SELECT update_id FROM updates ORDER BY update_id")] == [4, 5, 6]
     conn.close()
     assert [u for u, _ in inbox.pending()] == [4] and inbox.next_offset() == 7
