@@ -44,6 +44,7 @@ def build_llama_backend(settings: Settings, demo: bool = False, fallback_demo: b
         enable_thinking=settings.enable_thinking,
         max_saved_state_mb=settings.state_cache_mb,
         tool_block=settings.tool_block,
+        gpu_layers=settings.gpu_layers,
     )
 
 
@@ -135,4 +136,5 @@ def build_runtime(settings: Settings, backend: Backend, domain: Domain | None = 
         system_prompt=system_prompt_factory(settings, domain, clock),
         stamp_user=user_stamp_factory(settings, clock),
         history_turns=settings.history_turns,
+        history_block=settings.history_block,
     )
