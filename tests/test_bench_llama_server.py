@@ -159,23 +159,37 @@ def test_unpack_refuses_a_tarball_without_llama_cpp(tmp_path: Path) -> None:
     assert not (tmp_path / "src").exists()
 
 
-# A response of the real llama-server (this llama.cpp, SmolLM2, the Hermes template) to a step after
-# a tool call: its ``timings`` say how much of the prompt it evaluated and how much it had cached.
+# The response of the real llama-server (this llama.cpp built by ``--build-llama-server``, SmolLM2, the
+# Hermes template, one thread) to the first step of a calendar chat, content shortened: ``timings``
+# says how many prompt tokens it evaluated (``prompt_n``) and how many it took from its cache.
 LLAMA_SERVER_RESPONSE = {
-    "choices": [{"finish_reason": "stop", "index": 0, "message": {"role": "assistant", "content": "Done."}}],
-    "created": 1764606000, "model": "peer", "object": "chat.completion", "id": "chatcmpl-x",
-    "usage": {"completion_tokens": 3, "prompt_tokens": 1873, "total_tokens": 1876},
-    "timings": {"cache_n": 1650, "prompt_n": 223, "prompt_ms": 812.3, "prompt_per_token_ms": 3.64,
-                "prompt_per_second": 274.5, "predicted_n": 3, "predicted_ms": 61.0,
-                "predicted_per_token_ms": 20.3, "predicted_per_second": 49.2},
+    "choices": [{"finish_reason": "length", "index": 0,
+                 "message": {"role": "assistant", "content": "```\n{\n  \"type\": \"function-name\", ..."}}],
+    "created": 1796144445, "model": "peer", "system_fingerprint": "b0-unknown", "object": "chat.completion",
+    "usage": {"completion_tokens": 96, "prompt_tokens": 2958, "total_tokens": 3054,
+              "prompt_tokens_details": {"cached_tokens": 0}},
+    "id": "chatcmpl-ji9EXreHYqwTCuJWbszfEZa6GhTpD2Xi",
+    "timings": {"cache_n": 0, "prompt_n": 2958, "prompt_ms": 77286.16, "prompt_per_token_ms": 26.127843137254903,
+                "prompt_per_second": 38.27334674151232, "predicted_n": 96, "predicted_ms": 7224.374,
+                "predicted_per_token_ms": 76.04604210526315, "predicted_per_second": 13.149928284443746},
 }
 
 
+def _after_a_call(response: dict, evaluated: int, cached: int) -> dict:
+    """The same response with the counts of a later step, most of whose prompt was cached."""
+    timings = {**response["timings"], "prompt_n": evaluated, "cache_n": cached}
+    usage = {**response["usage"], "prompt_tokens": evaluated + cached}
+    return {**response, "timings": timings, "usage": usage}
+
+
 def test_client_loop_reads_evaluated_and_cached_tokens_from_llama_server_timings() -> None:
-    step = StepRecord(index=1, raw_output="Done.")
+    step = StepRecord(index=0, raw_output="")
     _count_tokens(step, LLAMA_SERVER_RESPONSE)
-    assert (step.prompt_tokens, step.evaluated_tokens, step.reused_tokens, step.generated_tokens) == (1873, 223, 1650, 3)
-    assert step.timings["prompt_n"] == 223
+    assert (step.prompt_tokens, step.evaluated_tokens, step.reused_tokens, step.generated_tokens) == (2958, 2958, 0, 96)
+    later = StepRecord(index=1, raw_output="")
+    _count_tokens(later, _after_a_call(LLAMA_SERVER_RESPONSE, evaluated=223, cached=2900))
+    assert (later.prompt_tokens, later.evaluated_tokens, later.reused_tokens) == (3123, 223, 2900)
+    assert later.timings["prompt_n"] == 223 and later.timings["predicted_n"] == 96
 
 
 def test_a_server_without_timings_leaves_evaluated_unknown() -> None:

@@ -63,6 +63,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only one figure family: peers (figure 4) or jump (jump-forward, both vocabularies)")
     parser.add_argument("--peer-scenarios", type=int, metavar="N",
                         help="how many dev scenarios the peers play (default 6; --quick 1)")
+    parser.add_argument("--peers", type=_peer_keys, metavar="KEYS",
+                        help="which peers play, comma-separated (default all: runtime,chatml_fc,server,llama_server); "
+                             "the others are reported as not run")
+
+
+def _peer_keys(text: str) -> tuple[str, ...]:
+    from agent.bench.peers import PEERS
+
+    keys = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in keys if k not in dict(PEERS)]
+    if unknown or not keys:
+        raise argparse.ArgumentTypeError(f"unknown peer {unknown[0] if unknown else '(none)'}: "
+                                         f"choose from {','.join(dict(PEERS))}")
+    return keys
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -106,7 +120,7 @@ def run(args: argparse.Namespace, settings: Any) -> int:
     config = BenchConfig(
         model_path=default_model(settings), n_ctx=settings.n_ctx, n_threads=settings.n_threads,
         quick=args.quick, settings=settings, grammar_model=_checked_grammar_model(args.grammar_model),
-        only=args.only, peer_scenarios=args.peer_scenarios,
+        only=args.only, peer_scenarios=args.peer_scenarios, peers=args.peers,
     )
     progress(f"model {config.model_path}, n_ctx {config.n_ctx}, {'quick' if args.quick else 'full'} run")
     report = Bench(config).run()

@@ -139,6 +139,9 @@ def peers(bench: Bench, backend: Any) -> None:
     budgets = Budgets(max_steps=plan.max_steps, max_tool_calls=16, max_tokens=MAX_TOKENS)
     runs = {key: PeerRun(evaluated_from={"runtime": "backend", "llama_server": "timings"}.get(key, ""))
             for key, _ in PEERS}
+    chosen = set(config.peers or dict(PEERS))
+    for key in set(dict(PEERS)) - chosen:
+        runs[key].skipped = f"not run in this measurement (--peers {','.join(config.peers or ())})"
     with ExitStack() as stack:
         progress(f"peers: loading llama-cpp-python's {CHAT_FORMAT} handler")
         llama = Llama(config.model_path, n_ctx=config.n_ctx, n_batch=min(512, config.n_ctx),
@@ -151,8 +154,10 @@ def peers(bench: Bench, backend: Any) -> None:
                                                   max_user_turns=plan.max_user_turns),
             "chatml_fc": lambda s, env: run_client_episode(local, s, env, budgets, plan.max_user_turns),
         }
-        progress("peers: starting llama_cpp.server")
         try:
+            if "server" not in chosen:
+                raise ServerUnavailable(runs["server"].skipped)
+            progress("peers: starting llama_cpp.server")
             base_url = stack.enter_context(llama_server(
                 config.model_path, n_ctx=config.n_ctx, n_threads=llama.n_threads,
                 n_threads_batch=llama.n_threads_batch, chat_format=CHAT_FORMAT, log_path=bench.tmp / "server.log"))
@@ -161,6 +166,8 @@ def peers(bench: Bench, backend: Any) -> None:
         except ServerUnavailable as exc:
             runs["server"].skipped = str(exc)
         try:
+            if "llama_server" not in chosen:
+                raise ServerUnavailable(runs["llama_server"].skipped)
             native = stack.enter_context(httpx.Client(base_url=_start_native(bench, stack, llama),
                                                       timeout=REQUEST_TIMEOUT_S))
             _check_tools_reach_prompt(native, suite)
@@ -170,6 +177,7 @@ def peers(bench: Bench, backend: Any) -> None:
         except ServerUnavailable as exc:
             runs["llama_server"].skipped = str(exc)
             progress(f"peers: llama-server {exc}")
+        episodes = {key: episode for key, episode in episodes.items() if key in chosen}
         for i, scenario in enumerate(scenarios):
             for key, episode in episodes.items():
                 progress(f"peers: scenario {i + 1}/{len(scenarios)} ({scenario.id}), {key}")
