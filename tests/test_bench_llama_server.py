@@ -45,6 +45,8 @@ def test_peers_figure_says_not_measured_where_llama_server_is_not_built(empty_ca
         peers._start_native(bench, stack, SimpleNamespace(n_threads=1, n_threads_batch=1))
     runs["llama_server"].skipped = "not measured: llama-server is not built (python -m agent bench --build-llama-server)"
     peers._report(bench, runs, [], peers.QUICK)
+    forced = {key: peers.PeerRun(skipped=runs[key].skipped) for key in peers.EVALUATED_BY}
+    peers._report_evaluated(bench.report, runs, forced)
     report = bench.report.as_json()
     keys = [k for k in report["figures"] if k.endswith("llama_server")]
     assert set(keys) >= {"valid_call_rate_llama_server", "seconds_per_episode_llama_server",
@@ -228,16 +230,28 @@ def test_steps_after_a_tool_call_are_those_whose_previous_step_in_the_turn_calle
     assert run.evaluated == [2000, 40, 30, 25, 300, 60]
     assert run.evaluated_after_call == [40, 300, 60]
     assert run.prompt_after_call == [2060, 2300, 2400]
+    assert run.appended_after_call == [60, 150, 100]
+
+
+def test_a_forced_first_call_asks_llama_server_for_required_once() -> None:
+    sent: list[dict] = []
+    chat = peers._required_first(lambda request: sent.append(request) or LLAMA_SERVER_RESPONSE)
+    for _ in range(3):
+        chat({"messages": [], "tool_choice": "auto"})
+    assert [r["tool_choice"] for r in sent] == ["required", "auto", "auto"]
 
 
 def test_evaluated_ratio_is_llama_server_over_runtime_after_a_tool_call(tmp_path: Path) -> None:
     bench = Bench(BenchConfig(model_path="m.gguf", n_ctx=2048, n_threads=1, quick=True, settings=None))
     runs = {key: peers.PeerRun() for key, _ in peers.PEERS}
-    runs["runtime"].evaluated_after_call = [40, 60]
-    runs["runtime"].prompt_after_call = [2000, 2100]
-    runs["llama_server"].evaluated_after_call = [150, 250]
-    runs["llama_server"].prompt_after_call = [1800, 1900]
-    peers._report_evaluated(bench.report, runs)
+    forced = {key: peers.PeerRun() for key in peers.EVALUATED_BY}
+    forced["runtime"].evaluated_after_call = [40, 60]
+    forced["runtime"].prompt_after_call = [2000, 2100]
+    forced["runtime"].appended_after_call = [60, 80]
+    forced["llama_server"].evaluated_after_call = [150, 250]
+    forced["llama_server"].prompt_after_call = [1800, 1900]
+    forced["llama_server"].appended_after_call = [70, 90]
+    peers._report_evaluated(bench.report, runs, forced)
     figures = bench.report.as_json()["figures"]
     assert figures["evaluated_after_call_runtime"] == 50
     assert figures["evaluated_after_call_llama_server"] == 200

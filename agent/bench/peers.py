@@ -82,6 +82,7 @@ class PeerRun:
     evaluated: list[int] = field(default_factory=list)  # prompt tokens evaluated, per model step (where known)
     evaluated_after_call: list[int] = field(default_factory=list)  # ... per step that follows a tool call
     prompt_after_call: list[int] = field(default_factory=list)  # the whole prompt of those steps
+    appended_after_call: list[int] = field(default_factory=list)  # their prompt − the previous step's prompt
 
     def add(self, trace: EpisodeTrace, seconds: float, environment: Environment, verdict: Verdict) -> None:
         calls = trace.calls()
@@ -108,6 +109,7 @@ class PeerRun:
                     if previous is not None and previous.calls:
                         self.evaluated_after_call.append(step.evaluated_tokens)
                         self.prompt_after_call.append(step.prompt_tokens)
+                        self.appended_after_call.append(step.prompt_tokens - previous.prompt_tokens)
                 previous = step
 
 
@@ -182,7 +184,55 @@ def peers(bench: Bench, backend: Any) -> None:
             for key, episode in episodes.items():
                 progress(f"peers: scenario {i + 1}/{len(scenarios)} ({scenario.id}), {key}")
                 _play(suite, scenario, episode, runs[key])
+        forced = {key: PeerRun(evaluated_from=runs[key].evaluated_from, skipped=runs[key].skipped)
+                  for key in EVALUATED_BY}
+        if "runtime" in episodes and "llama_server" in episodes:
+            _after_a_forced_call(suite, scenarios, backend, remote_native, forced)
     _report(bench, runs, scenarios, plan)
+    _report_evaluated(bench.report, runs, forced)
+
+
+def _after_a_forced_call(suite: EvalSuite, scenarios: list[Scenario], backend: Any, chat: Any,
+                         forced: dict[str, PeerRun]) -> None:
+    """Each scenario's first message, where both make a call at once and then go on (2 steps): the
+    runtime's reply opens with ``<tool_call>`` (the grammar writes the call), llama-server's first
+    request says ``tool_choice: "required"`` (its grammar forces a call). The step after the call is
+    what the tokens figure compares: in the dialogues SmolLM2 rarely makes llama-server call at all."""
+    from agent.bench.client_loop import run_client_episode
+    from agent.bench.recording import RecordingBackend
+    from agent.eval.dialogue import run_episode
+    from agent.formats import HERMES
+    from agent.loop import Budgets
+
+    budgets = Budgets(max_steps=2, max_tool_calls=16, max_tokens=MAX_TOKENS)
+    for i, scenario in enumerate(scenarios):
+        progress(f"peers: after a forced call, scenario {i + 1}/{len(scenarios)}")
+        recorder = RecordingBackend(backend)
+        recorder.prefixes = [HERMES.call_open + "\n"]
+        plays: dict[str, EpisodeFn] = {
+            "runtime": lambda s, env: run_episode(s, recorder, env, budgets=budgets, session_id=f"after-call-{s.id}",
+                                                  max_user_turns=1),
+            "llama_server": lambda s, env: run_client_episode(_required_first(chat), s, env, budgets, 1),
+        }
+        for key, play in plays.items():
+            environment = suite.make_environment(scenario)
+            try:
+                forced[key].count_evaluated(play(scenario, environment))
+            finally:
+                environment.close()
+
+
+def _required_first(chat: Any) -> Any:
+    """The chat function with ``tool_choice: "required"`` on its first request only."""
+    asked: list[bool] = []
+
+    def first_required(request: dict[str, Any]) -> dict[str, Any]:
+        if not asked:
+            asked.append(True)
+            request = {**request, "tool_choice": "required"}
+        return chat(request)
+
+    return first_required
 
 
 def _start_native(bench: Bench, stack: ExitStack, llama: Any) -> str:
@@ -269,13 +319,14 @@ def _report(bench: Bench, runs: dict[str, PeerRun], scenarios: list[Scenario], p
                    _mean([float(s) for s in run.successes]),
                    note=f"skipped: {run.skipped}" if run.skipped else
                    "the eval verifier on the final calendar and the trace" if key == "runtime" else "")
-    _report_evaluated(report, runs)
 
 
-def _report_evaluated(report: Any, runs: dict[str, PeerRun]) -> None:
+def _report_evaluated(report: Any, runs: dict[str, PeerRun], forced: dict[str, PeerRun]) -> None:
     """Prompt tokens evaluated per step: what a long dialogue costs beyond the new text. The prompts
     differ between peers (each renders the tools and turns its own way), so the counts compare what
-    each front end makes llama.cpp evaluate, not the same token sequence."""
+    each front end makes llama.cpp evaluate, not the same token sequence. Per step over the
+    dialogues (``runs``); after a tool call from the forced-call steps (``forced``), with the
+    dialogues' own after-call steps in the note."""
     labels = dict(PEERS)
     for key in EVALUATED_BY:
         run = runs[key]
@@ -283,16 +334,21 @@ def _report_evaluated(report: Any, runs: dict[str, PeerRun]) -> None:
         report.add(f"evaluated_per_step_{key}", f"evaluated prompt tokens/step: {labels[key]}", _mean(run.evaluated),
                    note=skip or f"{len(run.evaluated)} steps, the first of each episode included "
                                 f"({sum(run.evaluated)} tokens)")
-        after = _mean(run.evaluated_after_call)
+        probe = forced[key]
+        after = _mean(probe.evaluated_after_call)
+        dialogues = (f"; in the dialogues {len(run.evaluated_after_call)} such steps, "
+                     f"{_mean(run.evaluated_after_call) or 0:.0f} evaluated on average")
         report.add(f"evaluated_after_call_{key}", f"evaluated prompt tokens/step after a tool call: {labels[key]}",
-                   after, note=skip or (f"{len(run.evaluated_after_call)} steps, prompts of "
-                                        f"{_mean(run.prompt_after_call):.0f} tokens on average" if after is not None
-                                        else "skipped: no step followed a tool call"))
-    ours, theirs = _mean(runs["runtime"].evaluated_after_call), _mean(runs["llama_server"].evaluated_after_call)
+                   after, note=f"skipped: {probe.skipped}" if probe.skipped else (
+                       f"{len(probe.evaluated_after_call)} steps after a forced first call, "
+                       f"{_mean(probe.appended_after_call):.0f} tokens appended since the step before "
+                       f"(its reply and the tool result), prompts of {_mean(probe.prompt_after_call):.0f}" + dialogues
+                       if after is not None else "skipped: no step followed a tool call" + dialogues))
+    ours, theirs = _mean(forced["runtime"].evaluated_after_call), _mean(forced["llama_server"].evaluated_after_call)
     ratio = theirs / ours if ours and theirs is not None else None
     report.add("evaluated_after_call_ratio_llama_server",
                "evaluated tokens after a tool call: llama-server ÷ runtime", ratio,
-               note=f"skipped: {runs['llama_server'].skipped}" if runs["llama_server"].skipped
+               note=f"skipped: {forced['llama_server'].skipped}" if forced["llama_server"].skipped
                else "" if ratio is not None else "skipped: no step after a tool call on one side")
 
 
