@@ -57,8 +57,10 @@ class Decoder:
         # False: every constrained token by the full mask, the reference the fast paths must match
         self.fast_paths = True
         # Greedy only: text the grammar alone decides is appended in one batch (``forced_tokens``).
-        # Off by default until a quiet bench run shows it pays (one noisy run on SmolLM2: 1.2x
-        # slower, see docs/performance.md); greedy outputs are the same text either way.
+        # Off by default: it spares a quarter of the decodes of a call, but on a CPU a batch costs
+        # nearly what its tokens cost one by one, so a call takes ~0.85x the CPU time on SmolLM2 and
+        # ~0.9x on the 151k fixture, short of the 0.6 it was meant for (docs/performance.md);
+        # greedy outputs are the same text either way.
         self.jump_forward = False
         # how constrained tokens were found beyond the model's first choice (see sample_constrained)
         self.grammar_paths: dict[str, int] = {"top": 0, "narrowed": 0, "full_mask": 0}
