@@ -256,3 +256,13 @@ def test_evaluated_ratio_is_llama_server_over_runtime_after_a_tool_call(tmp_path
     assert figures["evaluated_after_call_runtime"] == 50
     assert figures["evaluated_after_call_llama_server"] == 200
     assert figures["evaluated_after_call_ratio_llama_server"] == 4
+
+
+def test_a_peer_that_never_reported_evaluated_tokens_says_so(tmp_path: Path) -> None:
+    bench = Bench(BenchConfig(model_path="m.gguf", n_ctx=2048, n_threads=1, quick=True, settings=None))
+    runs = {key: peers.PeerRun() for key, _ in peers.PEERS}
+    forced = {key: peers.PeerRun() for key in peers.EVALUATED_BY}
+    peers._report_evaluated(bench.report, runs, forced)
+    report = bench.report.as_json()
+    for key, value in report["figures"].items():  # the bench's own rule: no value means a note saying why
+        assert value is None and report["notes"][key].startswith("skipped: "), key

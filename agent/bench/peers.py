@@ -332,8 +332,9 @@ def _report_evaluated(report: Any, runs: dict[str, PeerRun], forced: dict[str, P
         run = runs[key]
         skip = f"skipped: {run.skipped}" if run.skipped else ""
         report.add(f"evaluated_per_step_{key}", f"evaluated prompt tokens/step: {labels[key]}", _mean(run.evaluated),
-                   note=skip or f"{len(run.evaluated)} steps, the first of each episode included "
-                                f"({sum(run.evaluated)} tokens)")
+                   note=skip or (f"{len(run.evaluated)} steps, the first of each episode included "
+                                 f"({sum(run.evaluated)} tokens)" if run.evaluated
+                                 else "skipped: no step said how many tokens it evaluated"))
         probe = forced[key]
         after = _mean(probe.evaluated_after_call)
         dialogues = (f"; in the dialogues {len(run.evaluated_after_call)} such steps, "
