@@ -108,7 +108,7 @@ def system_prompt_factory(settings: Settings, domain: Domain, clock: Clock = wal
     """The system message for the day of ``clock()`` in the user's zone."""
     from agent.prompt import system_prompt
 
-    return lambda: system_prompt(clock(), settings.tz, domain.prompt)
+    return lambda: system_prompt(clock(), settings.tz, domain.prompt, settings.prompt_style, domain.short_prompt)
 
 
 def user_stamp_factory(settings: Settings, clock: Clock = wall_clock) -> Callable[[str], str]:

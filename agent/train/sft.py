@@ -54,6 +54,7 @@ class SftOptions:
     progress: bool = True
     cache: Path | None = None
     tool_block: str = "full"  # the runtime's setting; rows made with another block are refused
+    prompt_style: str = "full"  # the runtime's setting; rows played with another system prompt are refused
     init_adapter: Path | None = None  # a PEFT adapter folder to keep training (expert iteration's continue)
 
 
@@ -205,6 +206,22 @@ def check_tool_block(rows: list[dict[str, Any]], tool_block: str) -> None:
                          f"tool_block={made_with[0]} (AGENT_TOOL_BLOCK or config.toml)")
 
 
+def check_prompt_style(rows: list[dict[str, Any]], prompt_style: str) -> None:
+    """Refuse rows whose conversations were played with another system prompt style than the
+    one the runtime serves (the ``prompt_style`` setting): the system prompt is most of a row,
+    so an adapter trained on one style and served with the other sees a prompt it never saw.
+    A row's recorded style wins; rows from before it was recorded are read from their system
+    message (``agent.prompt.prompt_style_of``), and a system message no style wrote is left alone."""
+    from agent.prompt import prompt_style_of
+
+    styles = {row.get("prompt_style") or prompt_style_of(row.get("messages") or []) for row in rows}
+    made_with = sorted(s for s in styles - {prompt_style, None})
+    if made_with:
+        raise TrainError(f"the rows were played with prompt_style={made_with[0]} but this setup serves "
+                         f"prompt_style={prompt_style}; run the eval and export again with the same setting, "
+                         f"or set prompt_style={made_with[0]} (AGENT_PROMPT_STYLE or config.toml)")
+
+
 def row_format(row: dict[str, Any]) -> str | None:
     """The assistant format a row was exported in: the row's own record, else what its messages show.
 
@@ -278,6 +295,7 @@ def train_sft(opts: SftOptions) -> SftResult:
 
     rows = read_rows(opts.data, opts.split, opts.limit)
     check_tool_block(rows, opts.tool_block)
+    check_prompt_style(rows, opts.prompt_style)
     check_row_format(rows, opts.base)
     base_dir = prepare_base(opts.base, opts.cache)
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
