@@ -176,6 +176,19 @@ def test_rows_of_the_other_tool_block_are_refused(export_dir: Path, smollm2: Pat
     assert not (tmp_path / "out").exists()
 
 
+def test_rows_of_the_other_prompt_style_are_refused(export_dir: Path, smollm2: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows played with the full system prompt, training for a runtime that serves the short one: no."""
+    rows = [json.loads(line) for line in (export_dir / "sft.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert rows and {row["prompt_style"] for row in rows} == {"full"}  # export recorded what the episodes were played with
+    monkeypatch.setenv("AGENT_PROMPT_STYLE", "short")
+    argv = ["train", "sft", "--base", str(smollm2), "--data", str(export_dir), "--out", str(tmp_path / "out")]
+    assert _cli(train_cli, argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "prompt_style=full" in err[0] and "prompt_style=short" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
 def test_structured_rows_are_refused_for_a_template_that_ignores_tools(export_dir: Path, smollm2: Path, tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """`export sft` without --model writes structured rows; SmolLM2's ChatML would drop their calls."""
