@@ -26,10 +26,9 @@ import time
 from pathlib import Path
 from typing import Any, Sequence
 
-# The tool block and the system prompt style the recipe trains with, and so the ones its
-# adapter must be served with.
-DEMO_TOOL_BLOCK = "compact"
-DEMO_PROMPT_STYLE = "short"
+# The tool block and the system prompt style the recipe trains with are the ones the demo
+# serves, so that what is trained is what is served.
+from models.demo import DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK
 
 # The recipe's settings; the record printed at the end repeats them.
 # One epoch over the 340 verified train rows in steps of 4 rows; bf16 and no LoRA dropout
