@@ -1,16 +1,16 @@
 """``python -m agent train demo``: the SmolLM2 calendar adapter's recipe, from scratch.
 
 One command for the whole recipe, so that a demo adapter is reproducible with fixed seeds: verified oracle episodes on the train split, ``export sft --success-only``
-in the format SmolLM2's template needs (``exact``) with the tool block the demo serves
-(``compact``), LoRA SFT from the GGUF base, conversion to a llama.cpp adapter. Each step is
+in the format SmolLM2's template needs (``exact``) with the tool block and the system prompt
+the demo serves (``compact``, ``short``), LoRA SFT from the GGUF base, conversion to a llama.cpp adapter. Each step is
 the documented CLI command, run as a child process and printed first, so the recipe is also
 the README's walkthrough. ``--stop-after`` ends training at a step chosen on the dev split (the schedule still runs
 towards ``--max-steps``, so the result is that checkpoint of the longer run).
 
-No adapter ships yet: the one this recipe made here (10 rows of ~1,500 tokens, the CPU shared
-with other work) lost to the base weights on the test split, so the demo serves the base until
-an adapter beats it (README, Training). The printed record (sha256, command) is what a shipped
-file would carry.
+No adapter ships yet: the one this recipe made here (one epoch over the 340 verified train
+rows with the short prompt, 51 minutes) still lost to the base weights on the test split, so
+the demo serves the base until an adapter beats it (README, Training). The printed record
+(sha256, command) is what a shipped file would carry.
 """
 
 from __future__ import annotations
