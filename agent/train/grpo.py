@@ -224,6 +224,7 @@ def train_grpo(opts: GrpoOptions) -> GrpoResult:
         components={name: last.get(f"rewards/{name}/mean") for name in hooks.REWARD_COMPONENTS},
     )
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items() if k != "rows"}
-    summary = {**asdict(result), "rows": len(opts.rows), "options": options, "log_history": trainer.state.log_history}
+    summary = {**asdict(result), "rows": len(opts.rows), "options": options, "base_dtype": str(model.dtype),
+               "log_history": trainer.state.log_history}
     (opts.out / SUMMARY).write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     return result

@@ -408,6 +408,6 @@ def train_sft(opts: SftOptions) -> SftResult:
         seconds=round(seconds, 1), final_loss=losses[-1] if losses else None, dropped=dropped,
     )
     summary = {**asdict(result), "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(opts).items()},
-               "examples_seen": seen, "losses": losses}
+               "examples_seen": seen, "losses": losses, "base_dtype": str(model.dtype)}
     (opts.out / SUMMARY).write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     return result
