@@ -67,7 +67,7 @@ def test_a_warm_start_replies_as_a_cold_start_and_evaluates_only_the_message(fir
     cold, states, _ = first_start
     messages = SYSTEM + [user("What is on my calendar tomorrow?")]
     cold.reset_context()  # cold: nothing in the context, the prefix evaluated (and saved) first
-    cold.cache.static_on_disk = False
+    cold.cache.static_pending = True  # as when a turn wins the lock before the start-up warm-up
     shutil.rmtree(states)
     states.mkdir(mode=0o700)
     cold_reply = cold.complete(messages, TOOLS, max_tokens=16)

@@ -12,10 +12,11 @@ calendar, sessions, trajectory log), each answering one message with one token:
 - ``warm``: states on, the dir ``first`` left: the prefix is loaded.
 
 All three see the same instant (``--now``), so their prompts are the same text. Each prints one
-JSON line: seconds since process start at each stage (``memory_probe.Stages``) and the first
-step's token counts. Run by hand::
+JSON line: seconds since process start at each stage (``memory_probe.Stages``), what the
+warm-up did and how long its parts took, and the first step's token counts. Run by hand::
 
-    python -m agent.bench.warm_start warm --model M.gguf --ctx 8192 --threads 1 --data-dir D --now 2026-12-01T05:00:00+00:00
+    python -m agent.bench.warm_start all --model M.gguf --ctx 8192 --threads 1   # the figure alone
+    python -m agent.bench.warm_start warm --model M.gguf --ctx 8192 --data-dir D --now 2026-12-01T05:00:00+00:00
 """
 
 from __future__ import annotations
@@ -69,6 +70,7 @@ def run_child(args: argparse.Namespace) -> dict[str, Any]:
     state_dir = backend.state_dir
     result = {
         "mode": args.mode, "stages_s": stages.seconds, "warm_up": backend.warm_up_result,
+        "warm_up_s": backend.cache.prefix_timings,
         "prefix_tokens": len(backend.cache.static),
         "prompt_tokens": step.prompt_tokens if step else None,
         "evaluated_tokens": step.evaluated_tokens if step else None,
@@ -112,8 +114,8 @@ def figure(bench: Bench) -> None:
     starts: dict[str, dict[str, Any] | str] = {}
     for mode in MODES:
         data_dir = bench.tmp / f"start-{mode}"  # each a new user's data: the message is a chat's first
+        (data_dir / "states").mkdir(parents=True, exist_ok=True)
         if mode == "warm":  # only the prefix the first start saved (not that chat's state)
-            (data_dir / "states").mkdir(parents=True, exist_ok=True)
             saved = bench.tmp / "start-first" / "states" / "prefix.kvstate"
             if saved.exists():
                 shutil.copy2(saved, data_dir / "states" / saved.name)
@@ -155,17 +157,35 @@ def add_figures(report: Any, starts: dict[str, dict[str, Any] | str]) -> None:
                if evaluated is not None else why("warm"))
 
 
+def figure_alone(args: argparse.Namespace) -> dict[str, Any]:
+    """``all``: the three starts and the figures, as the bench runs them, without the rest of it."""
+    from agent.bench.runner import Bench, BenchConfig
+    from agent.config import load_settings
+
+    flags = {"tz": args.tz, "domain": args.domain}
+    settings = load_settings({k: v for k, v in flags.items() if v is not None}, environ={})
+    bench = Bench(BenchConfig(model_path=args.model, n_ctx=args.ctx, n_threads=args.threads, quick=False,
+                              settings=settings))
+    figure(bench)
+    return bench.report.as_json()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m agent.bench.warm_start", description=__doc__.split("\n\n")[0])
-    parser.add_argument("mode", choices=MODES)
+    parser.add_argument("mode", choices=(*MODES, "all"), help="one start (a child of the bench), or all three")
     parser.add_argument("--model", required=True, help="GGUF file")
     parser.add_argument("--ctx", type=int, required=True, help="n_ctx")
     parser.add_argument("--threads", type=int, default=None, help="llama.cpp threads (default: its own)")
-    parser.add_argument("--data-dir", required=True, help="the runtime's data dir (states under it)")
-    parser.add_argument("--now", required=True, help="ISO instant every start sees (same prompt text)")
+    parser.add_argument("--data-dir", help="one start: the runtime's data dir (states under it)")
+    parser.add_argument("--now", help="one start: the ISO instant every start sees (same prompt text)")
     parser.add_argument("--tz", default=None)
     parser.add_argument("--domain", default=None, help="the domain module (default: settings)")
     args = parser.parse_args(argv)
+    if args.mode == "all":
+        print(json.dumps(figure_alone(args), ensure_ascii=False, indent=1), flush=True)
+        return 0
+    if not args.data_dir or not args.now:
+        parser.error("one start needs --data-dir and --now")
     print(json.dumps(run_child(args)), flush=True)
     return 0
 

@@ -155,7 +155,8 @@ class PrefixCache:
         self.live_session: str | None = None  # whose tokens are in the context now
         self.disk = disk
         self.static: list[int] = []  # the static prefix's tokens (system prompt + tool block), once known
-        self.static_on_disk = False  # its state file is known to be there and current
+        self.static_pending = False  # known, but no state file written or loaded for it yet
+        self.prefix_timings: dict[str, float] = {}  # the start-up prefix's read/load or eval/save, s
         self.live_clean = True  # the live context ends on a finished step (a state worth keeping)
         self._disk_tried: set[str] = set()  # sessions whose state file was looked for in this process
 
@@ -225,8 +226,7 @@ class PrefixCache:
         state file is not there yet (the start-up build lost the race to this turn, or there was
         none), the prefix is evaluated on its own first and saved: the next process loads it."""
         n = len(self.static)
-        if (self.disk is not None and n and not self.static_on_disk and reuse < n < len(tokens)
-                and tokens[:n] == self.static):
+        if self.static_pending and reuse < n < len(tokens) and tokens[:n] == self.static:
             self.engine.eval(tokens[reuse:n])
             t = time.perf_counter()
             self._save_static()
@@ -243,39 +243,50 @@ class PrefixCache:
         self.static = list(tokens)
         engine = self.engine
         if self.disk is None or not tokens or len(tokens) >= engine.n_ctx:
+            self.static_pending = False
             return "off"
+        self.static_pending = True
         if self.live_session is not None or engine.n_tokens > 0:
             return "busy"
+        t = time.perf_counter()
         stored = self.disk.load_prefix(tokens)
+        self.prefix_timings["read_s"] = time.perf_counter() - t
         if stored is not None:
             try:
+                t = time.perf_counter()
                 restore(engine, SessionState(tokens=stored.tokens, data=stored.data))
-                self.static_on_disk = True
+                self.prefix_timings["load_s"] = time.perf_counter() - t
+                self.static_pending = False
                 return "loaded"
             except RuntimeError:
                 log.warning("llama.cpp refused the prefix state file; rebuilding it")
                 engine.reset()
         batch = max(1, engine.n_batch)
+        t = time.perf_counter()
         for start in range(0, len(tokens), batch):  # the same batches as one eval(tokens)
             if stop():
                 engine.reset()
                 return "stopped"
             engine.eval(tokens[start:start + batch])
+        self.prefix_timings["eval_s"] = time.perf_counter() - t
+        t = time.perf_counter()
         self._save_static()
+        self.prefix_timings["save_s"] = time.perf_counter() - t
         return "built"
 
     def _save_static(self) -> None:
+        """Once per process, whatever the outcome (a state over the budget is not retried every step)."""
         assert self.disk is not None
+        self.static_pending = False
         state = capture(self.engine)
-        self.static_on_disk = self.disk.save_prefix(state.tokens, state.data)
+        self.disk.save_prefix(state.tokens, state.data)
 
     def save_to_disk(self) -> int:
         """A clean shutdown: the live chat's state and every saved one go to disk, newest first (so
         that a shutdown cut short still keeps the most recent). Returns how many were written."""
         if self.disk is None:
             return 0
-        if self.static_on_disk:
-            self.disk.touch_prefix()
+        self.disk.touch_prefix()
         written = 0
         if self.live_session is not None and self.live_clean and self.engine.n_tokens > 0:
             state = capture(self.engine)
