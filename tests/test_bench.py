@@ -34,7 +34,7 @@ EXPECTED = {
     "long_chat_reuse", "long_chat_reuse_sliding", "jump_forward_49k", "jump_forward_same_text_49k",
     "jump_forward_151k", "jump_forward_same_text_151k",
     "warm_start_ratio", "start_first_token_cold_s", "start_first_token_first_s", "start_first_token_warm_s",
-    "warm_start_evaluated_tokens",
+    "warm_start_evaluated_tokens", "warm_start_same_tokens",
 }
 
 

@@ -12,7 +12,7 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1800)]
 
 KEYS = {"warm_start_ratio", "start_first_token_cold_s", "start_first_token_first_s", "start_first_token_warm_s",
-        "warm_start_evaluated_tokens"}
+        "warm_start_evaluated_tokens", "warm_start_same_tokens"}
 
 
 def test_the_warm_start_figure_has_its_fields_and_the_warm_start_loads_the_prefix(smollm2: Path) -> None:

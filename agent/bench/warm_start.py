@@ -5,7 +5,8 @@ message used to evaluate the whole system prompt and tool block. With states on 
 (``agent.backends.llama.disk_states``) the prefix is loaded instead. Start-up can only be timed
 in a process that starts for it, so ``figure`` runs this module three times, one after the other,
 each a fresh interpreter as ``python -m agent`` builds the runtime (model checks, backend,
-calendar, sessions, trajectory log), each answering one message with one token:
+calendar, sessions, trajectory log), each answering one message (``REPLY_TOKENS`` greedy tokens;
+the time is to the first):
 
 - ``cold``: no states on disk (today's first start without the feature, or ``AGENT_STATE_DISK_MB=0``);
 - ``first``: states on, an empty state dir: the prefix is evaluated and saved at start-up;
@@ -22,6 +23,7 @@ warm-up did and how long its parts took, and the first step's token counts. Run 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -37,11 +39,12 @@ if TYPE_CHECKING:
 
 MODES = ("cold", "first", "warm")
 MESSAGE = "What is on my calendar tomorrow?"
+REPLY_TOKENS = 8  # enough to compare the starts' replies token for token
 CHILD_TIMEOUT_S = 1800
 
 
 def run_child(args: argparse.Namespace) -> dict[str, Any]:
-    """One start: build the runtime as the REPL does, warm up, answer ``MESSAGE`` with one token."""
+    """One start: build the runtime as the REPL does, warm up, answer ``MESSAGE``."""
     stages = Stages()
     from datetime import datetime
 
@@ -58,7 +61,7 @@ def run_child(args: argparse.Namespace) -> dict[str, Any]:
     stages.mark("model_loaded")
     now = datetime.fromisoformat(args.now)
     runtime = build_runtime(settings, backend, clock=lambda: now)
-    runtime.agent.budgets = Budgets(max_steps=1, max_tokens=1)
+    runtime.agent.budgets = Budgets(max_steps=1, max_tokens=REPLY_TOKENS)
     runtime.warm_up()  # in the background, as the REPL and the bot do; the turn waits on the lock
     hook = FirstSample(lambda: stages.mark("first_token"))
     try:
@@ -68,6 +71,7 @@ def run_child(args: argparse.Namespace) -> dict[str, Any]:
     step = turn.steps[0] if turn.steps else None
     stamped = runtime.stamp_user(MESSAGE) if runtime.stamp_user else MESSAGE
     state_dir = backend.state_dir
+    context = backend.engine.tokens()
     result = {
         "mode": args.mode, "stages_s": stages.seconds, "warm_up": backend.warm_up_result,
         "warm_up_s": backend.cache.prefix_timings,
@@ -79,6 +83,10 @@ def run_child(args: argparse.Namespace) -> dict[str, Any]:
         "prefix_file_bytes": (state_dir / "prefix.kvstate").stat().st_size
         if state_dir and (state_dir / "prefix.kvstate").exists() else None,
         "threads": backend.engine.n_threads,
+        # what the model saw and wrote, to compare the starts: the prompt's tokens (hashed) and the reply's
+        "prompt_sha256": hashlib.sha256(json.dumps(context[: step.prompt_tokens] if step else []).encode()).hexdigest(),
+        "reply_tokens": context[step.prompt_tokens:] if step else [],
+        "reply": step.raw_output if step else None,
     }
     runtime.close()
     return result
@@ -138,10 +146,12 @@ def add_figures(report: Any, starts: dict[str, dict[str, Any] | str]) -> None:
     cold, first, warm = seconds("cold"), seconds("first"), seconds("warm")
     w = starts.get("warm") if isinstance(starts.get("warm"), dict) else {}
     c = starts.get("cold") if isinstance(starts.get("cold"), dict) else {}
+    same = all(w.get(k) == c.get(k) for k in ("prompt_sha256", "reply_tokens", "reply")) if w and c else None
     ratio_note = (f"fresh processes, process start to first token of the first reply; warm {warm:.2f} s "
                   f"(prefix {w.get('warm_up')}: {w.get('prefix_tokens')} tokens, "
                   f"{(w.get('prefix_file_bytes') or 0) / 2**20:.0f} MB file) vs cold {cold:.2f} s "
-                  f"({c.get('evaluated_tokens')} prompt tokens evaluated); {w.get('threads')} thread(s)"
+                  f"({c.get('evaluated_tokens')} prompt tokens evaluated); {w.get('threads')} thread(s); the same prompt "
+                  f"tokens and greedy reply tokens as cold: {'yes' if same else 'NO'}"
                   if cold and warm is not None else why("cold" if not cold else "warm"))
     report.add("warm_start_ratio", "first reply after a restart: with the persisted prefix ÷ cold",
                warm / cold if cold and warm is not None else None, "<= 0.3", note=ratio_note)
@@ -149,6 +159,11 @@ def add_figures(report: Any, starts: dict[str, dict[str, Any] | str]) -> None:
                                ("warm", warm, "prefix loaded from disk")):
         report.add(f"start_first_token_{mode}_s", f"process start to first token, {label}, s", value,
                    note="" if value is not None else why(mode))
+    report.add("warm_start_same_tokens", "warm start: same prompt tokens and greedy reply as cold (1 yes, 0 no)",
+               None if same is None else float(same),
+               note=f"{REPLY_TOKENS} greedy tokens; cold evaluates the whole prompt in one go, warm the prefix "
+                    "state and then the message, so the batches differ (float results may, on some CPU)"
+               if same is not None else why("cold" if not c else "warm"))
     evaluated = w.get("evaluated_tokens")
     report.add("warm_start_evaluated_tokens", "prompt tokens evaluated by the first reply after a warm start",
                evaluated,

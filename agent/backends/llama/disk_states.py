@@ -24,6 +24,15 @@ written atomically (a temp file, fsync, rename), owner-only (0600, the directory
 other data files), and kept within a disk budget, least recently used first out: a file's mtime
 is the time its state was last used (set on write, touched on load).
 
+Why not llama-cpp-python's ``Llama.save_state``/``load_state``: its ``LlamaState`` holds the whole
+context state (``llama_state_get_data``: KV plus the output buffers) and a copy of ``Llama.scores``
+rows (up to n_batch × n_vocab floats, ~100 MB of logits for SmolLM2, not needed: a step always
+evaluates at least one token), with no file format, identity or checksum; ``load_state`` hands
+the bytes to llama.cpp as they are. llama.cpp's ``llama_state_seq_save_file`` writes a magic and
+the tokens but neither the model's identity nor a checksum of the KV, and its loader reads
+straight into the context. So the sequence's bytes come from ``llama_state_seq_get_data`` (as
+the in-memory saved states do) and this module owns the file around them.
+
 The files: ``prefix.kvstate`` (the static prefix: system prompt and tool block, one per data
 dir: a new day's date or a new adapter rebuilds it) and ``chat-<sha256 of the session id>.kvstate``.
 """
