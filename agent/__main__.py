@@ -43,6 +43,9 @@ def model_flags() -> argparse.ArgumentParser:
     g.add_argument("--tz", help="your time zone, IANA name (env AGENT_TZ, default Asia/Seoul)")
     g.add_argument("--ctx", dest="n_ctx", type=int, help="context length in tokens (default 8192)")
     g.add_argument("--threads", dest="n_threads", type=int, help="CPU threads for llama.cpp")
+    g.add_argument("--gpu-layers", type=int, metavar="N",
+                   help="layers llama.cpp offloads to the GPU, -1 all, 0 none (env AGENT_GPU_LAYERS; "
+                        "default all on Apple silicon with a Metal build, else 0)")
     g.add_argument("--backend", choices=("llama", "openai"),
                    help="llama: a GGUF in-process (default); openai: an OpenAI-compatible API (env AGENT_BACKEND; "
                         "the key comes from AGENT_API_KEY or <data dir>/api_key, never a flag)")
@@ -53,7 +56,7 @@ def model_flags() -> argparse.ArgumentParser:
 def settings_from(args: argparse.Namespace) -> Settings:
     """Flags over environment over config; ``--demo`` with a model or adapter choice is a ValueError."""
     keys = ("model_path", "lora_path", "no_adapter", "lora_scale", "data_dir", "tz", "n_ctx", "n_threads",
-            "backend", "base_url", "profile")
+            "gpu_layers", "backend", "base_url", "profile")
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
     settings = load_settings(overrides)
     from agent.domain import check_domain_settings

@@ -54,8 +54,9 @@ def read_key_file(path: Path) -> str | None:
         raise KeyProblem(f"cannot read the API key file {path}: {exc}") from exc
     if not key:
         raise KeyProblem(f"the API key file {path} is empty")
-    if any(c.isspace() for c in key):
-        raise KeyProblem(f"the API key in {path} contains spaces or line breaks: write the key alone")
+    if any(c.isspace() or not c.isprintable() for c in key):  # httpx quotes a header it cannot send
+        raise KeyProblem(f"the API key in {path} contains spaces or line breaks (or control characters): "
+                         "write the key alone")
     return key
 
 

@@ -48,6 +48,7 @@ def build_llama_backend(settings: Settings, demo: bool = False, fallback_demo: b
         tool_block=settings.tool_block,
         state_dir=settings.states_path if keep_states else None,
         state_disk_mb=settings.state_disk_mb,
+        gpu_layers=settings.gpu_layers,
     )
 
 
@@ -141,4 +142,5 @@ def build_runtime(settings: Settings, backend: Backend, domain: Domain | None = 
         system_prompt=system_prompt_factory(settings, domain, clock),
         stamp_user=user_stamp_factory(settings, clock),
         history_turns=settings.history_turns,
+        history_block=settings.history_block,
     )

@@ -49,6 +49,7 @@ ENV_NAMES: dict[str, str] = {
     "wire_format": "AGENT_WIRE_FORMAT",
     "profile": "AGENT_PROFILE",
     "tool_block": "AGENT_TOOL_BLOCK",
+    "gpu_layers": "AGENT_GPU_LAYERS",
 }
 
 BACKENDS = ("llama", "openai")
@@ -98,6 +99,12 @@ def _tool_block(value: str) -> str:
     if value.strip() not in TOOL_BLOCKS:
         raise ValueError(f"expected one of {', '.join(TOOL_BLOCKS)}, got {value!r}")
     return value.strip()
+
+
+def _gpu_layers(value: int) -> int:
+    if value < -1:
+        raise ValueError(f"expected -1 (all layers), 0 (CPU only) or a number of layers, got {value}")
+    return value
 
 
 Flag = Annotated[bool, BeforeValidator(_truthy)]
@@ -183,11 +190,15 @@ class Settings:
     tz: TimeZone = DEFAULT_TZ
     n_ctx: int = 8192
     n_threads: int | None = None
+    # Layers llama.cpp offloads to the GPU: -1 all, 0 none; None: all on Apple silicon with a Metal
+    # build, none elsewhere (agent.backends.llama.engine.default_gpu_layers).
+    gpu_layers: Annotated[int, AfterValidator(_gpu_layers)] | None = None
     max_steps: int = 8
     max_tool_calls: int = 16
     enable_thinking: Flag = False
     domain: str = "tools.calendar.domain"  # module with load_domain(settings)
     history_turns: int = DEFAULT_HISTORY_TURNS  # earlier user turns kept in the prompt (agent.history)
+    history_block: int | None = None  # turns dropped at once past history_turns; None: two thirds of it
     # RAM for the KV caches of chats that are not live (switching back then costs no re-evaluation);
     # Qwen3-4B needs ~144 KB per token, so 1024 MB keeps about two 3k-token chats. 0 turns it off.
     state_cache_mb: float = 1024.0

@@ -23,7 +23,8 @@ from telegram.request import HTTPXRequest
 from agent.runtime import Runtime
 from bot.access import Access
 from bot.approvals import ApprovalDesk
-from bot.config import BotConfig, mask
+from bot.config import BotConfig
+from bot.masking import mask
 from bot.handlers import BotServices, add_handlers, command_menu, domain_commands
 from bot.inbox import Inbox
 from bot.outbox import Outbox, OutboxSender

@@ -105,7 +105,8 @@ def _user_id(update: Update) -> int | None:
 
 
 async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
-    """Group -1: strangers and unlisted groups get silence; only their ids reach the log."""
+    """Group -1: strangers and unlisted groups get silence; only their ids reach the log, and
+    the inbox keeps only the update's id and times."""
     services = _services(context)
     chat, user = update.effective_chat, update.effective_user
     if chat is not None and services.access.allows(chat.id, chat.type, user.id if user else None):
@@ -115,7 +116,7 @@ async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     if update.callback_query is not None:
         # A stranger's button tap must still be answered, or their client spins; no data in it.
         await with_retry(lambda: update.callback_query.answer(NOT_YOURS), "answerCallbackQuery")
-    services.inbox.done(update.update_id)
+    services.inbox.refused(update.update_id)  # their text is not kept
     raise ApplicationHandlerStop
 
 

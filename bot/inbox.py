@@ -7,6 +7,14 @@ outbox); an update that cannot be parsed or whose handler raised is marked faile
 error, so it is never retried and never blocks the updates after it. Rows still pending at
 start-up belong to a run that died: the bot tells those chats that their message was
 interrupted (see ``bot.polling``).
+
+The body is needed only while the update is pending (crash recovery reads it). So a stranger's
+update, once the gate has refused it, keeps only its id and times (state ``refused``; who it
+was goes to the log, as an id): their text is not kept. Handled rows (done, failed, refused)
+older than ``KEEP_HANDLED_S`` are deleted by ``prune``, at start-up and then daily (``bot.polling``);
+the newest row stays, because polling resumes after its id. ``secure_delete`` zeroes what a
+refused body or a pruned row leaves in the file; the write-ahead log holds the old page until the
+next checkpoint, which ``prune`` forces (and closing the file does).
 """
 
 from __future__ import annotations
@@ -25,6 +33,9 @@ from bot.spool import INBOX_SCHEMA as SCHEMA, MIGRATIONS  # SCHEMA: the table, f
 # cannot store. A valid pair has already been joined into one code point by json.loads.
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 ERROR_LIMIT = 500  # characters of an error kept with a failed update
+# Handled rows are kept a week (for a look at what failed), far past the day Telegram keeps an
+# unacknowledged update for re-delivery, which is when a row's id still matters for dedupe.
+KEEP_HANDLED_S = 7 * 24 * 3600.0
 
 
 def clean(value: Any) -> Any:
@@ -46,6 +57,7 @@ class Inbox:
         self._db = Database(path, MIGRATIONS)  # synchronous=FULL: the point of this table is durability
         self._conn = self._db.conn
         self._lock = self._db.lock
+        self._conn.execute("PRAGMA secure_delete = ON")  # a dropped body leaves no bytes in the file
 
     def record(self, update_id: int, body: Any) -> bool:
         """Store a new update as pending; False if it was already recorded (a re-delivery).
@@ -67,6 +79,28 @@ class Inbox:
                 "UPDATE updates SET state = 'done', done_at = ? WHERE update_id = ? AND state = 'pending'",
                 (time.time(), update_id),
             )
+
+    def refused(self, update_id: int) -> None:
+        """A stranger's update, refused by the gate: finished, and its body (their text) dropped."""
+        with self._lock:
+            self._conn.execute(
+                "UPDATE updates SET state = 'refused', done_at = ?, body = 'null' WHERE update_id = ? AND state = 'pending'",
+                (time.time(), update_id),
+            )
+
+    def prune(self, keep_s: float = KEEP_HANDLED_S, now: float | None = None) -> int:
+        """Delete handled rows received more than ``keep_s`` ago, except the newest row (polling
+        resumes after its id); pending rows always stay. Returns how many went. The WAL is then
+        checkpointed and emptied, so what refused and pruned rows held is in neither file."""
+        cutoff = (time.time() if now is None else now) - keep_s
+        with self._lock:
+            cursor = self._conn.execute(
+                "DELETE FROM updates WHERE state != 'pending' AND received_at < ? "
+                "AND update_id < (SELECT MAX(update_id) FROM updates)",
+                (cutoff,),
+            )
+            self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # busy readers: it waits for the next day
+        return cursor.rowcount
 
     def failed(self, update_id: int, error: str) -> None:
         """The update could not be handled; keep why, and never hand it out again."""

@@ -1,10 +1,12 @@
-"""Keeping the bot token out of everything the process writes.
+"""Keeping the bot token and the remote API's key out of everything the process writes.
 
 python-telegram-bot puts the token into every request URL, and some of its errors quote it
 (``InvalidToken: The token `123:…` was rejected``). Under launchd, stderr is a file that is
 kept. So before anything talks to the Bot API, ``install`` masks the token (and anything
 shaped like one) in: every handler of the root logger (messages *and* tracebacks), the
 process's stderr and stdout, and uncaught exceptions in the main thread and in threads.
+``add_secret`` puts the API key (``--backend openai``) under the same masks, before the backend
+is built: the backend scrubs it from its own errors, and this catches any other path.
 """
 
 from __future__ import annotations
@@ -15,9 +17,27 @@ import threading
 import traceback
 from typing import Any, TextIO
 
-from bot.config import mask
+from bot.config import mask as mask_token
 
-__all__ = ["MaskingFormatter", "MaskingStream", "install", "mask", "mask_handlers"]
+__all__ = ["MaskingFormatter", "MaskingStream", "add_secret", "install", "mask", "mask_handlers"]
+
+# Besides the token: secrets masked as "<api key>" wherever the token is (one process, one set).
+_SECRETS: list[str] = []
+
+
+def add_secret(secret: str | None) -> None:
+    """Mask ``secret`` too, from now on, in everything ``install`` and ``mask_handlers`` cover.
+    A value shorter than 8 characters is no key (masking it would garble the log)."""
+    if secret and len(secret) >= 8 and secret not in _SECRETS:
+        _SECRETS.append(secret)
+
+
+def mask(text: str, token: str | None = None) -> str:
+    """``text`` with the token (``bot.config.mask``) and every added secret masked."""
+    text = mask_token(text, token)
+    for secret in _SECRETS:
+        text = text.replace(secret, "<api key>")
+    return text
 
 
 class MaskingFormatter(logging.Formatter):

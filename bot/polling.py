@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import warnings
 
 from telegram import Update
@@ -22,7 +23,7 @@ from telegram.ext import Application
 from telegram.warnings import PTBUserWarning
 
 from bot.handlers import BotServices
-from bot.inbox import Inbox, clean
+from bot.inbox import KEEP_HANDLED_S, Inbox, clean
 from bot.timing import TIME
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ warnings.filterwarnings("ignore", message=r"Please use 'Bot\.get_updates'", cate
 POLL_TIMEOUT_S = 25
 ALLOWED_UPDATES = ["message", "callback_query"]
 FIRST_POLL_DELAY_S, MAX_POLL_DELAY_S = 1.0, 60.0
+PRUNE_EVERY_S = 24 * 3600.0  # old handled inbox rows go at start-up, then once a day
 
 INTERRUPTED = (
     "I was restarted while working on your message \u201c{text}\u201d, so I did not finish it. "
@@ -54,6 +56,8 @@ async def answer_interrupted(application: Application, services: BotServices) ->
         if allowed and message is not None and message.text:
             log.info("update %s in chat %s was interrupted by a restart", update_id, chat.id)
             services.outbox.put(chat.id, INTERRUPTED.format(text=_short(message.text)), update_id)
+        elif not allowed:
+            services.inbox.refused(update_id)  # a stranger's, recorded before the gate saw it
         else:
             services.inbox.done(update_id)
 
@@ -68,7 +72,13 @@ async def poll(application: Application, inbox: Inbox, stop: asyncio.Event) -> N
     """
     offset = inbox.next_offset()
     delay = FIRST_POLL_DELAY_S
+    pruned_at: float | None = None
     while not stop.is_set():
+        if pruned_at is None or time.monotonic() - pruned_at >= PRUNE_EVERY_S:
+            gone = inbox.prune()
+            if gone:
+                log.info("deleted %d handled inbox rows older than %.0f days", gone, KEEP_HANDLED_S / 86400)
+            pruned_at = time.monotonic()
         try:
             raw_updates = await application.bot.do_api_request(
                 "get_updates",

@@ -107,6 +107,10 @@ def run(args: argparse.Namespace) -> int:
     if remote_problem:
         print(f"python -m bot: {remote_problem}", file=sys.stderr)
         return 2
+    if settings.backend == "openai" and args.scripted is None:
+        from agent.apikey import read_api_key
+
+        masking.add_secret(read_api_key(settings))  # masked like the token from here on
 
     try:
         if args.scripted is not None:

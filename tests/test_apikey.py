@@ -39,6 +39,7 @@ def test_the_key_file_can_be_moved_and_is_written_owner_only(tmp_path: Path) -> 
     (KEY, 0o660, "is readable by others (mode 660)"),
     ("", 0o600, "is empty"),
     (f"{KEY} extra", 0o600, "contains spaces or line breaks"),
+    (f"{KEY}\x00", 0o600, "control characters"),  # httpx would refuse the header quoting the key
 ])
 def test_unusable_key_files_are_refused_in_one_line(tmp_path: Path, content: str, mode: int, expected: str) -> None:
     path = tmp_path / "api_key"

@@ -19,7 +19,7 @@ import pytest
 
 from bot.approvals import EXPIRED, NOT_YOURS
 from tests.bot_harness import (
-    ALICE, BOB, BURST_USERS, GROUP_ALLOWED, ROOT, SCRIPT, TOKEN, BotProcess, answers, approval_message, buttons,
+    ALICE, BOB, BURST_USERS, GROUP_ALLOWED, MALLORY, ROOT, SCRIPT, TOKEN, BotProcess, answers, approval_message, buttons,
     dentist_script, replies, wait_reply,
 )
 from tests.fake_telegram import FakeTelegram
@@ -129,6 +129,57 @@ def test_an_edited_message_is_finished_without_a_reply(fake: FakeTelegram, bot: 
     fake.send_text(chat, chat, "plain")
     wait_reply(fake, chat, "You said: plain")
     assert replies(fake, chat) == ["You said: plain"]
+
+
+# ---- what the inbox keeps --------------------------------------------------------------------
+
+
+def inbox_body(data_dir: Path, update_id: int) -> str | None:
+    conn = sqlite3.connect(data_dir / "telegram_inbox.sqlite3")
+    try:
+        row = conn.execute("SELECT body FROM updates WHERE update_id = ?", (update_id,)).fetchone()
+    finally:
+        conn.close()
+    return None if row is None else row[0]
+
+
+def test_a_strangers_message_and_tap_keep_only_their_ids_and_times(fake: FakeTelegram, bot: BotProcess) -> None:
+    text = fake.send_text(MALLORY, MALLORY, "my door code is 7731")
+    tap = fake.tap(MALLORY, MALLORY, "ap:" + "q" * 22 + ":y")
+    assert settled(fake, bot, text) == settled(fake, bot, tap) == ("refused", None)
+    assert inbox_body(bot.data_dir, text) == inbox_body(bot.data_dir, tap) == "null"
+    assert "refused update from user 333" in bot.log() and "7731" not in bot.log()
+
+
+def test_old_handled_rows_go_at_start_up_and_an_unhandled_message_survives_a_crash(tmp_path: Path) -> None:
+    server = FakeTelegram(TOKEN).start()
+    process = BotProcess(server, tmp_path, SCRIPT)
+    try:
+        process.start()
+        old = server.send_text(ALICE, ALICE, "an old message")
+        wait_reply(server, ALICE, "You said: an old message")
+        stranger = server.send_text(MALLORY, MALLORY, "an old secret")
+        assert settled(server, process, stranger) == ("refused", None)
+        unhandled = server.send_text(ALICE, ALICE, "slow question")
+        server.wait_for(lambda: server.requests("sendChatAction", ALICE), 30, "the turn to start")
+        server.wait_for(lambda: server.confirmed_below() > unhandled, 30, "the update to be acknowledged")
+        process.kill9()
+        conn = sqlite3.connect(tmp_path / "telegram_inbox.sqlite3")  # eight days pass
+        with conn:
+            conn.execute("UPDATE updates SET received_at = received_at - 8 * 86400")
+        conn.close()
+
+        process.start()
+        wait_reply(server, ALICE, "I was restarted")  # the pending row was answered, not pruned
+        server.wait_for(lambda: "deleted 2 handled inbox rows" in process.log(), 30, "the prune")
+        assert inbox_row(tmp_path, old) is None and inbox_row(tmp_path, stranger) is None
+        assert inbox_row(tmp_path, unhandled) == ("done", None)  # the newest row: polling resumes after it
+        server.send_text(ALICE, ALICE, "still there?")
+        wait_reply(server, ALICE, "You said: still there?")
+        assert replies(server, ALICE).count("You said: an old message") == 1  # nothing fetched twice
+    finally:
+        process.stop()
+        server.close()
 
 
 # ---- approvals belong to the asker and to the call ------------------------------------------

@@ -81,6 +81,29 @@ def test_a_server_fault_is_a_message_in_the_chat_and_the_next_message_works(fake
     assert api.rejected == []
 
 
+def test_a_server_that_echoes_the_key_gets_it_into_no_log_line_or_database(fake, api, bot) -> None:
+    chat = 1001  # an allowed user with a chat of its own
+    for count, text in enumerate(("echo-key hi", "echo-key-5xx hi"), 1):
+        fake.send_text(chat, chat, text)
+        fake.wait_for(lambda: len([t for t in fake.texts(chat) if "model failed" in t]) == count, 30, "the sorry")
+    echoed = [r for r in api.requests if r.status in (400, 502)]
+    assert len(echoed) == 3  # the 400 once, the 502 tried twice (remote_retries = 1)
+    log = bot.log()
+    assert "upstream refused the header 'Authorization: Bearer <api key>'" in log  # the turn's error, logged
+    assert KEY not in log
+    for name in ("sessions.sqlite3", "trajectories.sqlite3"):
+        path = bot.data_dir / name
+        assert KEY.encode() not in path.read_bytes() + _wal(path)
+    with sqlite3.connect(bot.data_dir / "trajectories.sqlite3") as conn:
+        errors = [row[0] for row in conn.execute("SELECT turn FROM turns") if "upstream refused" in row[0]]
+    assert len(errors) == 2 and all("<api key>" in e and KEY not in e for e in errors)
+
+
+def _wal(path: Path) -> bytes:
+    wal = path.with_name(path.name + "-wal")
+    return wal.read_bytes() if wal.exists() else b""
+
+
 def test_the_key_stays_out_of_argv_logs_and_the_databases(fake, api, bot) -> None:
     cmdline = Path(f"/proc/{bot.proc.pid}/cmdline").read_bytes()
     assert b"--backend\x00openai" in cmdline and KEY.encode() not in cmdline

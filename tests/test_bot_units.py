@@ -83,6 +83,56 @@ def test_inbox_stores_a_poisoned_update_and_keeps_why_it_failed(tmp_path: Path) 
     inbox.close()
 
 
+def test_a_refused_update_keeps_its_id_and_times_but_not_the_strangers_text(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "inbox.sqlite3"
+    inbox = Inbox(path)
+    stranger = {"update_id": 7, "message": {"text": "my bank pin is 4921", "from": {"id": 333}}}
+    assert inbox.record(7, stranger)
+    inbox.refused(7)
+    assert inbox.state(7) == ("refused", None) and inbox.pending() == []
+    assert not inbox.record(7, stranger)  # a re-delivery is still recognised
+    assert inbox.next_offset() == 8
+    inbox.close()
+    assert not path.with_name(path.name + "-wal").exists()  # closed: checkpointed and removed
+    assert b"4921" not in path.read_bytes()  # secure_delete: the old row's bytes are zeroed too
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT body, done_at IS NOT NULL FROM updates").fetchall() == [("null", 1)]
+    conn.close()
+
+
+def test_prune_deletes_old_handled_rows_but_never_a_pending_one_or_the_newest(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "inbox.sqlite3"
+    inbox = Inbox(path)
+    for update_id in range(1, 7):
+        inbox.record(update_id, {"update_id": update_id, "message": {"text": f"text {update_id}"}})
+    inbox.done(1)
+    inbox.failed(2, "handler failed: boom")
+    inbox.refused(3)
+    inbox.done(5)  # 4 stays pending: a message a crash left unhandled
+    inbox.done(6)  # the newest: polling resumes after its id
+    conn = sqlite3.connect(path)  # 1..4 and 6 are eight days old, 5 is an hour old
+    with conn:
+        conn.execute("UPDATE updates SET received_at = received_at - 8 * 86400 WHERE update_id != 5")
+        conn.execute("UPDATE updates SET received_at = received_at - 3600 WHERE update_id = 5")
+    conn.close()
+    assert inbox.prune() == 3
+    wal = path.with_name(path.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0  # checkpointed and emptied while the bot runs
+    assert b"text 1" not in path.read_bytes()
+    conn = sqlite3.connect(path)
+    assert [r[0] for r in conn.execute("SELECT update_id FROM updates ORDER BY update_id")] == [4, 5, 6]
+    conn.close()
+    assert [u for u, _ in inbox.pending()] == [4] and inbox.next_offset() == 7
+    assert inbox.prune() == 0
+    inbox.close()
+    data = path.read_bytes()  # secure_delete: deleted rows leave no text in the file's free space
+    assert [f"text {n}".encode() in data for n in range(1, 7)] == [False, False, False, True, True, True]
+
+
 def test_mask_hides_the_token_its_secret_and_anything_token_shaped() -> None:
     from bot.config import mask
 

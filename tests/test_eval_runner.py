@@ -185,3 +185,23 @@ def test_cli_usage_errors_exit_2(argv: list[str], tmp_path: Path) -> None:
     except SystemExit as exc:  # argparse's own refusals
         status = exc.code
     assert status == 2
+
+
+@pytest.mark.parametrize("variable, value", [("AGENT_AGENDA_TIME", "25:00"), ("AGENT_TZ", "Nowhere")])
+def test_a_bad_setting_stops_eval_with_the_runtimes_one_line_error(
+        variable: str, value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Both entries (``python -m agent eval`` and the stand-alone ``agent.eval.cli``) check the
+    domain's keys as the runtime does on start-up, before any episode runs."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv(variable, value)
+    argv = ["--policy", "oracle", "--limit", "1", "--no-progress", "--out", str(tmp_path / "out")]
+    assert cli.main(argv) == 2
+    line = capsys.readouterr().err
+    assert line.startswith("error: ") and line.count("\n") == 1 and value in line
+    assert not (tmp_path / "out").exists()
+    runtime = subprocess.run([sys.executable, "-m", "agent", "eval", *argv], capture_output=True, text=True,
+                             timeout=300)
+    assert (runtime.returncode, runtime.stderr) == (2, line)

@@ -264,3 +264,42 @@ def test_cli_help_explains_the_formats(capsys: pytest.CaptureFixture[str]) -> No
         parse(["export", "sft", "--help"])
     text = capsys.readouterr().out
     assert "--assistant-format" in text and "SmolLM2" in text and "--per-template-cap" in text
+
+
+class ToolsSeen(ScriptedBackend):
+    """The oracle, keeping the tool schemas each step was given."""
+
+    def __init__(self, outputs: Any, seen: list[list[dict[str, Any]]]) -> None:
+        super().__init__(outputs)
+        self.seen = seen
+
+    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any):  # type: ignore[override]
+        self.seen.append(tools)
+        return super().complete(messages, tools, **kwargs)
+
+
+def test_rows_carry_the_tools_every_episode_and_the_runtime_were_served(tmp_path: Path) -> None:
+    """Neither an eval record nor the trajectory log stores the schemas (``Episode.tools`` is None),
+    and export fills in the domain's: that loses nothing while every scenario and the runtime are
+    served one and the same list, which this pins (a domain whose tools differ per scenario, or a
+    user setting that changed them, would have to record them)."""
+    from agent.app import build_runtime
+    from agent.config import load_settings
+    from agent.eval.runner import RunOptions, run_eval
+
+    s = suite()
+    seen: list[list[dict[str, Any]]] = []
+    scenarios = s.scenarios(per_template=1)
+    run_eval(s, scenarios, lambda sc, k: ToolsSeen(s.policies["oracle"](sc), seen), RunOptions(out_dir=tmp_path / "r", progress=False))
+    episodes = read_episodes(tmp_path / "r")
+    assert len(episodes) == len(scenarios) and all(e.tools is None for e in episodes)
+    report = build_rows(episodes, Selection(), "structured", default_tools=tools_schemas())
+    assert seen and all(tools == seen[0] for tools in seen)
+    assert report.rows and all(row["tools"] == seen[0] for row in report.rows)
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "config.toml").write_text("remind_minutes = [30, 60]\n", encoding="utf-8")  # a user's own
+    runtime = build_runtime(load_settings({"data_dir": str(tmp_path / "data")}, environ={}), ScriptedBackend(["Hi."]))
+    served = runtime.domain.registry.schemas()
+    runtime.close()
+    assert served == seen[0] == tools_schemas()

@@ -233,6 +233,36 @@ def test_eval_over_the_api_plays_the_oracle_and_concurrency_changes_nothing(tmp_
     assert json.loads((tmp_path / "four" / "run.json").read_text())["backend"] == "openai"
 
 
+def test_a_server_that_quotes_the_key_leaves_it_in_no_episode_run_json_or_log_line(
+        tmp_path: Path, monkeypatch, caplog: pytest.LogCaptureFixture) -> None:
+    """A proxy that echoes the Authorization header: in a body that is not JSON (logged and
+    returned as the step's error) and in a 400 (returned); eval writes both into its files."""
+    import logging
+
+    from agent.eval import cli
+    from agent.eval.runner import load_episodes
+
+    def echo(request: Request) -> Reply:  # one episode each way (the error ends the episode)
+        quoted = f"bad credentials 'Authorization: {request.authorization}'"
+        return Reply.raw(quoted.encode()) if len(server.requests) == 1 else Reply.error(400, quoted)
+
+    monkeypatch.setenv("AGENT_API_KEY", KEY)
+    monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
+    out = tmp_path / "run"
+    with caplog.at_level(logging.DEBUG), StrictOpenAIServer(echo, api_key=KEY) as server:
+        argv = ["--backend", "openai", "--base-url", server.url, "--model", MODEL, "--templates", "delete_request",
+                "--limit", "2", "--max-user-turns", "2", "--no-progress", "--out", str(out)]
+        assert cli.main(argv) == 0
+    assert {r.status for r in server.requests} == {200, 400}
+    assert "answered with something that is not JSON: bad credentials 'Authorization: Bearer <api key>'" in caplog.text
+    errors = [e.turn.error or "" for episode in load_episodes(out) for e in episode.exchanges]
+    assert len(errors) == 2 and all("Bearer <api key>" in error for error in errors)
+    for path in out.rglob("*"):
+        if path.is_file():
+            assert KEY not in path.read_text(encoding="utf-8"), path.name
+    assert KEY not in caplog.text
+
+
 # ---- one session, two backends ----------------------------------------------------------------
 
 

@@ -1,9 +1,11 @@
 """``python -m agent train ei`` for real: one round on 2 train scenarios × 2 samples with SmolLM2.
 
-Round 1 samples the oracle policy (``--start-policy oracle``), so verified successes exist by
-construction; the rest is real: SFT of a LoRA on SmolLM2 (transformers + peft), conversion to a
-llama.cpp adapter, a greedy dev eval with that adapter loaded in llama.cpp, the summary, and the
-resume after a finished round.
+Round 1 samples a scripted policy, so what it keeps is known: ``guesses_missing_time`` books a
+made-up time on the ``missing_info`` scenario (the verifier fails it, as it must every broken
+policy on its target template) and plays the oracle on the ``delete_request`` one (a verified
+success). The rest is real: the selection, SFT of a LoRA on SmolLM2 (transformers + peft),
+conversion to a llama.cpp adapter, a greedy dev eval with that adapter loaded in llama.cpp, the
+summary, and the resume after a finished round.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import pytest
 
 from tests import model_fixtures as mf
 
+POLICY = "guesses_missing_time"  # fails missing_info (its target), plays the oracle elsewhere
+
 
 def _run(smollm2: Path, tmp_path: Path, out: Path) -> subprocess.CompletedProcess[str]:
     data = tmp_path / "data"
@@ -30,7 +34,7 @@ def _run(smollm2: Path, tmp_path: Path, out: Path) -> subprocess.CompletedProces
                ILJEONG_TRAIN_CACHE=str(mf.cache_root() / "train-bases"))
     return subprocess.run(
         [sys.executable, "-m", "agent", "train", "ei", "--base", str(smollm2), "--out", str(out), "--rounds", "1",
-         "--samples", "2", "--train-limit", "2", "--dev-limit", "1", "--start-policy", "oracle",
+         "--samples", "2", "--train-limit", "2", "--dev-limit", "1", "--start-policy", POLICY,
          "--sft-max-steps", "1", "--lr", "1e-3", "--max-tokens", "32", "--max-user-turns", "2",
          "--max-length", "2048", "--no-progress"],
         capture_output=True, text=True, env=env, timeout=1400,
@@ -51,16 +55,25 @@ def test_one_round_keeps_verified_successes_trains_converts_and_evals_on_dev(smo
     info = json.loads((round1 / "round.json").read_text(encoding="utf-8"))
     samples = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((round1 / "samples" / "episodes").glob("*.json"))]
     assert len(samples) == 4 == info["episodes"]
-    successes = [s for s in samples if s["verdict"]["success"] and s["verdict"]["policy_ok"]]
-    assert successes  # the oracle solves its tasks
+    verified = [s for s in samples if s["verdict"]["success"] and s["verdict"]["policy_ok"]]
+    rejected = [s for s in samples if s not in verified]
+    assert {s["template"] for s in verified} == {"delete_request"}  # the oracle's part
+    assert {s["template"] for s in rejected} == {"missing_info"}  # the broken part, caught by the verifier
+    assert info["sampled_from"] == f"policy {POLICY}" and info["sample_success"] == 50.0
     rows = [json.loads(line) for line in (round1 / "data" / "sft.jsonl").read_text(encoding="utf-8").splitlines()]
-    # the two samples of a scripted policy are one conversation: kept once
-    assert info["rows_kept"] == len(rows) == len({s["scenario_id"] for s in successes})
-    assert {r["scenario_id"] for r in rows} <= {s["scenario_id"] for s in successes}
+    # only verified successes became rows; the two samples of a script are one conversation: kept once
+    assert info["rows_kept"] == len(rows) == len({s["scenario_id"] for s in verified}) == 1
+    (row,) = rows
+    (source,) = {s["scenario_id"]: s for s in verified}.values()
+    assert row["scenario_id"] == source["scenario_id"] and row["success"] is True
+    assert row["reward"] == source["verdict"]["reward"]
+    assert row["messages"][-1]["content"] == source["messages"][-1]["content"]  # the episode's own final reply
+    assert not {r["scenario_id"] for r in rows} & {s["scenario_id"] for s in rejected}
 
     # the adapter trained (peft starts lora_B at zero; one SFT step moves it) and converts
     weights = load_file(str(round1 / "adapter" / "adapter_model.safetensors"))
-    assert any(abs(v).sum() > 0 for k, v in weights.items() if "lora_B" in k)
+    lora_b = [v for k, v in weights.items() if "lora_B" in k]
+    assert lora_b and all(abs(v).max() > 0 for v in lora_b)
     adapter = round1 / "adapter" / "adapter.gguf"
     assert info["adapter"] == str(adapter) and check_pair(str(smollm2), str(adapter)).ok
     # ... and the dev eval ran with it in llama.cpp
@@ -72,9 +85,12 @@ def test_one_round_keeps_verified_successes_trains_converts_and_evals_on_dev(smo
     assert [(r["round"], r["rows_kept"]) for r in summary["rounds"]] == [(1, info["rows_kept"])]
     assert summary["rounds"][0]["dev_success"] == info["dev"]["success"]
 
-    # a finished round is not redone
-    stamp = (round1 / "round.json").stat().st_mtime_ns
+    # a finished round is not redone: nothing in it is written again (samples, rows, adapter, dev)
+    files = sorted(p for p in round1.rglob("*") if p.is_file())
+    stamps = {p: p.stat().st_mtime_ns for p in files}
     again = _run(smollm2, tmp_path, out)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "resuming after round 1" in again.stdout
-    assert (round1 / "round.json").stat().st_mtime_ns == stamp
+    assert "resuming after round 1" in again.stdout and "round 1: sampling" not in again.stdout
+    assert sorted(p for p in round1.rglob("*") if p.is_file()) == files
+    assert {p: p.stat().st_mtime_ns for p in files} == stamps
+    assert not (out / "round-2").exists()

@@ -18,9 +18,15 @@ TOY = {"rules": TOY_RULES, "default": ECHO}
 
 
 def toy_script(request: Request) -> Reply:
-    """The bot tests' toy policy, answered with native calls; "flaky ..." gets a 503."""
+    """The bot tests' toy policy, answered with native calls; "flaky ..." gets a 503, and
+    "echo-key ..." an error that quotes the Authorization header, as some proxies do (400;
+    "echo-key-5xx ...": a 502, which is retried)."""
     messages = internal_messages(request.messages)
     last_user = next(m for m in reversed(messages) if m["role"] == "user")
-    if unstamp_user_text(last_user["content"]).startswith("flaky"):
+    text = unstamp_user_text(last_user["content"])
+    if text.startswith("flaky"):
         return Reply.error(503, "overloaded")
+    if text.startswith("echo-key"):
+        return Reply.error(502 if text.startswith("echo-key-5xx") else 400,
+                           f"upstream refused the header 'Authorization: {request.authorization}'")
     return native_reply(rule_script(TOY)(messages))

@@ -26,7 +26,9 @@ Hermes form, so the history renders and exports the same way whichever backend p
 Remote faults are results, never exceptions: 401/403 is one line and is not retried; 429 waits
 as long as ``Retry-After`` asks, within ``max_retry_wait``; 5xx, timeouts and connection errors
 are retried with backoff; an answer of unknown shape is an error whose first 300 characters go
-to the log.
+to the log. The key never leaves in an error or a log line: whatever the server or httpx says is
+scrubbed of it (``<api key>``) before it is cut short, logged or returned, because an error
+becomes the turn's ``error`` and so a line in the trajectory log, an eval episode and the bot's log.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ class OpenAIBackend:
         self.max_retry_wait = max_retry_wait
         self.temperature = temperature
         self.has_key = bool(api_key)
+        self._key = api_key or None  # only for scrubbing; the client's header is what is sent
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._client = httpx.Client(base_url=self.base_url, timeout=timeout, headers=headers, transport=transport)
         self._sleep = sleep
@@ -106,6 +109,10 @@ class OpenAIBackend:
 
     def close(self) -> None:
         self._client.close()
+
+    def _scrub(self, text: str) -> str:
+        """``text`` without the key: a proxy may echo the Authorization header in an error body."""
+        return text.replace(self._key, "<api key>") if self._key else text
 
     def request_body(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
                      max_tokens: int = 512, sampling: Sampling | None = None) -> dict[str, Any]:
@@ -146,11 +153,11 @@ class OpenAIBackend:
         try:
             result = completion_from(data)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
-            shown = json.dumps(data, ensure_ascii=False)[:BODY_IN_LOG]
+            shown = self._scrub(json.dumps(data, ensure_ascii=False))[:BODY_IN_LOG]
             log.warning("%s answered in a shape this backend does not know (%s: %s): %s",
                         self.base_url, type(exc).__name__, exc, shown)
             return Completion(text="", finish_reason="error", seconds=seconds,
-                              error=f"unexpected response shape from {self.base_url}: {type(exc).__name__}: {exc}")
+                              error=self._scrub(f"unexpected response shape from {self.base_url}: {type(exc).__name__}: {exc}"))
         result.seconds = seconds
         return result
 
@@ -181,11 +188,12 @@ class OpenAIBackend:
                 last = "the server did not answer in time"
                 continue
             except httpx.TransportError as exc:
-                last = f"connection error: {type(exc).__name__}: {exc}"
+                last = f"connection error: {type(exc).__name__}: {self._scrub(str(exc))}"
                 continue
             except httpx.HTTPError as exc:  # e.g. a body that cannot be decoded: retrying will not help
-                return None, f"the request to {self.base_url} failed: {type(exc).__name__}: {_one_line(str(exc))[:200]}"
+                return None, f"the request to {self.base_url} failed: {type(exc).__name__}: {_one_line(self._scrub(str(exc)))[:200]}"
             status = response.status_code
+            text = self._scrub(response.text)  # before any of it is cut short, logged or returned
             if status in AUTH_STATUS:
                 hint = "" if self.has_key else " (no key is set: AGENT_API_KEY or the key file)"
                 return None, f"{KEY_REFUSED} (HTTP {status} from {self.base_url}){hint}"
@@ -198,20 +206,20 @@ class OpenAIBackend:
                 last = f"rate limited (HTTP 429{f', Retry-After {wait:g} s' if wait is not None else ''})"
                 continue
             if status >= 500 or status in RETRY_STATUS:
-                last = f"HTTP {status}: {_one_line(response.text)[:200]}"
+                last = f"HTTP {status}: {_one_line(text)[:200]}"
                 continue
             if 300 <= status < 400:
                 where = response.headers.get("Location", "no Location header")
                 return None, f"HTTP {status} from {self.base_url}: it redirects to {where}; use that as the base URL"
             if status >= 400:
-                return None, f"HTTP {status} from {self.base_url}: {_one_line(response.text)[:BODY_IN_LOG]}"
+                return None, f"HTTP {status} from {self.base_url}: {_one_line(text)[:BODY_IN_LOG]}"
             try:
                 data = response.json()
             except ValueError:
-                log.warning("%s answered with something that is not JSON: %s", self.base_url, response.text[:BODY_IN_LOG])
-                return None, f"the answer from {self.base_url} is not JSON: {_one_line(response.text)[:200]}"
+                log.warning("%s answered with something that is not JSON: %s", self.base_url, text[:BODY_IN_LOG])
+                return None, f"the answer from {self.base_url} is not JSON: {_one_line(text)[:200]}"
             if not isinstance(data, dict):
-                log.warning("%s answered in a shape this backend does not know: %s", self.base_url, response.text[:BODY_IN_LOG])
+                log.warning("%s answered in a shape this backend does not know: %s", self.base_url, text[:BODY_IN_LOG])
                 return None, f"unexpected response shape from {self.base_url}: not a JSON object"
             return data, None
         return None, f"gave up after {self.max_retries + 1} attempts: {last} ({self.base_url})"

@@ -22,7 +22,7 @@ from agent.eval.suite import SPLITS, EvalSuite, Scenario, Verifier, load_eval_su
 from agent.loop import Budgets
 
 RUN_JSON = "run.json"
-IDENTITY_KEYS = ("label", "backend", "model_path", "adapter_sha256", "lora_scale", "seed", "sampling")
+IDENTITY_KEYS = ("label", "backend", "model_path", "adapter_sha256", "lora_scale", "seed", "sampling", "history")
 
 
 def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
@@ -172,6 +172,15 @@ def sampling_note(sampling: Sampling | None, samples: int) -> str:
     return f"temperature {sampling.temperature:g} · top-p {sampling.top_p:g} · sampling seed {sampling.seed}"
 
 
+def history_of(settings: Any) -> dict[str, Any] | None:
+    """The runtime's history window for run.json; None for the default (what older folders had)."""
+    from agent.history import DEFAULT_HISTORY_TURNS
+
+    if settings.history_turns == DEFAULT_HISTORY_TURNS and settings.history_block is None:
+        return None
+    return {"turns": settings.history_turns, "block": settings.history_block}
+
+
 def _check_same_run(out_dir: Path, meta: dict[str, Any]) -> str | None:
     """Resuming into a folder made by another model would mix results: refuse."""
     path = out_dir / RUN_JSON
@@ -200,14 +209,14 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
             return 2
         print(format_comparison(comparison, str(args.a), str(args.b)))
         return 0
-    if settings is None:
-        from agent.config import load_settings, with_model_flag
+    if settings is None:  # the stand-alone entry: the same checked settings as ``python -m agent eval``
+        from agent.__main__ import settings_from
 
-        backend = args.backend if args.backend in ("llama", "openai") else None
-        settings = with_model_flag(load_settings({"model_path": getattr(args, "model_path", None),
-                                                  "lora_path": getattr(args, "lora_path", None),
-                                                  "backend": backend, "base_url": args.base_url}),
-                                   getattr(args, "model_path", None))
+        try:
+            settings = settings_from(args)  # the domain's own keys too (check_domain_settings)
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
     suite = load_eval_suite(settings)
     problem = _usage_error(args, suite, settings)
     if problem:
@@ -235,6 +244,7 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
     sampling = sampling_of(args)
     meta = {"label": label, "seed": args.seed, "suite": suite.name, "split": args.split,
             "sampling": sampling.to_dict() if sampling is not None else None,
+            "history": history_of(settings),
             **{k: identity.get(k) for k in ("backend", "model_path", "adapter_sha256", "lora_scale")}}
     clash = _check_same_run(out_dir, meta)
     if clash:
@@ -249,6 +259,7 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
         budgets=Budgets(max_steps=settings.max_steps, max_tool_calls=settings.max_tool_calls,
                         **({"max_tokens": args.max_tokens} if args.max_tokens else {})),
         progress=not args.no_progress, sampling=sampling,
+        history_turns=settings.history_turns, history_block=settings.history_block,
     )
     try:
         records = run_eval(suite, scenarios, backend_for, options, verifier=verifier)

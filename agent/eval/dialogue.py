@@ -62,11 +62,13 @@ def user_message(scenario: Scenario, environment: Environment, text: str) -> dic
     return {"role": "user", "content": stamp_user_text(environment.now, scenario.tz, text)}
 
 
-def served(messages: list[dict[str, Any]], keep: int = DEFAULT_HISTORY_TURNS) -> list[dict[str, Any]]:
+def served(messages: list[dict[str, Any]], keep: int = DEFAULT_HISTORY_TURNS,
+           block: int | None = None) -> list[dict[str, Any]]:
     """The prompt's messages as the runtime would show them: the system message, the earlier
-    turns trimmed by the runtime's rule (``agent.history``), the new user message. A copy: the
-    turn appends to it, and the episode's full ``messages`` get the produced ones after."""
-    return messages[:1] + recent_turns(messages[1:-1], keep) + messages[-1:]
+    turns trimmed by the runtime's rule (``agent.history``, with the runtime's ``history_turns``
+    and ``history_block``), the new user message. A copy: the turn appends to it, and the
+    episode's full ``messages`` get the produced ones after."""
+    return messages[:1] + recent_turns(messages[1:-1], keep, block) + messages[-1:]
 
 
 # One turn of whichever agent plays the episode: (messages ending with the user's, approver) -> Turn.
@@ -74,10 +76,12 @@ TurnFn = Callable[[list[dict[str, Any]], ScenarioApprover], Turn]
 
 
 def play_dialogue(scenario: Scenario, environment: Environment, run_turn: TurnFn,
-                  max_user_turns: int = DEFAULT_MAX_USER_TURNS) -> EpisodeTrace:
+                  max_user_turns: int = DEFAULT_MAX_USER_TURNS, history_turns: int = DEFAULT_HISTORY_TURNS,
+                  history_block: int | None = None) -> EpisodeTrace:
     """The simulated user around any agent: the opening, then a script line for each question the
     agent asks (the follow-up, once, for a statement that changed nothing), up to
-    ``max_user_turns`` messages."""
+    ``max_user_turns`` messages. Each turn sees the history window the runtime would show with
+    these ``history_turns``/``history_block`` settings."""
     approver = ScenarioApprover(scenario)
     messages: list[dict[str, Any]] = [system_message(scenario, environment)]
     initial = environment.snapshot()
@@ -96,7 +100,7 @@ def play_dialogue(scenario: Scenario, environment: Environment, run_turn: TurnFn
         approver.delivered += 1
         if line is not None and line == consent_line:
             approver.consented = True
-        shown = served(messages)
+        shown = served(messages, history_turns, history_block)
         before = len(shown)
         turn = run_turn(shown, approver)  # appends what the turn produced to ``shown``
         messages.extend(shown[before:])
@@ -124,6 +128,8 @@ def run_episode(
     max_user_turns: int = DEFAULT_MAX_USER_TURNS,
     session_id: str | None = None,
     cancel: threading.Event | None = None,
+    history_turns: int = DEFAULT_HISTORY_TURNS,
+    history_block: int | None = None,
 ) -> EpisodeTrace:
     """Run the dialogue with this runtime's agent and return the trace (the environment is not closed here)."""
     agent = Agent(backend, environment.registry, budgets)
@@ -131,4 +137,4 @@ def run_episode(
     def run_turn(messages: list[dict[str, Any]], approver: ScenarioApprover) -> Turn:
         return agent.run_turn(messages, approver, session_id=session_id, cancel=cancel)
 
-    return play_dialogue(scenario, environment, run_turn, max_user_turns)
+    return play_dialogue(scenario, environment, run_turn, max_user_turns, history_turns, history_block)

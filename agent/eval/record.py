@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from agent.backends.sampling import Sampling
 from agent.eval.suite import Scenario, Verdict
 from agent.eval.trace import EpisodeTrace, TracedCall
+from agent.history import DEFAULT_HISTORY_TURNS
 from agent.records import StopReason, Turn
 
 EPISODES_DIR = "episodes"
@@ -64,10 +65,15 @@ class EpisodeRecord(BaseModel):
     # this episode's own temperature/top-p/seed (derived per scenario and sample); None: greedy,
     # which is also what files written before sampling existed mean
     sampling: Sampling | None = None
+    # the history window each turn was shown (the runtime's ``history_turns``/``history_block``,
+    # ``agent.history``); the defaults are also what files written before these fields mean
+    history_turns: int = DEFAULT_HISTORY_TURNS
+    history_block: int | None = None
 
     @classmethod
     def of(cls, key: str, sample: int, trace: EpisodeTrace, verdict: Verdict, backend: dict[str, Any],
-           seconds: float, sampling: Sampling | None = None) -> EpisodeRecord:
+           seconds: float, sampling: Sampling | None = None, history_turns: int = DEFAULT_HISTORY_TURNS,
+           history_block: int | None = None) -> EpisodeRecord:
         """The record of a finished (or crashed) episode, from its trace and verdict."""
         scenario = trace.scenario
         return cls(
@@ -78,13 +84,17 @@ class EpisodeRecord(BaseModel):
                        for e in trace.exchanges],
             stop_reasons=[e.turn.stop_reason for e in trace.exchanges],
             calls=trace.calls(), final_snapshot=trace.final, verdict=verdict, backend=backend,
-            error=trace.error, seconds=seconds, sampling=sampling,
+            error=trace.error, seconds=seconds, sampling=sampling, history_turns=history_turns,
+            history_block=history_block,
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The record as JSON data, in the file's field order. A greedy episode's file has no
-        ``sampling`` field, so it is the same shape as files written before sampling existed."""
-        return self.model_dump(mode="json", exclude={"sampling"} if self.sampling is None else None)
+        """The record as JSON data, in the file's field order. A greedy episode with the default
+        history window has no ``sampling`` or ``history_*`` fields, so it is the same shape as
+        files written before those existed."""
+        unset = {"sampling": self.sampling is None, "history_turns": self.history_turns == DEFAULT_HISTORY_TURNS,
+                 "history_block": self.history_block is None}
+        return self.model_dump(mode="json", exclude={k for k, default in unset.items() if default})
 
     def last_output(self) -> str:
         """The model's last raw output in the episode ("" if it produced none)."""

@@ -22,6 +22,7 @@ from agent.eval.dialogue import DEFAULT_MAX_USER_TURNS, run_episode
 from agent.eval.record import EPISODES_DIR, EpisodeFileError, EpisodeRecord, read_episode
 from agent.eval.suite import EvalSuite, Scenario, Verifier
 from agent.eval.trace import EpisodeTrace
+from agent.history import DEFAULT_HISTORY_TURNS
 from agent.loop import Budgets
 
 # Builds (or shares) the backend for one episode: scripted policies need the scenario.
@@ -39,6 +40,11 @@ class RunOptions:
     # None: the backend's default (greedy). Otherwise each (scenario, sample) decodes with its own
     # seed derived from ``sampling.seed`` (see agent.backends.sampling), recorded in the episode.
     sampling: Sampling | None = None
+    # The runtime's history window (Settings.history_turns / history_block, ``agent.history``):
+    # each turn is shown the earlier turns the runtime would show, and the record keeps the
+    # window, so that export cuts the conversation where serving did.
+    history_turns: int = DEFAULT_HISTORY_TURNS
+    history_block: int | None = None
 
 
 def episode_key(scenario_id: str, sample: int) -> str:
@@ -90,7 +96,8 @@ def run_one(
         try:
             trace = run_episode(
                 scenario, backend, environment, budgets=options.budgets, max_user_turns=options.max_user_turns,
-                session_id=f"eval-{key}", cancel=cancel,
+                session_id=f"eval-{key}", cancel=cancel, history_turns=options.history_turns,
+                history_block=options.history_block,
             )
         except Exception as exc:  # a runtime bug must cost one episode, not the whole run
             snapshot = environment.snapshot()
@@ -100,7 +107,7 @@ def run_one(
     finally:
         environment.close()
     return EpisodeRecord.of(key, sample, trace, verdict, backend.identity(), time.perf_counter() - started,
-                            sampling)
+                            sampling, options.history_turns, options.history_block)
 
 
 def run_eval(

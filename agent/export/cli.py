@@ -130,11 +130,11 @@ def _row_stats(args: argparse.Namespace, settings: Settings, rows_file: Path) ->
     return 0
 
 
-def _read(source: Path) -> list[Any] | None:
+def _read(source: Path, settings: Settings) -> list[Any] | None:
     from agent.export.episodes import read_episodes
 
-    try:
-        return read_episodes(source)
+    try:  # a trajectory log is cut with the runtime's window; eval records name their own
+        return read_episodes(source, settings.history_turns, settings.history_block)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
@@ -147,7 +147,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         rows_file = args.source / "sft.jsonl" if args.source.is_dir() else args.source
         if rows_file.suffix == ".jsonl" and rows_file.is_file():
             return _row_stats(args, settings, rows_file)
-        episodes = _read(args.source)
+        episodes = _read(args.source, settings)
         if episodes is None:
             return 2
         stats = compute(episodes)
@@ -170,7 +170,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     from agent.export.sft import Selection, build_rows, write_sft
 
-    episodes = _read(args.source)
+    episodes = _read(args.source, settings)
     if episodes is None:
         return 2
     fmt, why = _assistant_format(args.assistant_format, settings, demo=bool(getattr(args, "demo", False)))

@@ -12,7 +12,9 @@ come back as unscored episodes of template ``"log"``, split ``"log"``.
 
 A conversation longer than the runtime's history window (``agent.history``) comes back as one
 episode per window, each exactly what the model was shown, with the whole one's verdict and
-``extra["window"]`` numbering them.
+``extra["window"]`` numbering them. The window is the one it was served with: an eval record
+names its own (``history_turns``/``history_block``; files without them had the default), and a
+trajectory log is cut with the runtime's configured one, which the caller passes.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from agent.eval.record import EPISODES_DIR, EpisodeRecord, read_episode
-from agent.history import served_windows
+from agent.history import DEFAULT_HISTORY_TURNS, served_windows
 
 
 @dataclass
@@ -39,10 +41,15 @@ class Episode:
     success: bool | None = None
     policy_ok: bool | None = None  # no rule broken (e.g. no delete before consent), even if it succeeded
     calls: int = 0
-    tools: list[dict[str, Any]] | None = None  # schemas the model saw; neither source records them: the domain's are used
+    # The schemas the model saw. Neither source records them, so export fills in the domain's: that
+    # loses nothing while every scenario and the runtime are served one list (the calendar's are;
+    # tests/test_export_sft.py pins it) and export runs the tool code the episodes ran with.
+    tools: list[dict[str, Any]] | None = None
     producer: str = ""
     source: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    history_turns: int = DEFAULT_HISTORY_TURNS  # the window it was served with (agent.history)
+    history_block: int | None = None
 
 
 def _producer(backend: dict[str, Any]) -> str:
@@ -65,6 +72,8 @@ def episode_from_record(record: EpisodeRecord, source: str = "") -> Episode:
         producer=_producer(record.backend),
         source=source,
         extra={"sample": record.sample, "variant": record.variant, "language": record.language},
+        history_turns=record.history_turns,
+        history_block=record.history_block,
     )
 
 
@@ -90,15 +99,18 @@ def read_results(folder: Path) -> Iterator[Episode]:
 def as_served(episode: Episode) -> list[Episode]:
     """The episode as the model was shown it: one episode per history window (``agent.history``),
     so a conversation longer than the runtime's window is never trained on whole."""
-    windows = served_windows(episode.messages)
+    windows = served_windows(episode.messages, episode.history_turns, episode.history_block)
     if len(windows) == 1:
         return [episode]
     return [replace(episode, messages=w, calls=sum(1 for m in w if m.get("role") == "tool"),
                     extra={**episode.extra, "window": i}) for i, w in enumerate(windows)]
 
 
-def read_trajectory_log(path: Path) -> Iterator[Episode]:
-    """Sessions of the runtime's trajectory log as unscored episodes (user + produced messages)."""
+def read_trajectory_log(path: Path, history_turns: int = DEFAULT_HISTORY_TURNS,
+                        history_block: int | None = None) -> Iterator[Episode]:
+    """Sessions of the runtime's trajectory log as unscored episodes (user + produced messages),
+    cut into the windows of the runtime's ``history_turns``/``history_block`` (the log does not
+    record them: pass the settings the runtime ran with)."""
     from agent.trajectory import TrajectoryLog
 
     if not path.exists():  # TrajectoryLog would create an empty database
@@ -121,15 +133,18 @@ def read_trajectory_log(path: Path) -> Iterator[Episode]:
     for key in order:
         messages = sessions[key]
         yield from as_served(Episode(messages=messages, scenario_id=key, template="log", split="log",
-                                     calls=sum(1 for m in messages if m.get("role") == "tool"), source=str(path)))
+                                     calls=sum(1 for m in messages if m.get("role") == "tool"), source=str(path),
+                                     history_turns=history_turns, history_block=history_block))
 
 
-def read_episodes(source: Path) -> list[Episode]:
-    """Episodes from a results folder, one episode JSON file, or a trajectory log (.sqlite/.db)."""
+def read_episodes(source: Path, history_turns: int = DEFAULT_HISTORY_TURNS,
+                  history_block: int | None = None) -> list[Episode]:
+    """Episodes from a results folder, one episode JSON file, or a trajectory log (.sqlite/.db);
+    ``history_*`` is the runtime's window, for a log (eval records carry their own)."""
     if source.is_dir():
         return list(read_results(source))
     if source.suffix in (".sqlite", ".db", ".sqlite3"):
-        return list(read_trajectory_log(source))
+        return list(read_trajectory_log(source, history_turns, history_block))
     if source.suffix == ".json":
         return as_served(episode_from_record(read_episode(source), str(source)))
     raise ValueError(f"{source}: expected a results folder, an episode .json or a trajectories .sqlite")

@@ -233,29 +233,39 @@ def _grpo_rows(args: argparse.Namespace, settings: Settings) -> list[dict[str, A
     return rows[: args.limit] if args.limit else rows
 
 
-def _run_grpo(args: argparse.Namespace, settings: Settings, base: Path, targets: tuple[str, ...]) -> int:
+def grpo_options(args: argparse.Namespace, settings: Settings, base: Path, targets: tuple[str, ...]) -> Any:
+    """The ``GrpoOptions`` of ``train grpo``'s flags (a TrainError for a bad --config-json or --data)."""
     import json
 
+    from agent.train.grpo import GrpoOptions
+    from agent.train.sft import TrainError
+
     try:
-        from agent.train.grpo import GrpoOptions, train_grpo
+        extra = json.loads(args.config_json) if args.config_json else {}
+    except json.JSONDecodeError as exc:
+        raise TrainError(f"--config-json is not JSON: {exc}") from None
+    if not isinstance(extra, dict):
+        raise TrainError("--config-json must be a JSON object")
+    return GrpoOptions(
+        base=base, out=args.out, rows=_grpo_rows(args, settings), domain=settings.domain,
+        num_generations=args.num_generations, max_steps=args.max_steps,
+        max_completion_length=args.max_completion_length, max_tool_calls=args.max_tool_calls,
+        rank=args.rank, alpha=args.alpha, dropout=args.dropout, targets=targets, lr=args.lr,
+        batch_size=args.batch_size, grad_accum=args.grad_accum, temperature=args.temperature, top_p=args.top_p,
+        beta=args.beta, save_steps=args.save_steps, seed=args.seed, resume=args.resume, convert=args.convert,
+        use_vllm=args.use_vllm, vllm_mode=args.vllm_mode, progress=not args.no_progress, extra=extra,
+    )
+
+
+def _run_grpo(args: argparse.Namespace, settings: Settings, base: Path, targets: tuple[str, ...]) -> int:
+    try:
+        from agent.train.grpo import train_grpo
         from agent.train.sft import TrainError
     except ImportError as exc:
         print(f"error: train needs the train extra (pip install -e '.[train]'): {exc}", file=sys.stderr)
         return 2
     try:
-        extra = json.loads(args.config_json) if args.config_json else {}
-        if not isinstance(extra, dict):
-            raise TrainError("--config-json must be a JSON object")
-        opts = GrpoOptions(
-            base=base, out=args.out, rows=_grpo_rows(args, settings), domain=settings.domain,
-            num_generations=args.num_generations, max_steps=args.max_steps,
-            max_completion_length=args.max_completion_length, max_tool_calls=args.max_tool_calls,
-            rank=args.rank, alpha=args.alpha, dropout=args.dropout, targets=targets, lr=args.lr,
-            batch_size=args.batch_size, grad_accum=args.grad_accum, temperature=args.temperature, top_p=args.top_p,
-            beta=args.beta, save_steps=args.save_steps, seed=args.seed, resume=args.resume, convert=args.convert,
-            use_vllm=args.use_vllm, vllm_mode=args.vllm_mode, progress=not args.no_progress, extra=extra,
-        )
-        result = train_grpo(opts)
+        result = train_grpo(grpo_options(args, settings, base, targets))
     except (TrainError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

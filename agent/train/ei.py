@@ -120,6 +120,8 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         tools = environment.registry.schemas()
     finally:
         environment.close()
+    # the runtime's history window, so the rows kept are cut where serving cuts them
+    history = {"history_turns": settings.history_turns, "history_block": settings.history_block}
     budgets = Budgets(max_steps=opts.max_steps_per_turn, max_tool_calls=opts.max_tool_calls, max_tokens=opts.max_tokens)
 
     def model(adapter: Path | None) -> LlamaBackend:
@@ -130,7 +132,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         backend = model(adapter)
         records = run_eval(suite, scenarios, lambda s, k: backend,
                            RunOptions(out_dir=folder, max_user_turns=opts.max_user_turns, budgets=budgets,
-                                      progress=opts.progress))
+                                      progress=opts.progress, **history))
         overall = write_reports(folder, records, f"{folder} · adapter {adapter}", suite.reference_templates)[-1]
         return {"success": overall.task_success, "reward": overall.mean_reward, "episodes": overall.episodes}
 
@@ -154,7 +156,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         log(f"round {n}: sampling {len(train)} train scenarios × {opts.samples}")
         records = run_eval(suite, train, backend_for,
                            RunOptions(out_dir=folder / "samples", samples=opts.samples, max_user_turns=opts.max_user_turns,
-                                      budgets=budgets, progress=opts.progress, sampling=run_sampling))
+                                      budgets=budgets, progress=opts.progress, sampling=run_sampling, **history))
         sampled = summarize(records)[-1]
         kept = [r for r in records if r.verdict.success and r.verdict.policy_ok]
         if opts.best_only:

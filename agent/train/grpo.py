@@ -28,6 +28,28 @@ What TRL 1.16.0 (installed here; read in ``trl/trainer/grpo_trainer.py`` and
   refuses it ("does not support tool calling"), so GRPO needs a Qwen3-family model.
 - A template that is not prefix-preserving (Qwen3's drops earlier think blocks) is replaced for
   training by TRL's prefix-preserving variant (``get_training_chat_template``).
+
+How TRL 1.16.0 turns the rewards into a step (``_generate_and_score_completions``, ``_compute_loss``),
+with the defaults this wrapper keeps (``multi_objective_aggregation="sum_then_normalize"``,
+``scale_rewards="group"``, ``loss_type="dapo"``, ``num_iterations=1``, ``beta=0``):
+- A rollout's reward is the weighted sum of the columns (here the verifier's alone: every other
+  column has weight 0); a column's ``None`` (a component the scenario's kind lacks) is NaN and left
+  out; its advantage is (reward − its group's mean) / (the group's std + 1e-4). A group whose
+  rollouts all earn one reward has every advantage 0 and contributes no gradient:
+  ``frac_reward_zero_std`` in the log is the share of such groups, and a step where it is 1.0
+  has a zero gradient (only Adam's momentum from earlier steps still moves the weights).
+  Identical rollouts cancel too, whatever their rewards, as a group's advantages sum to 0.
+  ``--num-generations`` is the lever (more rollouts per prompt, fewer ties).
+- The logged ``loss`` is −(advantage-weighted token count) / tokens, which is 0 whenever a group's
+  rollouts have equal lengths, even while the gradient is not: read ``grad_norm`` to see a step.
+  With ``num_iterations=1`` the importance ratio is exactly 1, so ``epsilon`` clipping never acts
+  (with ``--use-vllm`` TRL also reweights by vLLM's own log-probabilities, its default
+  ``vllm_importance_sampling_correction``).
+- ``beta=0`` loads no reference model and adds no KL term. With ``--beta > 0`` and a new LoRA the
+  reference is the base itself (TRL disables the adapter to compute it): no second copy of the weights.
+- ``GRPOConfig.generation_kwargs`` (``--config-json``) go to transformers' ``GenerationConfig`` (or
+  vLLM's ``SamplingParams`` with ``--use-vllm``), e.g. a ``sequence_bias`` that forces a rollout's
+  first tool call in the test.
 """
 
 from __future__ import annotations
@@ -122,12 +144,41 @@ def prepare_tokenizer(tokenizer: Any) -> Any:
         return add_response_schema(tokenizer)
 
 
+def grpo_config(opts: GrpoOptions, components: int) -> Any:
+    """The ``GRPOConfig`` of a run: the flags and the shared trainer settings, overridden by
+    ``--config-json`` (so a GPU run's ``{"bf16": true}`` and the like reach TRL unchanged)."""
+    from trl import GRPOConfig
+
+    fields: dict[str, Any] = {
+        "output_dir": str(opts.out / "checkpoints"),
+        "max_steps": opts.max_steps,
+        "learning_rate": opts.lr,
+        "per_device_train_batch_size": opts.batch_size or opts.num_generations,
+        "gradient_accumulation_steps": opts.grad_accum,
+        "num_generations": opts.num_generations,
+        "max_completion_length": opts.max_completion_length,
+        "max_tool_calling_iterations": opts.max_tool_calls,
+        "temperature": opts.temperature,
+        "top_p": opts.top_p,
+        "beta": opts.beta,
+        "reward_weights": [1.0] + [0.0] * components,  # components are logged, the total trains
+        "chat_template_kwargs": {"enable_thinking": False},
+        **shared_trainer_args(opts.save_steps, opts.seed, opts.progress),
+        "use_vllm": opts.use_vllm,
+        **({"vllm_mode": opts.vllm_mode} if opts.use_vllm else {}),
+    }
+    try:
+        return GRPOConfig(**{**fields, **opts.extra})
+    except TypeError as exc:  # a field GRPOConfig does not have
+        raise TrainError(f"--config-json: {exc}") from None
+
+
 def train_grpo(opts: GrpoOptions) -> GrpoResult:
     """Run GRPO on ``opts.rows`` (rows of ``export grpo``); write the PEFT adapter to ``opts.out``."""
     import torch
     from datasets import Dataset
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig, GRPOTrainer
+    from trl import GRPOTrainer
 
     from agent.train.base import prepare_base
 
@@ -136,32 +187,12 @@ def train_grpo(opts: GrpoOptions) -> GrpoResult:
     if opts.num_generations < 2:
         raise TrainError("--num-generations must be at least 2 (GRPO compares a prompt's rollouts)")
     hooks = domain_hooks(opts.domain)
+    components = [hooks.component_reward(name) for name in hooks.REWARD_COMPONENTS]
+    config = grpo_config(opts, len(components))  # a bad --config-json fails here, before any weights load
+    resume_from = resume_point(opts.out / "checkpoints", opts.resume)
     base_dir = prepare_base(opts.base, opts.cache)
     tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(str(base_dir)))
     model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
-    batch = opts.batch_size or opts.num_generations
-    checkpoints = opts.out / "checkpoints"
-    resume_from = resume_point(checkpoints, opts.resume)
-    components = [hooks.component_reward(name) for name in hooks.REWARD_COMPONENTS]
-    config = GRPOConfig(
-        output_dir=str(checkpoints),
-        max_steps=opts.max_steps,
-        learning_rate=opts.lr,
-        per_device_train_batch_size=batch,
-        gradient_accumulation_steps=opts.grad_accum,
-        num_generations=opts.num_generations,
-        max_completion_length=opts.max_completion_length,
-        max_tool_calling_iterations=opts.max_tool_calls,
-        temperature=opts.temperature,
-        top_p=opts.top_p,
-        beta=opts.beta,
-        reward_weights=[1.0] + [0.0] * len(components),  # components are logged, the total trains
-        chat_template_kwargs={"enable_thinking": False},
-        **shared_trainer_args(opts.save_steps, opts.seed, opts.progress),
-        use_vllm=opts.use_vllm,
-        **({"vllm_mode": opts.vllm_mode} if opts.use_vllm else {}),
-        **opts.extra,
-    )
     peft_config = lora_config(opts.rank, opts.alpha, opts.dropout, opts.targets)
     trainer = GRPOTrainer(
         model=model, args=config, train_dataset=Dataset.from_list(opts.rows), processing_class=tokenizer,

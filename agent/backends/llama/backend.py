@@ -59,19 +59,22 @@ class LlamaBackend:
         tool_block: str = "full",
         state_dir: str | os.PathLike[str] | None = None,
         state_disk_mb: float = 2048,
+        gpu_layers: int | None = None,
     ) -> None:
         """``model_path``: a ``ModelFiles`` (the entry point checked them: loaded as they are), or a
         path, which is checked here first with the same ``ModelFiles.check`` (``ModelRefused`` on
         a bad file) because llama-cpp-python segfaults on one: no path reaches llama.cpp unchecked,
         and none is checked twice. ``lora_path`` goes with a path only. ``state_dir``: where state
-        files live, within ``state_disk_mb`` (None or 0: nothing is kept on disk)."""
+        files live, within ``state_disk_mb`` (None or 0: nothing is kept on disk). ``gpu_layers``:
+        layers offloaded to the GPU, -1 all, None the platform's default (``engine.default_gpu_layers``)."""
         if isinstance(model_path, ModelFiles):
             if lora_path is not None:
                 raise TypeError("give the adapter inside ModelFiles, not as lora_path")
             files = model_path
         else:
             files = ModelFiles.check(model_path, lora_path)
-        self.engine = Engine(files, lora_scale=lora_scale, n_ctx=n_ctx, n_threads=n_threads, seed=seed)
+        self.engine = Engine(files, lora_scale=lora_scale, n_ctx=n_ctx, n_threads=n_threads, seed=seed,
+                             gpu_layers=gpu_layers)
         self.model_path, self.lora_path, self.lora_scale = files.model_path, files.lora_path, lora_scale
         self.n_ctx = self.engine.n_ctx
         self.use_grammar = grammar

@@ -13,7 +13,7 @@ of this holds:
 - the magic and the format version of this module;
 - the file's size is exactly header + meta + tokens + state;
 - the meta's ``engine`` key equals this engine's (``engine_key``): model fingerprint, adapter
-  sha256 and scale, every context parameter that changes the state bytes (n_ctx, n_batch,
+  sha256 and scale, GPU layers, every context parameter that changes the state bytes (n_ctx, n_batch,
   n_ubatch, type_k/type_v, flash attention, rope...), the llama-cpp-python version and the
   llama.cpp build's CPU features; and, for a chat, the session id;
 - a sha256 over meta, tokens and state matches; every token is inside the vocabulary and the
@@ -312,7 +312,7 @@ def engine_key(identity: dict[str, Any], context_params: Any, n_ctx: int, n_voca
 
     ``identity``: ``Engine.identity()`` (the model's fingerprint: size, mtime and sha256 of the
     first MiB; hashing a 4 GB model fully costs ~10 s per start, which is what this module saves;
-    the adapter's full sha256 and scale). ``context_params``: llama.cpp's ``llama_context_params``
+    the adapter's full sha256 and scale; the layers offloaded to a GPU). ``context_params``: llama.cpp's ``llama_context_params``
     struct; every scalar field counts except the thread counts (each output element is computed
     by one thread, so they do not change the values) and ``no_perf``.
     """
@@ -330,6 +330,7 @@ def engine_key(identity: dict[str, Any], context_params: Any, n_ctx: int, n_voca
         "model_fingerprint": identity.get("model_fingerprint"),
         "adapter_sha256": identity.get("adapter_sha256"),
         "lora_scale": identity.get("lora_scale"),
+        "gpu_layers": identity.get("gpu_layers"),  # a GPU computes other float values than the CPU
         "n_ctx": n_ctx,
         "n_vocab": n_vocab,
         "context_params": params,

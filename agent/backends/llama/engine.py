@@ -14,6 +14,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import platform
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -54,6 +55,27 @@ class ModelFiles:
         return cls(str(model_path), str(lora_path) if lora_path else None)
 
 
+ALL_LAYERS = -1  # llama-cpp-python's "offload every layer"
+
+
+def default_gpu_layers(system: str | None = None, machine: str | None = None,
+                       gpu_offload: bool | None = None) -> int:
+    """The layers offloaded when ``gpu_layers`` is not set: all of them on Apple silicon with a
+    build that can offload (Metal, which pip builds there by default; unified memory, so the
+    model always fits), none elsewhere, where a CUDA or Vulkan card may hold less than the model.
+
+    What llama-cpp-python 0.3.36 does with the value: ``Llama`` writes it into
+    ``model_params.n_gpu_layers`` (-1 as INT32_MAX, "all layers"), and llama.cpp places layers on
+    the GPU devices it has. A build without a GPU backend has none, so any value runs on the CPU;
+    ``llama_supports_gpu_offload()`` tells which build this is. The arguments fake the platform
+    and the build, for tests."""
+    system = platform.system() if system is None else system
+    machine = platform.machine() if machine is None else machine
+    if gpu_offload is None:
+        gpu_offload = bool(llama_cpp.llama_supports_gpu_offload())
+    return ALL_LAYERS if gpu_offload and (system, machine) == ("Darwin", "arm64") else 0
+
+
 def keep_prefix(llm: Llama, n: int) -> None:
     """Keep the first ``n`` tokens of a ``Llama``'s context (KV cache and token record), drop the rest."""
     llm._ctx.kv_cache_seq_rm(-1, n, -1)
@@ -69,15 +91,16 @@ class Engine:
     """One ``llama_cpp.Llama`` with its context, and the per-token facts the decoder needs."""
 
     def __init__(self, files: ModelFiles, lora_scale: float = 1.0, n_ctx: int = 8192,
-                 n_threads: int | None = None, seed: int = 0) -> None:
+                 n_threads: int | None = None, seed: int = 0, gpu_layers: int | None = None) -> None:
         self.files = files
         self.lora_scale = lora_scale
+        self.gpu_layers = default_gpu_layers() if gpu_layers is None else gpu_layers  # -1: all
         # Public for instruments (the bench) that drive llama.cpp directly; the backend goes through
         # the methods below.
         self.llm = Llama(
             files.model_path, lora_path=files.lora_path, lora_scale=lora_scale, n_ctx=n_ctx,
             n_batch=min(512, n_ctx), n_threads=n_threads, n_threads_batch=n_threads, seed=seed,
-            verbose=False,
+            n_gpu_layers=self.gpu_layers, verbose=False,
         )
         self.n_ctx = self.llm.n_ctx()
         self.n_vocab = self.llm.n_vocab()
@@ -114,7 +137,9 @@ class Engine:
         """Computed once: hashing a 4 GB model fully would cost ~10 s per start.
 
         The model gets a fingerprint (size, mtime, sha256 of the first MiB); the adapter (tens of
-        MB, the thing that changes between training runs) gets its full sha256.
+        MB, the thing that changes between training runs) gets its full sha256. ``gpu_layers`` is
+        what was offloaded (GPU kernels round differently, so outputs may differ): 0 on a build
+        that cannot offload, whatever was asked.
         """
         if self._identity is None:
             lora = self.files.lora_path
@@ -124,6 +149,7 @@ class Engine:
                 "adapter_path": lora,
                 "adapter_sha256": sha256(lora) if lora else None,
                 "lora_scale": self.lora_scale if lora else None,
+                "gpu_layers": self.gpu_layers if llama_cpp.llama_supports_gpu_offload() else 0,
             }
         return dict(self._identity)
 
