@@ -14,7 +14,7 @@ import pytest
 
 from agent.backends.llama.disk_states import HEADER, DiskStates
 
-ENGINE = {"model_fingerprint": "100:1:abc", "adapter_sha256": None, "lora_scale": None, "n_ctx": 512,
+ENGINE = {"model_fingerprint": "100:1:abc", "adapter_sha256": None, "lora_scale": None, "gpu_layers": 0, "n_ctx": 512,
           "n_vocab": 1000, "context_params": {"n_batch": 512, "type_k": 1}, "llama_cpp_python": "0.3.36",
           "llama_cpp_build": "f00"}
 TOKENS = [1, 17, 999, 42]
@@ -74,7 +74,7 @@ def test_a_damaged_file_is_refused_and_removed(tmp_path: Path, damage: str) -> N
 
 
 @pytest.mark.parametrize("field,value", [("model_fingerprint", "100:2:abc"), ("adapter_sha256", "ad"),
-                                         ("n_ctx", 1024), ("llama_cpp_python", "0.3.35"),
+                                         ("gpu_layers", -1), ("n_ctx", 1024), ("llama_cpp_python", "0.3.35"),
                                          ("context_params", {"n_batch": 256, "type_k": 1})])
 def test_a_file_written_for_another_engine_is_refused(tmp_path: Path, field: str, value) -> None:
     store(tmp_path, {**ENGINE, field: value}).save_prefix(TOKENS, DATA)  # a valid file, checksum and all

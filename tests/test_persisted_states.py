@@ -93,6 +93,21 @@ def test_a_warm_start_replies_as_a_cold_start_and_evaluates_only_the_message(fir
           f"cold evaluated {cold_reply.evaluated_tokens}")
 
 
+def test_a_turn_that_gets_the_lock_before_the_warm_up_saves_the_prefix_itself(smollm2, tmp_path) -> None:
+    states = tmp_path / "states"
+    backend = LlamaBackend(smollm2, n_ctx=CTX, n_threads=1, state_dir=states)
+    backend.cache.expect_prefix(backend.static_prefix(SYSTEM, TOOLS))  # what warm_up does before it waits
+    messages = SYSTEM + [user("Hello")]
+    first = backend.complete(messages, TOOLS, max_tokens=4)  # this turn got the lock first
+    assert "save_prefix_s" in first.timings and (states / "prefix.kvstate").exists()
+    backend.warm_up(SYSTEM, TOOLS, background=False)
+    assert backend.warm_up_result == "busy"  # the context is the turn's: left alone
+    again = start(smollm2, states)
+    assert again.warm_up_result == "loaded"
+    second = again.complete(messages, TOOLS, max_tokens=4)
+    assert second.text == first.text and second.evaluated_tokens == first.prompt_tokens - len(again.cache.static)
+
+
 def corrupt(path: Path, how: str) -> None:
     data = bytearray(path.read_bytes())
     if how == "truncated":

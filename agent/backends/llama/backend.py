@@ -208,6 +208,7 @@ class LlamaBackend:
         if self.cache.disk is None:
             return None
         tokens = self.static_prefix(messages, tools)
+        self.cache.expect_prefix(tokens)  # before the lock: a turn that wins it saves the prefix
         self._stop_warm_up.clear()
 
         def job() -> None:

@@ -234,20 +234,29 @@ class PrefixCache:
             reuse = n
         self.engine.eval(tokens[reuse:])
 
+    def expect_prefix(self, tokens: list[int]) -> bool:
+        """The static prefix is ``tokens``; it is pending until its file is loaded or written.
+
+        Set before the start-up job waits for the lock, so a turn that gets the lock first saves
+        the prefix itself (``evaluate``). False if there is nothing to keep (no disk, no prefix)."""
+        self.static = list(tokens)
+        self.static_pending = self.disk is not None and 0 < len(tokens) < self.engine.n_ctx
+        return self.static_pending
+
     def load_or_build_prefix(self, tokens: list[int], stop: Callable[[], bool] = lambda: False) -> str:
         """Make the empty context hold the static prefix ``tokens``: from its state file if that is
         valid, else by evaluating them and saving the file. Returns what happened: "loaded",
-        "built", "stopped" (``stop()`` turned true between batches), "busy" (a turn has the
-        context already: ``evaluate`` saves the prefix if it needs to) or "off" (no disk).
+        "built", "stopped" (``stop()`` turned true between batches), "busy" (a turn had the
+        context first and saved the prefix, or will: ``evaluate``) or "off" (nothing to keep).
         """
-        self.static = list(tokens)
         engine = self.engine
-        if self.disk is None or not tokens or len(tokens) >= engine.n_ctx:
-            self.static_pending = False
+        if self.static != list(tokens):
+            self.expect_prefix(tokens)
+        if self.disk is None or not 0 < len(tokens) < engine.n_ctx:
             return "off"
-        self.static_pending = True
         if self.live_session is not None or engine.n_tokens > 0:
             return "busy"
+        self.static_pending = True
         t = time.perf_counter()
         stored = self.disk.load_prefix(tokens)
         self.prefix_timings["read_s"] = time.perf_counter() - t
