@@ -14,6 +14,7 @@ same messages, and training sees what was served.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 DEFAULT_HISTORY_TURNS = 12  # earlier user turns kept at most (the runtime's ``history_turns``)
@@ -55,13 +56,18 @@ def recent_turns(history: list[dict[str, Any]], keep: int, block: int | None = N
 
 
 def served_windows(messages: list[dict[str, Any]], keep: int = DEFAULT_HISTORY_TURNS,
-                   block: int | None = None) -> list[list[dict[str, Any]]]:
+                   block: int | None = None,
+                   per_turn: Sequence[tuple[int, int | None]] | None = None) -> list[list[dict[str, Any]]]:
     """A whole conversation split into what the model was shown, one window per cut.
 
     Each window is the conversation as the last turn before the next cut saw it (its prompt plus
     what it produced); a leading system message heads every window. A conversation that never
     passed ``keep`` comes back whole, as the one window. For export: a trained example is then a
     prompt that was served, never a history longer than the runtime ever shows.
+
+    ``per_turn[i]``, where given, is the ``(keep, block)`` user turn ``i`` was served with (the
+    trajectory log records it per turn, and the settings may change between two turns of a chat);
+    the turns it does not cover had ``keep``/``block``.
     """
     head = messages[:1] if messages and messages[0].get("role") == "system" else []
     body = messages[len(head):]
@@ -69,7 +75,8 @@ def served_windows(messages: list[dict[str, Any]], keep: int = DEFAULT_HISTORY_T
     windows: list[list[dict[str, Any]]] = []
     start, end = 0, 0  # the current window's first user turn, and the turns it has so far
     for turn in range(len(user_positions)):
-        drop = kept_start(turn, keep, block)  # the cut this turn's prompt was served with
+        turn_keep, turn_block = per_turn[turn] if per_turn is not None and turn < len(per_turn) else (keep, block)
+        drop = kept_start(turn, turn_keep, turn_block)  # the cut this turn's prompt was served with
         if drop != start:
             windows.append(head + body[user_positions[start]:user_positions[end]])
             start = drop

@@ -74,7 +74,7 @@ class Runtime:
         except KeyboardInterrupt:
             self._close_interrupted(session_id, len(history), produced)
             raise
-        self.log.record(turn, self.agent.backend.identity())
+        self.log.record(turn, self.agent.backend.identity(), (self.history_turns, self.history_block))
         return turn
 
     def _close_interrupted(self, session_id: str, before: int, produced: list[dict[str, Any]]) -> None:

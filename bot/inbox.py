@@ -12,7 +12,11 @@ The body is needed only while the update is pending (crash recovery reads it). S
 update, once the gate has refused it, keeps only its id and times (state ``refused``; who it
 was goes to the log, as an id): their text is not kept. Handled rows (done, failed, refused)
 older than ``KEEP_HANDLED_S`` are deleted by ``prune``, at start-up and then daily (``bot.polling``);
-the newest row stays, because polling resumes after its id. ``secure_delete`` zeroes what a
+the newest row stays, because polling resumes after its id. The same ``prune`` deletes the
+outbox's finished replies (sent, dropped, late) by the same rule: they hold what the bot told the
+owner, i.e. their calendar, and nothing reads them once they are out. A queued reply is never
+deleted, however old: it is the outbox's promise to send it (``bot.outbox``). One pass over the
+one file the two tables share (``bot.spool``), in one transaction. ``secure_delete`` zeroes what a
 refused body or a pruned row leaves in the file; the write-ahead log holds the old page until the
 next checkpoint, which ``prune`` forces (and closing the file does).
 """
@@ -23,7 +27,7 @@ import json
 import re
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from agent.sqlite import Database
 from bot.spool import INBOX_SCHEMA as SCHEMA, MIGRATIONS  # SCHEMA: the table, for readers of this module
@@ -36,6 +40,13 @@ ERROR_LIMIT = 500  # characters of an error kept with a failed update
 # Handled rows are kept a week (for a look at what failed), far past the day Telegram keeps an
 # unacknowledged update for re-delivery, which is when a row's id still matters for dedupe.
 KEEP_HANDLED_S = 7 * 24 * 3600.0
+
+
+class Pruned(NamedTuple):
+    """What one ``Inbox.prune`` deleted."""
+
+    updates: int  # handled inbox rows
+    replies: int  # finished outbox rows
 
 
 def clean(value: Any) -> Any:
@@ -88,19 +99,24 @@ class Inbox:
                 (time.time(), update_id),
             )
 
-    def prune(self, keep_s: float = KEEP_HANDLED_S, now: float | None = None) -> int:
-        """Delete handled rows received more than ``keep_s`` ago, except the newest row (polling
-        resumes after its id); pending rows always stay. Returns how many went. The WAL is then
-        checkpointed and emptied, so what refused and pruned rows held is in neither file."""
+    def prune(self, keep_s: float = KEEP_HANDLED_S, now: float | None = None) -> Pruned:
+        """Delete what is finished and older than ``keep_s``: handled updates (received then),
+        except the newest row (polling resumes after its id), and the outbox's sent, dropped and
+        late replies (queued then); pending updates and queued replies always stay. The WAL is
+        then checkpointed and emptied, so what refused and pruned rows held is in neither file."""
         cutoff = (time.time() if now is None else now) - keep_s
-        with self._lock:
-            cursor = self._conn.execute(
+        with self._db.transaction() as conn:
+            updates = conn.execute(
                 "DELETE FROM updates WHERE state != 'pending' AND received_at < ? "
                 "AND update_id < (SELECT MAX(update_id) FROM updates)",
                 (cutoff,),
-            )
+            ).rowcount
+            replies = conn.execute(  # AUTOINCREMENT: a deleted id is never reused, so order holds
+                "DELETE FROM outbox WHERE state != 'queued' AND created_at < ?", (cutoff,)
+            ).rowcount
+        with self._lock:
             self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # busy readers: it waits for the next day
-        return cursor.rowcount
+        return Pruned(updates, replies)
 
     def failed(self, update_id: int, error: str) -> None:
         """The update could not be handled; keep why, and never hand it out again."""

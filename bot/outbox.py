@@ -17,6 +17,10 @@ any other: stored here with its caption as the text, so it keeps its place in th
 order, outlives outages and restarts, and is dropped or apologised for by the same rules.
 It goes out as one sendDocument (a single piece).
 
+A finished reply (sent, dropped, late) still holds what the bot told the owner; it goes a week
+later, with the inbox's handled updates, in the one ``Inbox.prune`` (``bot.inbox``). A queued
+one is never deleted. ``secure_delete`` here too, so what an apology overwrites is zeroed.
+
 Times are on ``bot.timing.TIME`` so tests can play a long outage quickly.
 """
 
@@ -75,6 +79,7 @@ class Outbox:
         self._db = Database(path, MIGRATIONS)
         self._conn = self._db.conn
         self._lock = self._db.lock
+        self._conn.execute("PRAGMA secure_delete = ON")  # an overwritten reply leaves no bytes in the file
         self.on_put: Callable[[], None] | None = None  # the sender's wake-up (event loop thread)
 
     def _transaction(self) -> ContextManager[sqlite3.Connection]:

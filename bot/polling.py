@@ -33,7 +33,7 @@ warnings.filterwarnings("ignore", message=r"Please use 'Bot\.get_updates'", cate
 POLL_TIMEOUT_S = 25
 ALLOWED_UPDATES = ["message", "callback_query"]
 FIRST_POLL_DELAY_S, MAX_POLL_DELAY_S = 1.0, 60.0
-PRUNE_EVERY_S = 24 * 3600.0  # old handled inbox rows go at start-up, then once a day
+PRUNE_EVERY_S = 24 * 3600.0  # old handled inbox rows and sent replies go at start-up, then once a day
 
 INTERRUPTED = (
     "I was restarted while working on your message \u201c{text}\u201d, so I did not finish it. "
@@ -76,8 +76,9 @@ async def poll(application: Application, inbox: Inbox, stop: asyncio.Event) -> N
     while not stop.is_set():
         if pruned_at is None or time.monotonic() - pruned_at >= PRUNE_EVERY_S:
             gone = inbox.prune()
-            if gone:
-                log.info("deleted %d handled inbox rows older than %.0f days", gone, KEEP_HANDLED_S / 86400)
+            if any(gone):
+                log.info("deleted %d handled inbox rows and %d finished outbox replies older than %.0f days",
+                         gone.updates, gone.replies, KEEP_HANDLED_S / 86400)
             pruned_at = time.monotonic()
         try:
             raw_updates = await application.bot.do_api_request(

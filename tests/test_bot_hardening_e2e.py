@@ -303,6 +303,46 @@ def test_replies_outlive_a_45_second_outage_in_order(tmp_path: Path) -> None:
         server.close()
 
 
+def test_old_sent_replies_go_at_start_up_and_an_unsent_one_outlives_a_crash(tmp_path: Path) -> None:
+    server = FakeTelegram(TOKEN).start()
+    process = BotProcess(server, tmp_path, {"default": ["You said: {user}"]})
+    process.model_args += ["--time-scale", str(SCALE)]
+    spool = tmp_path / "telegram_inbox.sqlite3"
+    try:
+        process.start()
+        server.send_text(ALICE, ALICE, "dentist at 15:00")
+        server.send_text(BOB, BOB, "piano at 18:00")
+        wait_reply(server, ALICE, "You said: dentist")
+        wait_reply(server, BOB, "You said: piano")  # and, maybe, the "queued" notice before it
+        server.wait_for(lambda: {s for s, _ in outbox_rows(tmp_path, ALICE) + outbox_rows(tmp_path, BOB)}
+                        == {"sent"}, 30, "every reply marked sent")
+        server.fail_next("sendMessage", 10_000)  # Telegram takes none of our sends from now
+        server.send_text(ALICE, ALICE, "unsent answer")
+        server.wait_for(lambda: ("queued", "You said: unsent answer") in outbox_rows(tmp_path, ALICE), 30,
+                        "the reply queued")
+        process.kill9()
+        with sqlite3.connect(spool) as conn:  # eight days pass for what was sent; the unsent reply is new
+            aged = conn.execute("UPDATE outbox SET created_at = created_at - 8 * 86400 WHERE state = 'sent'").rowcount
+        conn.close()
+        assert aged >= 2
+
+        server.fail_next("sendMessage", 0)
+        process.start()
+        wait_reply(server, ALICE, "You said: unsent answer")  # queued before the crash, sent after it
+        server.wait_for(lambda: f"and {aged} finished outbox replies older than 7 days" in process.log(), 30,
+                        "the prune")
+        server.wait_for(lambda: outbox_rows(tmp_path, ALICE) == [("sent", "You said: unsent answer")], 30,
+                        "the unsent reply marked sent, the old one gone")
+        assert outbox_rows(tmp_path, BOB) == []
+        assert replies(server, ALICE).count("You said: unsent answer") == 1
+        assert process.stop() == 0
+        data = spool.read_bytes()  # closed: checkpointed; secure_delete zeroed the deleted rows
+        assert b"You said: dentist" not in data and b"You said: piano" not in data
+    finally:
+        process.stop()
+        server.close()
+
+
 def test_an_approval_question_waits_for_the_chats_earlier_reply_still_in_the_outbox(tmp_path: Path) -> None:
     server = FakeTelegram(TOKEN).start()
     process = BotProcess(server, tmp_path, SCRIPT)

@@ -119,7 +119,7 @@ def test_prune_deletes_old_handled_rows_but_never_a_pending_one_or_the_newest(tm
         conn.execute("UPDATE updates SET received_at = received_at - 8 * 86400 WHERE update_id != 5")
         conn.execute("UPDATE updates SET received_at = received_at - 3600 WHERE update_id = 5")
     conn.close()
-    assert inbox.prune() == 3
+    assert inbox.prune().updates == 3
     wal = path.with_name(path.name + "-wal")
     assert not wal.exists() or wal.stat().st_size == 0  # checkpointed and emptied while the bot runs
     assert b"text 1" not in path.read_bytes()
@@ -127,10 +127,43 @@ def test_prune_deletes_old_handled_rows_but_never_a_pending_one_or_the_newest(tm
     assert [r[0] for r in conn.execute("SELECT update_id FROM updates ORDER BY update_id")] == [4, 5, 6]
     conn.close()
     assert [u for u, _ in inbox.pending()] == [4] and inbox.next_offset() == 7
-    assert inbox.prune() == 0
+    assert inbox.prune().updates == 0
     inbox.close()
     data = path.read_bytes()  # secure_delete: deleted rows leave no text in the file's free space
     assert [f"text {n}".encode() in data for n in range(1, 7)] == [False, False, False, True, True, True]
+
+
+def test_prune_deletes_old_finished_replies_but_never_a_queued_one(tmp_path: Path) -> None:
+    import sqlite3
+
+    from agent.domain import Document
+    from bot.inbox import Pruned
+    from bot.outbox import Outbox
+
+    path = tmp_path / "inbox.sqlite3"
+    inbox, outbox = Inbox(path), Outbox(path)  # as the bot opens its one spool file
+    # one chat each, so every reply is its chat's head and can be finished in any state
+    ids = [outbox.put(n, f"reply {n}: dentist at 15:00") for n in range(1, 6)]
+    ids.append(outbox.put_document(6, Document("cal.ics", b"BEGIN:VCALENDAR reply 6", "reply 6")))
+    heads = {r.id: r for r in outbox.heads()}
+    for row_id, state in zip(ids, ["sent", "dropped", "late", "queued", "sent", "sent"]):
+        if state != "queued":
+            outbox.finish(heads[row_id], state)
+    conn = sqlite3.connect(path)  # all but reply 5 are eight days old, reply 5 an hour
+    with conn:
+        conn.execute("UPDATE outbox SET created_at = created_at - 8 * 86400 WHERE id != ?", (ids[4],))
+        conn.execute("UPDATE outbox SET created_at = created_at - 3600 WHERE id = ?", (ids[4],))
+    conn.close()
+    assert inbox.prune() == Pruned(updates=0, replies=4)
+    wal = path.with_name(path.name + "-wal")
+    assert not wal.exists() or wal.stat().st_size == 0  # checkpointed and emptied while the bot runs
+    data = path.read_bytes()  # secure_delete: the deleted replies leave no text in free space
+    assert [f"reply {n}".encode() in data for n in range(1, 7)] == [False, False, False, True, True, False]
+    assert [(r.id, r.text) for r in outbox.heads()] == [(ids[3], "reply 4: dentist at 15:00")]  # still to send
+    assert inbox.prune() == Pruned(0, 0)
+    assert outbox.put(6, "a new reply") > max(ids)  # a deleted id is never reused: order per chat holds
+    outbox.close()
+    inbox.close()
 
 
 def test_mask_hides_the_token_its_secret_and_anything_token_shaped() -> None:

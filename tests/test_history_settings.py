@@ -99,3 +99,63 @@ def test_the_runtime_and_the_export_of_its_log_use_the_configured_window(tmp_pat
     assert episodes is not None and [user_turns(e.messages) for e in episodes] == [2, 2]
     # the log has no system prompt: the rest of the last prompt, and the reply to it
     assert episodes[1].messages[:-1] == backend.calls[-1][1:] and episodes[1].messages[-1]["content"] == "Three."
+
+
+def run_chat(data_dir: Path, config: str, texts: list[str]) -> ScriptedBackend:
+    """The runtime, configured by ``config``, answers ``texts`` in one chat; its backend keeps the prompts."""
+    from agent.app import build_runtime
+    from agent.approval import DenyAll
+    from agent.config import load_settings
+
+    (data_dir / "config.toml").write_text(config, encoding="utf-8")
+    backend = ScriptedBackend([f"Reply {n}." for n in range(len(texts))])
+    runtime = build_runtime(load_settings({"data_dir": str(data_dir)}, environ={}), backend)
+    for text in texts:
+        runtime.handle("repl", text, DenyAll())
+    runtime.close()
+    return backend
+
+
+def logged_windows(log: Path) -> list[dict | None]:
+    import sqlite3
+
+    with sqlite3.connect(log) as db:
+        return [json.loads(turn).get("history") for (turn,) in db.execute("SELECT turn FROM turns ORDER BY id")]
+
+
+def test_the_log_records_each_turns_window_and_export_cuts_with_it_not_the_configured_one(tmp_path: Path) -> None:
+    backend = run_chat(tmp_path, "history_turns = 1\nhistory_block = 1\n", ["first", "second", "third"])
+    log = tmp_path / "trajectories.sqlite3"
+    assert logged_windows(log) == [{"turns": 1, "block": 1}] * 3
+
+    episodes = read_episodes(log)  # exported with the defaults (12 turns): the log's window wins
+    assert [user_turns(e.messages) for e in episodes] == [2, 2]
+    assert episodes[1].messages[:-1] == backend.calls[-1][1:]  # the last prompt, without the system message
+
+
+def test_a_chat_whose_window_changed_is_cut_as_each_turn_was_served(tmp_path: Path) -> None:
+    run_chat(tmp_path, "history_turns = 1\nhistory_block = 1\n", ["one", "two", "three"])
+    backend = run_chat(tmp_path, "", ["four", "five"])  # the defaults from the fourth turn on
+    log = tmp_path / "trajectories.sqlite3"
+    assert logged_windows(log) == [{"turns": 1, "block": 1}] * 3 + [{"turns": 12, "block": None}] * 2
+
+    episodes = read_episodes(log, history_turns=1, history_block=1)  # whatever is configured now
+    assert [user_turns(e.messages) for e in episodes] == [2, 2, 5]
+    assert [user_turns(p) for p in backend.calls] == [4, 5]  # the default window showed the whole chat again
+    assert episodes[-1].messages[:-1] == backend.calls[-1][1:]
+
+
+def test_turns_logged_before_the_window_was_recorded_are_cut_with_the_configured_one(tmp_path: Path) -> None:
+    from agent.records import Turn
+    from agent.trajectory import TrajectoryLog
+
+    log_path = tmp_path / "trajectories.sqlite3"
+    log = TrajectoryLog(log_path)
+    for n in range(3):  # as the runtime logged a turn before: no window with it
+        log.record(Turn(session_id="s1", user_text=f"turn {n}",
+                        new_messages=[{"role": "assistant", "content": f"Reply {n}."}]), {"backend": "scripted"})
+    log.close()
+    assert logged_windows(log_path) == [None, None, None]
+
+    assert [user_turns(e.messages) for e in read_episodes(log_path)] == [3]  # the default window: whole
+    assert [user_turns(e.messages) for e in read_episodes(log_path, 1, 1)] == [2, 2]  # a configured one

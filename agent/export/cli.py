@@ -133,7 +133,7 @@ def _row_stats(args: argparse.Namespace, settings: Settings, rows_file: Path) ->
 def _read(source: Path, settings: Settings) -> list[Any] | None:
     from agent.export.episodes import read_episodes
 
-    try:  # a trajectory log is cut with the runtime's window; eval records name their own
+    try:  # eval records and log turns name their window; the runtime's is for log turns that do not
         return read_episodes(source, settings.history_turns, settings.history_block)
     except (OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -13,8 +13,10 @@ come back as unscored episodes of template ``"log"``, split ``"log"``.
 A conversation longer than the runtime's history window (``agent.history``) comes back as one
 episode per window, each exactly what the model was shown, with the whole one's verdict and
 ``extra["window"]`` numbering them. The window is the one it was served with: an eval record
-names its own (``history_turns``/``history_block``; files without them had the default), and a
-trajectory log is cut with the runtime's configured one, which the caller passes.
+names its own (``history_turns``/``history_block``; files without them had the default), and
+the trajectory log records it with every turn (``agent.trajectory``), so each turn of a logged
+chat is cut as it was served even if the setting changed in between. A turn logged before the
+log kept it gets the window the caller passes (the runtime's configured one).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any, Iterator
 
 from agent.eval.record import EPISODES_DIR, EpisodeRecord, read_episode
 from agent.history import DEFAULT_HISTORY_TURNS, served_windows
+from agent.trajectory import HistoryWindow, TrajectoryLog, served_window
 
 
 @dataclass
@@ -50,6 +53,9 @@ class Episode:
     extra: dict[str, Any] = field(default_factory=dict)
     history_turns: int = DEFAULT_HISTORY_TURNS  # the window it was served with (agent.history)
     history_block: int | None = None
+    # The (history_turns, history_block) of each user turn, where they are known per turn (the
+    # trajectory log); the turns it does not cover had history_turns/history_block.
+    turn_windows: list[HistoryWindow] | None = None
 
 
 def _producer(backend: dict[str, Any]) -> str:
@@ -99,7 +105,7 @@ def read_results(folder: Path) -> Iterator[Episode]:
 def as_served(episode: Episode) -> list[Episode]:
     """The episode as the model was shown it: one episode per history window (``agent.history``),
     so a conversation longer than the runtime's window is never trained on whole."""
-    windows = served_windows(episode.messages, episode.history_turns, episode.history_block)
+    windows = served_windows(episode.messages, episode.history_turns, episode.history_block, episode.turn_windows)
     if len(windows) == 1:
         return [episode]
     return [replace(episode, messages=w, calls=sum(1 for m in w if m.get("role") == "tool"),
@@ -109,38 +115,37 @@ def as_served(episode: Episode) -> list[Episode]:
 def read_trajectory_log(path: Path, history_turns: int = DEFAULT_HISTORY_TURNS,
                         history_block: int | None = None) -> Iterator[Episode]:
     """Sessions of the runtime's trajectory log as unscored episodes (user + produced messages),
-    cut into the windows of the runtime's ``history_turns``/``history_block`` (the log does not
-    record them: pass the settings the runtime ran with)."""
-    from agent.trajectory import TrajectoryLog
-
+    each turn cut with the window it recorded; ``history_turns``/``history_block`` (pass the
+    runtime's configured ones) stand for it in turns logged before it was recorded."""
     if not path.exists():  # TrajectoryLog would create an empty database
         raise FileNotFoundError(path)
     try:
         log = TrajectoryLog(path)
     except sqlite3.DatabaseError as exc:
         raise ValueError(f"{path} is not a trajectory log: {exc}") from exc
+    configured = (history_turns, history_block)
     sessions: dict[str, list[dict[str, Any]]] = {}
-    order: list[str] = []
+    windows: dict[str, list[HistoryWindow]] = {}
     try:
         for row in log.turns():
             key = str(row.get("session_id") or f"turn-{row['id']}")
-            if key not in sessions:
-                sessions[key], _ = [], order.append(key)
-            sessions[key].append({"role": "user", "content": row.get("user_text", "")})
+            sessions.setdefault(key, []).append({"role": "user", "content": row.get("user_text", "")})
             sessions[key].extend(row.get("new_messages") or [])
+            windows.setdefault(key, []).append(served_window(row) or configured)
     finally:
         log.close()
-    for key in order:
-        messages = sessions[key]
+    for key, messages in sessions.items():  # first-seen order, as the log has them
         yield from as_served(Episode(messages=messages, scenario_id=key, template="log", split="log",
                                      calls=sum(1 for m in messages if m.get("role") == "tool"), source=str(path),
-                                     history_turns=history_turns, history_block=history_block))
+                                     history_turns=history_turns, history_block=history_block,
+                                     turn_windows=windows[key]))
 
 
 def read_episodes(source: Path, history_turns: int = DEFAULT_HISTORY_TURNS,
                   history_block: int | None = None) -> list[Episode]:
     """Episodes from a results folder, one episode JSON file, or a trajectory log (.sqlite/.db);
-    ``history_*`` is the runtime's window, for a log (eval records carry their own)."""
+    ``history_*`` is the runtime's window, for log turns that do not record theirs (eval
+    records carry their own)."""
     if source.is_dir():
         return list(read_results(source))
     if source.suffix in (".sqlite", ".db", ".sqlite3"):
