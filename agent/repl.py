@@ -384,8 +384,8 @@ def run_repl(
                 except Terminated:
                     break
                 continue
-            live.begin_turn()
             try:
+                live.begin_turn()  # inside: a Ctrl-C that lands while "thinking" is written is this turn's
                 turn = runtime.handle(CONVERSATION, text, approver, observe=live.message)
             except KeyboardInterrupt as exc:
                 live.end_turn(None)

@@ -121,11 +121,6 @@ class Engine:
     def n_threads(self) -> int:
         return self.llm.context_params.n_threads
 
-    @property
-    def n_batch(self) -> int:
-        """Tokens per llama.cpp decode call: ``eval`` splits what it is given into batches of this."""
-        return int(self.llm.n_batch)
-
     def state_key(self) -> dict[str, Any]:
         """What a saved state's bytes depend on (``disk_states.engine_key``): a state file written
         under another key is never loaded."""
