@@ -72,7 +72,10 @@ def settings_from(args: argparse.Namespace) -> Settings:
             given.append("--backend openai" if getattr(args, "backend", None) else "AGENT_BACKEND=openai")
         if given:
             raise ValueError(demo_conflict(given))
-        settings = replace(settings, no_adapter=True)
+        from agent.app import demo_settings
+
+        # the block and the prompt the demo recipe trains with (models.demo)
+        settings = demo_settings(replace(settings, no_adapter=True))
     return with_model_flag(settings, getattr(args, "model_path", None))
 
 
@@ -146,9 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         from agent.doctor import run_doctor
 
         return run_doctor(settings, demo=args.demo, generate=not args.no_generate)
-    from agent.app import build_backend, build_runtime
+    from agent.app import build_backend, build_runtime, demo_settings, falls_back_to_demo
     from agent.repl import run_repl
 
+    if not args.demo and falls_back_to_demo(settings):
+        settings = demo_settings(settings)
     runtime = build_runtime(settings, build_backend(settings, demo=args.demo, fallback_demo=True, keep_states=True))
     runtime.warm_up()  # the static prefix, from disk or evaluated, while the banner prints
     try:

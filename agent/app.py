@@ -9,6 +9,7 @@ needs a base URL, a model name and (for remote APIs) a key.
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Callable, Mapping
 
@@ -19,6 +20,21 @@ from agent.loop import Agent, Budgets
 from agent.runtime import Runtime
 from agent.sessions import SessionStore
 from agent.trajectory import TrajectoryLog
+
+
+def demo_settings(settings: Settings) -> Settings:
+    """``settings`` as the demo serves SmolLM2: with the tool block and system prompt style its
+    recipe trains with (``models.demo``), whatever the configuration says for other models."""
+    from models.demo import DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK
+
+    return replace(settings, tool_block=DEMO_TOOL_BLOCK, prompt_style=DEMO_PROMPT_STYLE)
+
+
+def falls_back_to_demo(settings: Settings) -> bool:
+    """Will a llama chat with ``settings`` fall back to the demo (nothing configured or pulled)?"""
+    from models.resolve import resolve
+
+    return settings.backend == "llama" and resolve(settings.model_choice()).nothing_configured
 
 
 def build_llama_backend(settings: Settings, demo: bool = False, fallback_demo: bool = False,
@@ -115,7 +131,7 @@ def system_prompt_factory(settings: Settings, domain: Domain, clock: Clock = wal
     """The system message for the day of ``clock()`` in the user's zone."""
     from agent.prompt import system_prompt
 
-    return lambda: system_prompt(clock(), settings.tz, domain.prompt)
+    return lambda: system_prompt(clock(), settings.tz, domain.prompt, settings.prompt_style, domain.short_prompt)
 
 
 def user_stamp_factory(settings: Settings, clock: Clock = wall_clock) -> Callable[[str], str]:

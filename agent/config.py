@@ -50,6 +50,7 @@ ENV_NAMES: dict[str, str] = {
     "profile": "AGENT_PROFILE",
     "tool_block": "AGENT_TOOL_BLOCK",
     "gpu_layers": "AGENT_GPU_LAYERS",
+    "prompt_style": "AGENT_PROMPT_STYLE",
 }
 
 BACKENDS = ("llama", "openai")
@@ -223,6 +224,10 @@ class Settings:
     # small models (~400 tokens instead of ~2,600). Export and training write the same block,
     # so an adapter trained on one must be served with it (train sft refuses a mismatch).
     tool_block: Annotated[str, AfterValidator(_tool_block)] = "full"
+    # The system prompt's style (agent.prompt.PROMPT_STYLES): "full" (rules in English and Korean)
+    # or "short" for SmolLM2-class models (~100 tokens instead of ~640). Like the tool block it is
+    # part of what an adapter was trained on: export records it and train sft refuses a mismatch.
+    prompt_style: Annotated[str, one_of("full", "short")] = "full"
     # Where these settings came from, for the other owners' loaders (bot, domain); a Settings
     # built directly has none, so those sections take their defaults.
     sources: Any = field(default_factory=ConfigSources, repr=False, compare=False)

@@ -74,6 +74,7 @@ class Domain:
     descriptions: dict[str, str] = field(default_factory=dict)
     close: Callable[[], None] = lambda: None
     notifier: Notifier | None = None  # reminders and a daily agenda, if the domain has them
+    short_prompt: str = ""  # its part in the ``short`` prompt style (agent.prompt); empty: ``prompt``
 
 
 def load_domain(settings: Settings) -> Domain:

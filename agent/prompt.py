@@ -209,27 +209,71 @@ def unstamp_user_text(text: str) -> str:
     return text[found.end():] if found else text
 
 
-def system_prompt(now: datetime, tz: str, domain_prompt: str = "") -> str:
+# The system prompt's styles (the ``prompt_style`` setting): ``full`` for capable models (the
+# rules in English and Korean), ``short`` for SmolLM2-class models, whose rows must stay short
+# enough to train on a CPU (each rule once, in English; the date once).
+PROMPT_STYLES = ("full", "short")
+
+
+def system_prompt(now: datetime, tz: str, domain_prompt: str = "", style: str = "full",
+                  short_domain_prompt: str = "") -> str:
     """The runtime's system message: the user's local date and zone, and how to behave.
 
     The model has no clock; small models guess dates and fill in missing details unless told
     not to. Only day-granularity facts are here (the text changes once a day, or when the UTC
     offset changes): the time of day is the stamp at the start of each user message
-    (``stamp_user_text``). Korean lines sit next to English ones because the users write in both.
+    (``stamp_user_text``). In the ``full`` style, Korean lines sit next to English ones because
+    the users write in both. The ``short`` style says each rule once: a 135M model reads a
+    Korean line as ~3 tokens per syllable, and in training every prompt token is paid for in
+    every row (the duplicates were ~380 of ~640 tokens). ``short_domain_prompt`` is the domain's
+    own short text, used by that style when the domain has one.
     """
+    if style not in PROMPT_STYLES:
+        raise ValueError(f"unknown prompt style {style!r}: expected one of {', '.join(PROMPT_STYLES)}")
     local = _local(now, tz)
     offset = local.strftime("%z")
-    lines = [
-        f"Today: {local:%Y-%m-%d} {local:%A} ({tz}, UTC{offset[:3]}:{offset[3:]}).",
-        f"오늘: {local.year}년 {local.month}월 {local.day}일 {_WEEKDAYS_KO[local.weekday()]} ({tz}).",
-        f"Each user message begins with the local time it was sent, e.g. {_STAMP_EXAMPLE}.",
-        f"사용자 메시지 앞의 {_STAMP_EXAMPLE} 같은 표시는 그 메시지를 보낸 현지 시각입니다.",
-        "If required information is missing, ask the user; never guess it.",
-        "필요한 정보가 없으면 추측하지 말고 사용자에게 물어보세요.",
-        "Before deleting or changing anything, ask the user to confirm.",
-        "삭제하거나 변경하기 전에 반드시 사용자에게 확인하세요.",
-        "Keep answers short. 답변은 짧게 하세요.",
-    ]
+    if style == "short":
+        lines = [
+            f"Today: {local:%Y-%m-%d} {local:%A} ({tz}).",
+            f"Each user message starts with its local time, e.g. {_STAMP_EXAMPLE}.",
+            "If a needed detail is missing, ask; never guess.",
+            "Ask the user to confirm before deleting or changing anything.",
+            "Answer briefly, in the user's language.",
+        ]
+        domain_prompt = short_domain_prompt or domain_prompt
+    else:
+        lines = [
+            f"Today: {local:%Y-%m-%d} {local:%A} ({tz}, UTC{offset[:3]}:{offset[3:]}).",
+            f"오늘: {local.year}년 {local.month}월 {local.day}일 {_WEEKDAYS_KO[local.weekday()]} ({tz}).",
+            f"Each user message begins with the local time it was sent, e.g. {_STAMP_EXAMPLE}.",
+            f"사용자 메시지 앞의 {_STAMP_EXAMPLE} 같은 표시는 그 메시지를 보낸 현지 시각입니다.",
+            "If required information is missing, ask the user; never guess it.",
+            "필요한 정보가 없으면 추측하지 말고 사용자에게 물어보세요.",
+            "Before deleting or changing anything, ask the user to confirm.",
+            "삭제하거나 변경하기 전에 반드시 사용자에게 확인하세요.",
+            "Keep answers short. 답변은 짧게 하세요.",
+        ]
     if domain_prompt:
         lines.insert(0, domain_prompt.strip())
     return "\n".join(lines)
+
+
+# The line about the time stamp, as each style writes it: what tells the styles apart in a
+# recorded conversation (``prompt_style_of``).
+_STYLE_MARKERS = {
+    "full": f"Each user message begins with the local time it was sent, e.g. {_STAMP_EXAMPLE}.",
+    "short": f"Each user message starts with its local time, e.g. {_STAMP_EXAMPLE}.",
+}
+
+
+def prompt_style_of(messages: list[dict[str, Any]]) -> str | None:
+    """The style of the system prompt a recorded conversation was played with, or None when its
+    system message is not one ``system_prompt`` wrote (none, or another program's). Exports
+    record it per row, so that training can refuse rows made with another prompt than the one
+    the runtime serves."""
+    first = messages[0] if messages else {}
+    if first.get("role") != "system":
+        return None
+    lines = str(first.get("content") or "").split("\n")
+    found = [style for style, marker in _STYLE_MARKERS.items() if marker in lines]
+    return found[0] if len(found) == 1 else None

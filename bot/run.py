@@ -92,6 +92,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"python -m bot: {settings.message}", file=sys.stderr)
         return 2
     settings = with_model_flag(settings, args.model_path)
+    if args.demo:
+        from agent.app import demo_settings
+
+        settings = demo_settings(settings)  # the tool block and prompt the demo recipe trains with
     config = load_bot_config(settings)
     if isinstance(config, ConfigProblem):
         print(f"python -m bot: {config.message}", file=sys.stderr)

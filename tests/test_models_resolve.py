@@ -181,3 +181,33 @@ def test_fallback_to_the_demo_prints_one_note_first(tmp_path: Path, smollm2: Pat
     assert (model, lora) == (smollm2, None)
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0] == demo.DEMO_NOTE
+
+
+def test_the_demo_is_served_with_the_block_and_prompt_its_recipe_trains_with(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--demo (and the chat's fallback to it) serve SmolLM2 with the compact block and the short
+    prompt, whatever is configured for other models; the recipe imports the same two names."""
+    import argparse
+
+    import huggingface_hub.constants
+
+    from agent.__main__ import model_flags, settings_from
+    from agent.app import falls_back_to_demo
+    from agent.train import demo as recipe
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.toml").write_text('tool_block = "full"\nprompt_style = "full"\n')
+    monkeypatch.setenv("AGENT_DATA_DIR", str(data))
+    monkeypatch.delenv("AGENT_CONFIG", raising=False)
+    for name in ("AGENT_MODEL_PATH", "AGENT_LORA_PATH", "AGENT_TOOL_BLOCK", "AGENT_PROMPT_STYLE", "AGENT_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    parser = argparse.ArgumentParser(parents=[model_flags()])  # model_flags has --demo
+    served = settings_from(parser.parse_args(["--demo"]))
+    assert (served.tool_block, served.prompt_style) == (demo.DEMO_TOOL_BLOCK, demo.DEMO_PROMPT_STYLE) == ("compact", "short")
+    assert (recipe.DEMO_TOOL_BLOCK, recipe.DEMO_PROMPT_STYLE) == (demo.DEMO_TOOL_BLOCK, demo.DEMO_PROMPT_STYLE)
+    configured = settings_from(parser.parse_args([]))
+    assert (configured.tool_block, configured.prompt_style) == ("full", "full")
+    assert falls_back_to_demo(configured)  # nothing configured or pulled
+    assert not falls_back_to_demo(settings_from(parser.parse_args(["--model", str(tmp_path / "x.gguf")])))

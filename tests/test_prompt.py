@@ -236,3 +236,53 @@ def test_an_unknown_tool_block_is_a_configuration_error() -> None:
         load_settings(environ={"AGENT_TOOL_BLOCK": "tiny", "AGENT_CONFIG": "/nonexistent"})
     with pytest.raises(ValueError):
         PromptRenderer("{{ messages }}", tool_block="tiny")
+
+
+def test_the_short_prompt_style_says_each_rule_once_in_english() -> None:
+    """SmolLM2-class models get the short style: the date, the stamp, asking and confirming,
+    each once and without the Korean duplicates (they were most of the full prompt's tokens)."""
+    now = datetime(2026, 11, 29, 20, 30, tzinfo=timezone.utc)
+    full = system_prompt(now, "Asia/Seoul", "Calendar, long.", "full", "Calendar.")
+    short = system_prompt(now, "Asia/Seoul", "Calendar, long.", "short", "Calendar.")
+    assert full.startswith("Calendar, long.\n") and short.startswith("Calendar.\n")
+    assert "Today: 2026-11-30 Monday (Asia/Seoul)." in short
+    assert "Each user message starts with its local time, e.g. [14:05]." in short
+    assert "ask" in short and "confirm" in short
+    assert not any("\uac00" <= ch <= "\ud7a3" for ch in short)  # no Hangul at all
+    lines = short.splitlines()
+    assert len(lines) == len(set(lines)) and len(short.encode()) < len(full.encode()) / 2  # bytes: ~tokens of Hangul
+    # a domain without a short text keeps its own in the short style
+    assert system_prompt(now, "Asia/Seoul", "Calendar, long.", "short").startswith("Calendar, long.\n")
+    with pytest.raises(ValueError, match="unknown prompt style 'tiny'"):
+        system_prompt(now, "Asia/Seoul", style="tiny")
+
+
+def test_the_prompt_style_of_a_conversation_is_read_from_its_system_message() -> None:
+    from agent.prompt import prompt_style_of
+
+    now = datetime(2026, 11, 30, 9, 0)
+    for style in ("full", "short"):
+        system = {"role": "system", "content": system_prompt(now, "Asia/Seoul", "Calendar.", style)}
+        assert prompt_style_of([system, {"role": "user", "content": "hi"}]) == style
+    assert prompt_style_of([{"role": "user", "content": "hi"}]) is None
+    assert prompt_style_of([{"role": "system", "content": "You are a pirate."}]) is None
+    assert prompt_style_of([]) is None
+
+
+def test_the_prompt_style_setting_is_checked_and_reaches_the_runtimes_system_prompt() -> None:
+    from agent.app import system_prompt_factory
+    from agent.config import load_settings
+    from agent.domain import Domain
+    from agent.tools import Registry
+
+    env = {"AGENT_PROMPT_STYLE": "short", "AGENT_CONFIG": "/nonexistent"}
+    settings = load_settings(environ=env)
+    assert settings.prompt_style == "short"
+    assert load_settings(environ={"AGENT_CONFIG": "/nonexistent"}).prompt_style == "full"
+    with pytest.raises(ValueError, match="prompt_style: expected full or short"):
+        load_settings(environ={**env, "AGENT_PROMPT_STYLE": "tiny"})
+    domain = Domain(name="d", registry=Registry.of([]), prompt="Long domain text.", short_prompt="Short.")
+    clock = lambda: datetime(2026, 11, 30, 0, 0, tzinfo=timezone.utc)  # noqa: E731
+    text = system_prompt_factory(settings, domain, clock)()
+    assert text == system_prompt(clock(), settings.tz, "Long domain text.", "short", "Short.")
+    assert text.startswith("Short.\n")

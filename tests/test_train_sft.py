@@ -176,6 +176,19 @@ def test_rows_of_the_other_tool_block_are_refused(export_dir: Path, smollm2: Pat
     assert not (tmp_path / "out").exists()
 
 
+def test_rows_of_the_other_prompt_style_are_refused(export_dir: Path, smollm2: Path, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows played with the full system prompt, training for a runtime that serves the short one: no."""
+    rows = [json.loads(line) for line in (export_dir / "sft.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert rows and {row["prompt_style"] for row in rows} == {"full"}  # export recorded what the episodes were played with
+    monkeypatch.setenv("AGENT_PROMPT_STYLE", "short")
+    argv = ["train", "sft", "--base", str(smollm2), "--data", str(export_dir), "--out", str(tmp_path / "out")]
+    assert _cli(train_cli, argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "prompt_style=full" in err[0] and "prompt_style=short" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
 def test_structured_rows_are_refused_for_a_template_that_ignores_tools(export_dir: Path, smollm2: Path, tmp_path: Path,
                                                                      capsys: pytest.CaptureFixture[str]) -> None:
     """`export sft` without --model writes structured rows; SmolLM2's ChatML would drop their calls."""
@@ -252,3 +265,47 @@ def test_end_to_end_train_convert_load_and_eval(smollm2: Path, smol_base: Path, 
     assert run.returncode == 0, run.stderr[-2000:]
     assert len(list((tmp_path / "eval" / "episodes").glob("*.json"))) == 1
     assert json.loads((tmp_path / "eval" / "run.json").read_text())["adapter_sha256"]
+
+
+def test_the_loss_on_trained_positions_only_equals_the_models_own_loss(smol_base: Path, greeting_export: Path,
+                                                                     tokenizer: Any) -> None:
+    """The head runs on the positions whose next token is trained, and the loss is the same number
+    as transformers' full-sequence loss with the prompt's labels masked."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from agent.train.sft import trained_positions_trainer
+
+    [example], _ = tokenize_rows(tokenizer, read_rows(greeting_export), 100_000)
+    ids = torch.tensor([example["input_ids"]])
+    labels = torch.where(torch.tensor([example["assistant_masks"]]) == 1, ids, torch.full_like(ids, -100))
+    assert 0 < int((labels != -100).sum()) < ids.shape[1] // 2  # a real mix of prompt and answer
+    model = AutoModelForCausalLM.from_pretrained(str(smol_base), dtype=torch.float32)
+    with torch.no_grad():
+        reference = model(input_ids=ids, labels=labels).loss
+        ours = trained_positions_trainer(object).compute_loss(None, model, {"input_ids": ids, "labels": labels})
+    assert torch.isfinite(ours) and torch.allclose(ours, reference, rtol=1e-4), (float(ours), float(reference))
+
+
+@pytest.mark.slow
+def test_a_bf16_run_writes_a_float32_adapter_that_converts_and_loads(smollm2: Path, smol_base: Path,
+                                                                     greeting_export: Path, tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """--bf16 runs the frozen base in bfloat16; the LoRA weights it trains stay float32 and the
+    converted adapter passes the same checks as any other."""
+    from safetensors import safe_open
+
+    monkeypatch.setenv("ILJEONG_TRAIN_CACHE", str(smol_base.parent))
+    monkeypatch.setenv("AGENT_TOOL_BLOCK", "compact")
+    out = tmp_path / "lora"
+    argv = ["train", "sft", "--base", str(smollm2), "--data", str(greeting_export), "--out", str(out), "--limit", "1",
+            "--max-steps", "1", "--lr", "5e-3", "--rank", "4", "--alpha", "8", "--save-steps", "1", "--bf16",
+            "--convert", "--no-progress"]
+    assert _cli(train_cli, argv) == 0
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["options"]["bf16"] is True and np.isfinite(summary["final_loss"])
+    with safe_open(str(out / "adapter_model.safetensors"), "pt") as f:
+        assert {str(f.get_tensor(k).dtype) for k in f.keys()} == {"torch.float32"}
+    check = check_adapter(out / "adapter.gguf", smollm2)
+    assert check.ok, check.reason
+    assert check.info["rank"] == 4

@@ -80,6 +80,21 @@ class CandidateIndex:
         self._probe_of = dict(probe_ids)
         self._space = probe_ids.get(SPACE)
         self._cache: dict[tuple[frozenset[int], frozenset[int]], np.ndarray] = {}
+        self._piece_ids: tuple[dict[bytes, int], int] | None = None  # see piece_ids
+
+    def piece_ids(self, n_vocab: int, read_piece: Callable[[int], bytes],
+                  is_eog: Callable[[int], bool]) -> tuple[dict[bytes, int], int]:
+        """Piece bytes -> the first token with that piece, and the longest piece's length: what
+        jump-forward writes forced text with. Built on first use only (~15 MB for 151k tokens),
+        then kept with the index, so engines sharing the index share it."""
+        if self._piece_ids is None:
+            ids: dict[bytes, int] = {}
+            for token in range(n_vocab):
+                piece = read_piece(token)
+                if piece and not is_eog(token):
+                    ids.setdefault(piece, token)
+            self._piece_ids = (ids, max(map(len, ids), default=0))
+        return self._piece_ids
 
     def candidates(self, grammar: Any) -> np.ndarray:
         """A superset of the tokens ``grammar`` allows next; usually a few hundred, not the vocabulary."""
@@ -110,21 +125,29 @@ class CandidateIndex:
         of the ``always`` group (end of generation, empty pieces, characters without a probe) is
         allowed either: then every token the grammar allows starts with it, whatever the logits.
         """
+        key = self._forced_key(grammar)  # most positions end here, without copying the grammar
+        if key is None:
+            return ""
         branch = llama_cpp.llama_sampler_clone(grammar)
         text: list[str] = []
         try:
-            while len(text) < limit:
-                allowed = self._allowed_keys(branch)
-                if len(allowed) != 1 or NON_ASCII in allowed:
-                    break
-                if self._always.size and grammar_keeps(branch, self._always).size:
-                    break
-                (key,) = allowed
+            while key is not None and len(text) < limit:
                 llama_cpp.llama_sampler_accept(branch, self._probe_of[key])
                 text.append(chr(key))
+                key = self._forced_key(branch)
         finally:
             llama_cpp.llama_sampler_free(branch)
         return "".join(text)
+
+    def _forced_key(self, grammar: Any) -> int | None:
+        """The one character ``grammar`` allows next, if it allows exactly one (see ``forced_text``)."""
+        allowed = self._allowed_keys(grammar)
+        if len(allowed) != 1 or NON_ASCII in allowed:
+            return None
+        if self._always.size and grammar_keeps(grammar, self._always).size:
+            return None
+        (key,) = allowed
+        return key
 
     def _allowed_keys(self, grammar: Any) -> frozenset[int]:
         kept = grammar_keeps(grammar, self._probes)

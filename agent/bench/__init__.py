@@ -20,7 +20,8 @@ per family, run in this order by ``runner.Bench.run``:
    then the full mask) ÷ unconstrained, same prompt, same length; for the model's own choice
    and for a model steered to write a valid call.
 4. peers (``peers``): the same eval scenarios played end to end by this runtime, llama-cpp-python's
-   ``chatml-function-calling`` handler and ``llama_cpp.server`` (one OpenAI-style client loop).
+   ``chatml-function-calling`` handler, ``llama_cpp.server`` and llama.cpp's ``llama-server --jinja``
+   (one OpenAI-style client loop; llama-server only once built with ``--build-llama-server``).
 5. memory and start-up (``memory``).
 
 The instruments live in ``recording``, the figures and their table/JSON in ``report``. This
@@ -54,6 +55,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grammar-model", metavar="GGUF", type=Path,
                         help="a model with Qwen3's 151k vocabulary for the constrained-decoding figure "
                              "(default: the tiny qwen3 test fixture, built from tests/ in a checkout)")
+    parser.add_argument("--build-llama-server", action="store_true",
+                        help="only build llama.cpp's llama-server for the peers figure from the installed "
+                             "llama-cpp-python's sdist, into ~/.cache/iljeong (~40 min on one core; skipped "
+                             "when already built), then exit")
+    parser.add_argument("--only", choices=("peers", "jump"),
+                        help="only one figure family: peers (figure 4) or jump (jump-forward, both vocabularies)")
+    parser.add_argument("--peer-scenarios", type=int, metavar="N",
+                        help="how many dev scenarios the peers play (default 6; --quick 1)")
+    parser.add_argument("--peers", type=_peer_keys, metavar="KEYS",
+                        help="which peers play, comma-separated (default all: runtime,chatml_fc,server,llama_server); "
+                             "the others are reported as not run")
+
+
+def _peer_keys(text: str) -> tuple[str, ...]:
+    from agent.bench.peers import PEERS
+
+    keys = tuple(k.strip() for k in text.split(",") if k.strip())
+    unknown = [k for k in keys if k not in dict(PEERS)]
+    if unknown or not keys:
+        raise argparse.ArgumentTypeError(f"unknown peer {unknown[0] if unknown else '(none)'}: "
+                                         f"choose from {','.join(dict(PEERS))}")
+    return keys
 
 
 def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> argparse.ArgumentParser:
@@ -90,12 +113,18 @@ def _checked_grammar_model(path: Path | None) -> str | None:
 
 
 def run(args: argparse.Namespace, settings: Any) -> int:
+    if args.build_llama_server:  # a build, not a measurement: nothing else runs
+        from agent.bench import llama_server_build
+
+        return llama_server_build.main()
     config = BenchConfig(
         model_path=default_model(settings), n_ctx=settings.n_ctx, n_threads=settings.n_threads,
         quick=args.quick, settings=settings, grammar_model=_checked_grammar_model(args.grammar_model),
+        only=args.only, peer_scenarios=args.peer_scenarios, peers=args.peers,
     )
     progress(f"model {config.model_path}, n_ctx {config.n_ctx}, {'quick' if args.quick else 'full'} run")
     report = Bench(config).run()
+    report.info["only"] = args.only
     report.info["command"] = "python -m agent " + " ".join(sys.argv[1:])
     if args.json:
         print(json.dumps(report.as_json(), ensure_ascii=False, indent=2))

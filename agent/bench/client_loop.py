@@ -6,7 +6,7 @@ through the runtime's call gate (``agent.gate.run_call``: validation, the repeat
 the approval gate if destructive, execution against the scenario's environment) → the assistant
 message and one tool message per call are appended → again, until a reply without tool calls or the step budget. The transport is a function
 (``ChatFn``), so the same loop runs in-process (llama-cpp-python's ``create_chat_completion``)
-and over HTTP (``llama_cpp.server``).
+and over HTTP (``llama_cpp.server``, ``llama-server``).
 
 The loop records what it did as the runtime's own ``Turn``/``StepRecord``/``CallRecord``, and
 ``run_client_episode`` has the eval's simulated user play around it, so the eval verifier scores
@@ -71,7 +71,8 @@ def run_client_turn(chat: ChatFn, messages: list[dict[str, Any]], registry: Regi
                    "repeat_penalty": 1.0, "max_tokens": budgets.max_tokens}
         t = time.perf_counter()
         try:
-            choice = chat(request)["choices"][0]
+            response = chat(request)
+            choice = response["choices"][0]
         except Exception as exc:  # a failed request ends the turn, as a backend error ends ours
             turn.error = f"{type(exc).__name__}: {exc}"[:500]
             return finish(StopReason.MODEL_ERROR)
@@ -81,6 +82,7 @@ def run_client_turn(chat: ChatFn, messages: list[dict[str, Any]], registry: Regi
         step = StepRecord(index=index, raw_output=_as_text(content, tool_calls), content=content,
                           finish_reason=str(choice.get("finish_reason") or "stop"),
                           model_seconds=time.perf_counter() - t)
+        _count_tokens(step, response)
         turn.steps.append(step)
         # content "" rather than None: llama_cpp.server's request schema wants a string there
         messages.append({"role": "assistant", "content": content, **({"tool_calls": tool_calls} if tool_calls else {})})
@@ -122,6 +124,21 @@ def _run_call(call: dict[str, Any], registry: Registry, approver: Approver, ledg
         ledger.settle(name + str(raw), CallStatus.INVALID)
         return CallRecord(name, raw, CallStatus.INVALID, failure.to_text(), call_id)
     return run_call(ToolCall(name, arguments), registry, approver, ledger, call_id=call_id)
+
+
+def _count_tokens(step: StepRecord, response: dict[str, Any]) -> None:
+    """The token counts a response reports: ``usage``, and llama-server's ``timings`` (``prompt_n``:
+    prompt tokens it evaluated, ``cache_n``: taken from its cache), kept whole in ``step.timings``.
+    A server without ``timings`` leaves ``evaluated_tokens`` 0 and ``timings`` empty: unknown, not
+    zero (the peers figure reads ``"prompt_n" in step.timings``)."""
+    usage = response.get("usage") or {}
+    step.prompt_tokens = int(usage.get("prompt_tokens") or 0)
+    step.generated_tokens = int(usage.get("completion_tokens") or 0)
+    timings = response.get("timings") or {}
+    step.timings = {k: float(v) for k, v in timings.items() if isinstance(v, (int, float))}
+    if "prompt_n" in step.timings:
+        step.evaluated_tokens = int(step.timings["prompt_n"])
+        step.reused_tokens = int(step.timings.get("cache_n", 0))
 
 
 def _as_text(content: str, tool_calls: list[dict[str, Any]]) -> str:

@@ -1,8 +1,10 @@
-"""Peer (c) of figure 4: ``llama_cpp.server`` as a subprocess on loopback, for the time of a block.
+"""Peers (c) and (d) of figure 4, each a subprocess on loopback for the time of a block:
+``llama_cpp.server`` and llama.cpp's own ``llama-server`` (built on request, ``llama_server_build``).
 
-Started with the settings of the in-process peer (model, context, batch, threads, seed, chat
-format), so that the HTTP hop is the only difference between peers (b) and (c); always
-terminated, whatever happens inside the block.
+(c) is started with the settings of the in-process peer (model, context, batch, threads, seed, chat
+format), so that the HTTP hop is the only difference between peers (b) and (c); (d) with the
+runtime engine's settings and a Hermes tool template. Both are always terminated, whatever happens
+inside the block.
 """
 
 from __future__ import annotations
@@ -67,17 +69,73 @@ def llama_server(model_path: str, *, n_ctx: int, n_threads: int, n_threads_batch
                 process.wait()
 
 
-def _wait_until_ready(process: subprocess.Popen[bytes], base_url: str, log_path: Path) -> None:
+def _wait_until_ready(process: subprocess.Popen[bytes], base_url: str, log_path: Path, probe: str = "/v1/models",
+                      name: str = "llama_cpp.server") -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while True:
         if process.poll() is not None:
             tail = log_path.read_text(errors="replace").strip().splitlines()[-1:] or ["(no output)"]
-            raise ServerUnavailable(f"llama_cpp.server exited with status {process.returncode}: {tail[0][:200]}")
+            raise ServerUnavailable(f"{name} exited with status {process.returncode}: {tail[0][:200]}")
         try:
-            if httpx.get(f"{base_url}/v1/models", timeout=2).status_code == 200:
+            if httpx.get(f"{base_url}{probe}", timeout=2).status_code == 200:
                 return
         except httpx.TransportError:
             pass
         if time.monotonic() > deadline:
-            raise ServerUnavailable(f"llama_cpp.server did not answer /v1/models within {READY_TIMEOUT_S:.0f} s")
+            raise ServerUnavailable(f"{name} did not answer {probe} within {READY_TIMEOUT_S:.0f} s")
         time.sleep(0.5)
+
+
+# -- peer (d): llama.cpp's own llama-server ---------------------------------------------------------
+
+# A Hermes tool template from llama.cpp's own collection (in the same sources the server is built
+# from): ChatML turns, the tools as JSON in the system message inside <tools>, calls as
+# <tool_call>{...}</tool_call>, tool results as <tool_response> in a user turn. SmolLM2's own
+# template has no tools at all, and with it llama-server drops them without a word.
+HERMES_TEMPLATE = "Qwen-Qwen2.5-7B-Instruct.jinja"
+
+
+def native_server_command(binary: Path, model_path: str, *, port: int, n_ctx: int, n_threads: int,
+                          n_threads_batch: int | None = None, template: Path, alias: str = "peer") -> list[str]:
+    """``llama-server --jinja`` with the runtime's engine settings (``agent.backends.llama.engine``):
+    batch 512, its threads for generation and for batches, seed 0, no flash attention; one slot
+    (the default ``auto`` makes four and splits the context between them) and ``--fit off`` (it
+    would otherwise change unset sizes to fit memory). Everything else is the server's default,
+    prompt cache included: that is what a user who runs it gets."""
+    return [
+        str(binary), "--model", model_path, "--host", "127.0.0.1", "--port", str(port), "--alias", alias,
+        "--ctx-size", str(n_ctx), "--batch-size", str(min(512, n_ctx)), "--threads", str(n_threads),
+        "--threads-batch", str(n_threads_batch or n_threads), "--seed", "0", "--flash-attn", "off", "--parallel", "1",
+        "--fit", "off", "--no-webui", "--jinja", "--chat-template-file", str(template),
+    ]
+
+
+@contextmanager
+def native_llama_server(binary: Path | None, model_path: str, *, n_ctx: int, n_threads: int,
+                        n_threads_batch: int | None = None, template: Path, log_path: Path) -> Iterator[str]:
+    """Yields the base URL of a ``llama-server`` subprocess once ``/health`` answers 200; raises
+    ``ServerUnavailable`` when there is no binary (it is built only on request) or it fails."""
+    if binary is None or not binary.exists():
+        raise ServerUnavailable("not measured: llama-server is not built (python -m agent bench --build-llama-server)")
+    if not template.exists():
+        raise ServerUnavailable(f"not measured: the Hermes template {template} is missing")
+    port = free_port()
+    command = native_server_command(binary, model_path, port=port, n_ctx=n_ctx, n_threads=n_threads,
+                                    n_threads_batch=n_threads_batch, template=template)
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("wb") as log:
+        try:
+            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        except OSError as exc:
+            raise ServerUnavailable(f"could not start llama-server: {exc}") from exc
+        try:
+            base_url = f"http://127.0.0.1:{port}"
+            _wait_until_ready(process, base_url, log_path, probe="/health", name="llama-server")
+            yield base_url
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()

@@ -7,12 +7,18 @@ max tokens per step, step budget and simulated user:
     runs it (``agent.eval.dialogue.run_episode``);
 (b) ``chatml_fc``: ``Llama(chat_format="chatml-function-calling")`` driven by the OpenAI-style
     client loop (``client_loop``), in-process;
-(c) ``server``: ``llama_cpp.server`` with the same chat format and the same client loop over HTTP.
-The scenarios are interleaved (a, b, c for one scenario, then the next) so drift in a shared
+(c) ``server``: ``llama_cpp.server`` with the same chat format and the same client loop over HTTP;
+(d) ``llama_server``: llama.cpp's own ``llama-server --jinja`` (Hermes detection and a lazy
+    tool-call grammar in C++) with a Hermes template, the same client loop over HTTP: a user's
+    strongest alternative. Built only on request (``llama_server_build``); not measured without it.
+The scenarios are interleaved (a, b, c, d for one scenario, then the next) so drift in a shared
 machine's load hits every peer alike.
 
 Per peer: valid tool-call rate (known tool, arguments that pass ``registry.validate``, over every
 call attempted), mean seconds and tool calls per episode, and the eval verifier's success rate.
+For the runtime (its backend's count) and llama-server (``timings.prompt_n``): prompt tokens
+evaluated per model step, over every step and over the steps that follow a tool call, where a
+front end that re-renders the history differently from what the model wrote evaluates it again.
 
 Known behaviour of the peer's handler (llama-cpp-python 0.3.36, ``chatml_function_calling``):
 with ``tool_choice="auto"`` it generates function arguments and plain messages with
@@ -52,7 +58,9 @@ class Plan:
 QUICK, FULL = Plan(scenarios=1, max_steps=2, max_user_turns=2), Plan(scenarios=6, max_steps=4, max_user_turns=4)
 
 # (key suffix, label): the JSON keys are ``valid_call_rate_<suffix>`` etc.
-PEERS = (("runtime", "this runtime"), ("chatml_fc", CHAT_FORMAT), ("server", "llama_cpp.server"))
+PEERS = (("runtime", "this runtime"), ("chatml_fc", CHAT_FORMAT), ("server", "llama_cpp.server"),
+         ("llama_server", "llama-server --jinja"))
+EVALUATED_BY = ("runtime", "llama_server")  # the peers that say how many prompt tokens they evaluated
 
 # Plays one scenario in a fresh environment and returns the trace the verifier reads.
 EpisodeFn = Callable[["Scenario", "Environment"], "EpisodeTrace"]
@@ -68,9 +76,17 @@ class PeerRun:
     successes: list[bool] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)  # the first model/runner error of each episode that had one
     skipped: str = ""  # why the peer could not run at all
+    # where a step's evaluated prompt tokens come from: "backend" (the runtime's own count, always
+    # there), "timings" (a server's ``timings.prompt_n``, where it sends one), "" (nowhere)
+    evaluated_from: str = ""
+    evaluated: list[int] = field(default_factory=list)  # prompt tokens evaluated, per model step (where known)
+    evaluated_after_call: list[int] = field(default_factory=list)  # ... per step that follows a tool call
+    prompt_after_call: list[int] = field(default_factory=list)  # the whole prompt of those steps
+    appended_after_call: list[int] = field(default_factory=list)  # their prompt − the previous step's prompt
 
     def add(self, trace: EpisodeTrace, seconds: float, environment: Environment, verdict: Verdict) -> None:
         calls = trace.calls()
+        self.count_evaluated(trace)
         self.seconds.append(seconds)
         self.attempted.append(len(calls) + trace.unreadable_blocks())
         self.valid += sum(not isinstance(environment.registry.validate(c.name, c.arguments), ToolResult) for c in calls)
@@ -78,6 +94,23 @@ class PeerRun:
         error = trace.error or next((e.turn.error for e in trace.exchanges if e.turn.error), None)
         if error:
             self.errors.append(" ".join(str(error).split()))  # one line: notes are table rows
+
+    def count_evaluated(self, trace: EpisodeTrace) -> None:
+        """Steps whose evaluated count is known: the runtime's always (its backend counts), a client
+        loop's only where the server sent ``timings.prompt_n``. "After a tool call": the step before,
+        in the same turn, made at least one call (its results are the new part of this prompt)."""
+        for exchange in trace.exchanges:
+            previous = None
+            for step in exchange.turn.steps:
+                known = (self.evaluated_from == "backend"
+                         or self.evaluated_from == "timings" and "prompt_n" in step.timings)
+                if known:
+                    self.evaluated.append(step.evaluated_tokens)
+                    if previous is not None and previous.calls:
+                        self.evaluated_after_call.append(step.evaluated_tokens)
+                        self.prompt_after_call.append(step.prompt_tokens)
+                        self.appended_after_call.append(step.prompt_tokens - previous.prompt_tokens)
+                previous = step
 
 
 def pick_scenarios(scenarios: list[Scenario], count: int) -> list[Scenario]:
@@ -104,9 +137,13 @@ def peers(bench: Bench, backend: Any) -> None:
     config = bench.config
     plan = QUICK if config.quick else FULL
     suite = load_eval_suite(config.settings)
-    scenarios = pick_scenarios(suite.scenarios(split="dev"), plan.scenarios)
+    scenarios = pick_scenarios(suite.scenarios(split="dev"), config.peer_scenarios or plan.scenarios)
     budgets = Budgets(max_steps=plan.max_steps, max_tool_calls=16, max_tokens=MAX_TOKENS)
-    runs = {key: PeerRun() for key, _ in PEERS}
+    runs = {key: PeerRun(evaluated_from={"runtime": "backend", "llama_server": "timings"}.get(key, ""))
+            for key, _ in PEERS}
+    chosen = set(config.peers or dict(PEERS))
+    for key in set(dict(PEERS)) - chosen:
+        runs[key].skipped = f"not run in this measurement (--peers {','.join(config.peers or ())})"
     with ExitStack() as stack:
         progress(f"peers: loading llama-cpp-python's {CHAT_FORMAT} handler")
         llama = Llama(config.model_path, n_ctx=config.n_ctx, n_batch=min(512, config.n_ctx),
@@ -119,8 +156,10 @@ def peers(bench: Bench, backend: Any) -> None:
                                                   max_user_turns=plan.max_user_turns),
             "chatml_fc": lambda s, env: run_client_episode(local, s, env, budgets, plan.max_user_turns),
         }
-        progress("peers: starting llama_cpp.server")
         try:
+            if "server" not in chosen:
+                raise ServerUnavailable(runs["server"].skipped)
+            progress("peers: starting llama_cpp.server")
             base_url = stack.enter_context(llama_server(
                 config.model_path, n_ctx=config.n_ctx, n_threads=llama.n_threads,
                 n_threads_batch=llama.n_threads_batch, chat_format=CHAT_FORMAT, log_path=bench.tmp / "server.log"))
@@ -128,11 +167,109 @@ def peers(bench: Bench, backend: Any) -> None:
             episodes["server"] = lambda s, env: run_client_episode(remote, s, env, budgets, plan.max_user_turns)
         except ServerUnavailable as exc:
             runs["server"].skipped = str(exc)
+        try:
+            if "llama_server" not in chosen:
+                raise ServerUnavailable(runs["llama_server"].skipped)
+            native = stack.enter_context(httpx.Client(base_url=_start_native(bench, stack, llama),
+                                                      timeout=REQUEST_TIMEOUT_S))
+            _check_tools_reach_prompt(native, suite)
+            remote_native = over_http(native)
+            episodes["llama_server"] = lambda s, env: run_client_episode(remote_native, s, env, budgets,
+                                                                         plan.max_user_turns)
+        except ServerUnavailable as exc:
+            runs["llama_server"].skipped = str(exc)
+            progress(f"peers: llama-server {exc}")
+        episodes = {key: episode for key, episode in episodes.items() if key in chosen}
         for i, scenario in enumerate(scenarios):
             for key, episode in episodes.items():
                 progress(f"peers: scenario {i + 1}/{len(scenarios)} ({scenario.id}), {key}")
                 _play(suite, scenario, episode, runs[key])
+        forced = {key: PeerRun(evaluated_from=runs[key].evaluated_from, skipped=runs[key].skipped)
+                  for key in EVALUATED_BY}
+        if "runtime" in episodes and "llama_server" in episodes:
+            _after_a_forced_call(suite, scenarios, backend, remote_native, forced)
     _report(bench, runs, scenarios, plan)
+    _report_evaluated(bench.report, runs, forced)
+
+
+def _after_a_forced_call(suite: EvalSuite, scenarios: list[Scenario], backend: Any, chat: Any,
+                         forced: dict[str, PeerRun]) -> None:
+    """Each scenario's first message, where both make a call at once and then go on (2 steps): the
+    runtime's reply opens with ``<tool_call>`` (the grammar writes the call), llama-server's first
+    request says ``tool_choice: "required"`` (its grammar forces a call). The step after the call is
+    what the tokens figure compares: in the dialogues SmolLM2 rarely makes llama-server call at all."""
+    from agent.bench.client_loop import run_client_episode
+    from agent.bench.recording import RecordingBackend
+    from agent.eval.dialogue import run_episode
+    from agent.formats import HERMES
+    from agent.loop import Budgets
+
+    budgets = Budgets(max_steps=2, max_tool_calls=16, max_tokens=MAX_TOKENS)
+    for i, scenario in enumerate(scenarios):
+        progress(f"peers: after a forced call, scenario {i + 1}/{len(scenarios)}")
+        recorder = RecordingBackend(backend)
+        recorder.prefixes = [HERMES.call_open + "\n"]
+        plays: dict[str, EpisodeFn] = {
+            "runtime": lambda s, env: run_episode(s, recorder, env, budgets=budgets, session_id=f"after-call-{s.id}",
+                                                  max_user_turns=1),
+            "llama_server": lambda s, env: run_client_episode(_required_first(chat), s, env, budgets, 1),
+        }
+        for key, play in plays.items():
+            environment = suite.make_environment(scenario)
+            try:
+                forced[key].count_evaluated(play(scenario, environment))
+            finally:
+                environment.close()
+
+
+def _required_first(chat: Any) -> Any:
+    """The chat function with ``tool_choice: "required"`` on its first request only."""
+    asked: list[bool] = []
+
+    def first_required(request: dict[str, Any]) -> dict[str, Any]:
+        if not asked:
+            asked.append(True)
+            request = {**request, "tool_choice": "required"}
+        return chat(request)
+
+    return first_required
+
+
+def _start_native(bench: Bench, stack: ExitStack, llama: Any) -> str:
+    """llama-server from the build cache, with the in-process peer's threads; its base URL."""
+    from agent.bench import llama_server_build as build
+    from agent.bench.peer_server import HERMES_TEMPLATE, native_llama_server
+
+    binary = build.binary()
+    progress(f"peers: starting llama-server ({binary})" if binary.exists() else "peers: llama-server is not built")
+    return stack.enter_context(native_llama_server(
+        binary, bench.config.model_path, n_ctx=bench.config.n_ctx, n_threads=llama.n_threads,
+        n_threads_batch=llama.n_threads_batch, template=build.templates_dir() / HERMES_TEMPLATE,
+        log_path=bench.tmp / "llama-server.log"))
+
+
+def _check_tools_reach_prompt(client: Any, suite: EvalSuite) -> None:
+    """The server renders a request with the calendar's tools (``/apply-template``); unless every
+    tool's name is in the prompt it would play without tools, so it is not measured at all."""
+    from agent.bench.peer_server import ServerUnavailable
+
+    environment = suite.make_environment(suite.scenarios(split="dev")[0])
+    try:
+        tools = environment.registry.schemas()
+    finally:
+        environment.close()
+    body = {"messages": [{"role": "system", "content": "You manage a calendar."},
+                         {"role": "user", "content": "hello"}], "tools": tools}
+    try:
+        response = client.post("/apply-template", json=body)
+        response.raise_for_status()
+        prompt = str(response.json().get("prompt", ""))
+    except Exception as exc:
+        raise ServerUnavailable(f"not measured: /apply-template failed ({type(exc).__name__}: {exc})"[:300]) from exc
+    missing = [t["function"]["name"] for t in tools if t["function"]["name"] not in prompt]
+    if missing:
+        raise ServerUnavailable(f"not measured: llama-server's prompt lacks the tools {missing[:3]} "
+                                "(its template drops them)")
 
 
 def _play(suite: EvalSuite, scenario: Scenario, episode: EpisodeFn, run: PeerRun) -> None:
@@ -166,7 +303,7 @@ def _report(bench: Bench, runs: dict[str, PeerRun], scenarios: list[Scenario], p
         report.add(f"seconds_per_episode_{key}", f"s/episode: {label}", _mean(run.seconds),
                    note=f"skipped: {run.skipped}" if run.skipped else errors)
     runtime = _mean(runs["runtime"].seconds)
-    for key, suffix in (("chatml_fc", ""), ("server", "_server")):
+    for key, suffix in (("chatml_fc", ""), ("server", "_server"), ("llama_server", "_llama_server")):
         theirs = _mean(runs[key].seconds)
         ratio = runtime / theirs if runtime is not None and theirs else None
         report.add(f"seconds_per_episode_ratio{suffix}", f"s/episode: runtime ÷ {dict(PEERS)[key]}", ratio,
@@ -182,6 +319,38 @@ def _report(bench: Bench, runs: dict[str, PeerRun], scenarios: list[Scenario], p
                    _mean([float(s) for s in run.successes]),
                    note=f"skipped: {run.skipped}" if run.skipped else
                    "the eval verifier on the final calendar and the trace" if key == "runtime" else "")
+
+
+def _report_evaluated(report: Any, runs: dict[str, PeerRun], forced: dict[str, PeerRun]) -> None:
+    """Prompt tokens evaluated per step: what a long dialogue costs beyond the new text. The prompts
+    differ between peers (each renders the tools and turns its own way), so the counts compare what
+    each front end makes llama.cpp evaluate, not the same token sequence. Per step over the
+    dialogues (``runs``); after a tool call from the forced-call steps (``forced``), with the
+    dialogues' own after-call steps in the note."""
+    labels = dict(PEERS)
+    for key in EVALUATED_BY:
+        run = runs[key]
+        skip = f"skipped: {run.skipped}" if run.skipped else ""
+        report.add(f"evaluated_per_step_{key}", f"evaluated prompt tokens/step: {labels[key]}", _mean(run.evaluated),
+                   note=skip or (f"{len(run.evaluated)} steps, the first of each episode included "
+                                 f"({sum(run.evaluated)} tokens)" if run.evaluated
+                                 else "skipped: no step said how many tokens it evaluated"))
+        probe = forced[key]
+        after = _mean(probe.evaluated_after_call)
+        dialogues = (f"; in the dialogues {len(run.evaluated_after_call)} such steps, "
+                     f"{_mean(run.evaluated_after_call) or 0:.0f} evaluated on average")
+        report.add(f"evaluated_after_call_{key}", f"evaluated prompt tokens/step after a tool call: {labels[key]}",
+                   after, note=f"skipped: {probe.skipped}" if probe.skipped else (
+                       f"{len(probe.evaluated_after_call)} steps after a forced first call, "
+                       f"{_mean(probe.appended_after_call):.0f} tokens appended since the step before "
+                       f"(its reply and the tool result), prompts of {_mean(probe.prompt_after_call):.0f}" + dialogues
+                       if after is not None else "skipped: no step followed a tool call" + dialogues))
+    ours, theirs = _mean(forced["runtime"].evaluated_after_call), _mean(forced["llama_server"].evaluated_after_call)
+    ratio = theirs / ours if ours and theirs is not None else None
+    report.add("evaluated_after_call_ratio_llama_server",
+               "evaluated tokens after a tool call: llama-server ÷ runtime", ratio,
+               note=f"skipped: {forced['llama_server'].skipped}" if forced["llama_server"].skipped
+               else "" if ratio is not None else "skipped: no step after a tool call on one side")
 
 
 def _mean(values: list[float] | list[int]) -> float | None:

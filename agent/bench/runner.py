@@ -22,6 +22,9 @@ class BenchConfig:
     quick: bool
     settings: Any  # agent.config.Settings (data_dir replaced by temp dirs)
     grammar_model: str | None = None  # a 151k-vocabulary GGUF for the grammar figure; None: test fixture
+    only: str | None = None  # one family ("peers", "jump"); None: all
+    peer_scenarios: int | None = None  # None: the plan's (6, quick 1)
+    peers: tuple[str, ...] | None = None  # which peers of figure 4 play (keys of ``peers.PEERS``); None: all
 
     @property
     def repeats(self) -> int:
@@ -65,6 +68,14 @@ class Bench:
         self.report.info.update(machine())
         self.report.info.update({"model": cfg.model_path, "n_ctx": cfg.n_ctx, "quick": cfg.quick,
                                  "repeats": cfg.repeats, "max_tokens_per_step": cfg.max_tokens})
+        if cfg.only == "peers":
+            peers.peers(self, self.build_backend(cfg.model_path))
+            return self.report
+        if cfg.only == "jump":
+            backend = self.build_backend(cfg.model_path)
+            jump.figure(self, backend, "49k", f"vocab {backend.engine.n_vocab}")
+            grammar.qwen3(self, constrained_figures=False)
+            return self.report
         backend = memory.startup(self)
         memory.isolated(self)  # two child processes; this one waits
         warm_start.figure(self)  # three more: cold, first and warm start

@@ -22,7 +22,10 @@ from agent.eval.suite import SPLITS, EvalSuite, Scenario, Verifier, load_eval_su
 from agent.loop import Budgets
 
 RUN_JSON = "run.json"
-IDENTITY_KEYS = ("label", "backend", "model_path", "adapter_sha256", "lora_scale", "seed", "sampling", "history")
+IDENTITY_KEYS = ("label", "backend", "model_path", "adapter_sha256", "lora_scale", "seed", "sampling", "history",
+                 "prompt_style", "tool_block")
+# What a run.json from before a key was recorded meant by its absence.
+IDENTITY_DEFAULTS = {"prompt_style": "full", "tool_block": "full"}
 
 
 def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
@@ -190,7 +193,7 @@ def _check_same_run(out_dir: Path, meta: dict[str, Any]) -> str | None:
         old = json.loads(path.read_text(encoding="utf-8"))
     except ValueError:
         return None
-    diff = [k for k in IDENTITY_KEYS if old.get(k) != meta.get(k)]
+    diff = [k for k in IDENTITY_KEYS if old.get(k, IDENTITY_DEFAULTS.get(k)) != meta.get(k, IDENTITY_DEFAULTS.get(k))]
     if diff:
         return f"{out_dir} holds results of another run (differs in {', '.join(diff)}); choose another --out"
     return None
@@ -245,6 +248,7 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
     meta = {"label": label, "seed": args.seed, "suite": suite.name, "split": args.split,
             "sampling": sampling.to_dict() if sampling is not None else None,
             "history": history_of(settings),
+            "prompt_style": settings.prompt_style, "tool_block": settings.tool_block,
             **{k: identity.get(k) for k in ("backend", "model_path", "adapter_sha256", "lora_scale")}}
     clash = _check_same_run(out_dir, meta)
     if clash:
@@ -258,7 +262,7 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
         max_user_turns=args.max_user_turns,
         budgets=Budgets(max_steps=settings.max_steps, max_tool_calls=settings.max_tool_calls,
                         **({"max_tokens": args.max_tokens} if args.max_tokens else {})),
-        progress=not args.no_progress, sampling=sampling,
+        progress=not args.no_progress, sampling=sampling, prompt_style=settings.prompt_style,
         history_turns=settings.history_turns, history_block=settings.history_block,
     )
     try:

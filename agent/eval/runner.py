@@ -12,7 +12,7 @@ import os
 import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
@@ -45,6 +45,7 @@ class RunOptions:
     # window, so that export cuts the conversation where serving did.
     history_turns: int = DEFAULT_HISTORY_TURNS
     history_block: int | None = None
+    prompt_style: str = "full"  # the system prompt's style (agent.prompt.PROMPT_STYLES), the runtime's setting
 
 
 def episode_key(scenario_id: str, sample: int) -> str:
@@ -87,7 +88,7 @@ def run_one(
 ) -> EpisodeRecord:
     """One episode from a fresh environment to its record; a crash is recorded, not raised."""
     started = time.perf_counter()
-    environment = suite.make_environment(scenario)
+    environment = replace(suite.make_environment(scenario), prompt_style=options.prompt_style)
     key = episode_key(scenario.id, sample)
     sampling = options.sampling.for_sample(scenario.id, sample) if options.sampling is not None else None
     if sampling is not None:

@@ -80,6 +80,8 @@ class Environment:
     now: datetime
     snapshot: Callable[[], dict[str, Any]]
     close: Callable[[], None] = lambda: None
+    short_prompt: str = ""  # the domain's part in the ``short`` prompt style; empty: ``prompt``
+    prompt_style: str = "full"  # the system prompt's style (the runner sets the run's setting)
 
 
 @dataclass

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -26,8 +27,10 @@ def needs_dialogue(scenario: Scenario) -> bool:
 
 
 def prompt_rows(suite: EvalSuite, *, split: str | None = None, per_template: int | None = None, seed: int = 0,
-                templates: list[str] | None = None, include_dialogue: bool = False) -> list[dict[str, Any]]:
-    """Rows for the chosen scenarios. ``index`` is the scenario's position within its template."""
+                templates: list[str] | None = None, include_dialogue: bool = False,
+                prompt_style: str = "full") -> list[dict[str, Any]]:
+    """Rows for the chosen scenarios. ``index`` is the scenario's position within its template;
+    ``prompt_style`` is the runtime's system prompt setting."""
     if split not in (None, "all", *SPLITS):
         raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)} or all")
     rows: list[dict[str, Any]] = []
@@ -39,7 +42,7 @@ def prompt_rows(suite: EvalSuite, *, split: str | None = None, per_template: int
             continue
         if needs_dialogue(scenario) and not include_dialogue:
             continue
-        environment = suite.make_environment(scenario)
+        environment = replace(suite.make_environment(scenario), prompt_style=prompt_style)
         try:
             prompt = [system_message(scenario, environment), user_message(scenario, environment, scenario.opening)]
         finally:

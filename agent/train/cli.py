@@ -54,6 +54,9 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     sft.add_argument("--seed", type=int, default=0, help="random seed")
     sft.add_argument("--resume", action="store_true", help="continue from the last checkpoint in OUT/checkpoints")
     sft.add_argument("--convert", action="store_true", help="also write OUT/adapter.gguf (python -m models convert-lora)")
+    sft.add_argument("--bf16", action="store_true",
+                     help="frozen base in bfloat16 with bf16 autocast (LoRA and optimizer in float32): several times "
+                          "faster on a CPU with AMX; without native bf16 it is emulated and slower")
     sft.add_argument("--no-progress", action="store_true", help="no progress bars")
     demo = actions.add_parser(
         "demo", parents=list(parents), help="train a SmolLM2 demo adapter from scratch (fixed seeds)",
@@ -194,6 +197,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         epochs=args.epochs, max_steps=args.max_steps, stop_after=args.stop_after, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,
         max_length=args.max_length, split=args.split, limit=args.limit, save_steps=args.save_steps, seed=args.seed,
         resume=args.resume, convert=args.convert, progress=not args.no_progress, tool_block=settings.tool_block,
+        prompt_style=settings.prompt_style, bf16=args.bf16,
     )
     try:
         result = train_sft(opts)
@@ -303,7 +307,7 @@ def _run_ei(args: argparse.Namespace, settings: Settings, base: Path) -> int:
         continue_adapter=args.continue_adapter, adapter=args.start_adapter, policy=args.start_policy,
         max_user_turns=args.max_user_turns, max_steps_per_turn=settings.max_steps, max_tool_calls=settings.max_tool_calls,
         max_tokens=args.max_tokens, n_ctx=settings.n_ctx, n_threads=settings.n_threads, tool_block=settings.tool_block,
-        rank=args.rank, alpha=args.alpha, epochs=args.epochs, sft_max_steps=args.sft_max_steps, lr=args.lr,
+        prompt_style=settings.prompt_style, rank=args.rank, alpha=args.alpha, epochs=args.epochs, sft_max_steps=args.sft_max_steps, lr=args.lr,
         max_length=args.max_length, progress=not args.no_progress,
     )
     try:

@@ -54,7 +54,9 @@ class SftOptions:
     progress: bool = True
     cache: Path | None = None
     tool_block: str = "full"  # the runtime's setting; rows made with another block are refused
+    prompt_style: str = "full"  # the runtime's setting; rows played with another system prompt are refused
     init_adapter: Path | None = None  # a PEFT adapter folder to keep training (expert iteration's continue)
+    bf16: bool = False  # base weights in bfloat16 and bf16 autocast (LoRA weights and optimizer stay float32)
 
 
 @dataclass
@@ -205,6 +207,22 @@ def check_tool_block(rows: list[dict[str, Any]], tool_block: str) -> None:
                          f"tool_block={made_with[0]} (AGENT_TOOL_BLOCK or config.toml)")
 
 
+def check_prompt_style(rows: list[dict[str, Any]], prompt_style: str) -> None:
+    """Refuse rows whose conversations were played with another system prompt style than the
+    one the runtime serves (the ``prompt_style`` setting): the system prompt is most of a row,
+    so an adapter trained on one style and served with the other sees a prompt it never saw.
+    A row's recorded style wins; rows from before it was recorded are read from their system
+    message (``agent.prompt.prompt_style_of``), and a system message no style wrote is left alone."""
+    from agent.prompt import prompt_style_of
+
+    styles = {row.get("prompt_style") or prompt_style_of(row.get("messages") or []) for row in rows}
+    made_with = sorted(s for s in styles - {prompt_style, None})
+    if made_with:
+        raise TrainError(f"the rows were played with prompt_style={made_with[0]} but this setup serves "
+                         f"prompt_style={prompt_style}; run the eval and export again with the same setting, "
+                         f"or set prompt_style={made_with[0]} (AGENT_PROMPT_STYLE or config.toml)")
+
+
 def row_format(row: dict[str, Any]) -> str | None:
     """The assistant format a row was exported in: the row's own record, else what its messages show.
 
@@ -267,6 +285,49 @@ def stop_after_callback(steps: int) -> Any:
     return _StopAfter()
 
 
+def trained_positions_trainer(base: type) -> type:
+    """``base`` (TRL's ``SFTTrainer``) with a loss that sends only the trained positions through the LM head.
+
+    TRL's loss scores every position of the row through the 49k-word head of SmolLM2 (on a
+    CPU its chunked kernel does not skip the masked ones) and then zeroes the prompt's: with
+    the assistant turns ~15 % of a row, most of that head's work in the forward and backward
+    pass is thrown away. Here the model is asked for the logits of the positions whose next
+    token is trained (``logits_to_keep``, transformers' own slice before the head), and the
+    loss is the same token-mean cross entropy over those tokens. TRL's entropy and token
+    accuracy metrics are not logged (they needed the full head).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    class _TrainedPositionsOnly(base):  # type: ignore[misc, valid-type]
+        def compute_loss(self, model: Any, inputs: dict[str, Any], return_outputs: bool = False,
+                         num_items_in_batch: Any = None) -> Any:
+            labels = inputs["labels"]
+            targets = labels[:, 1:]
+            keep = (targets != -100).any(dim=0).nonzero().squeeze(-1)  # position t predicts token t + 1
+            forward = {k: v for k, v in inputs.items() if k != "labels"}
+            outputs = model(**forward, use_cache=False, logits_to_keep=keep)
+            picked = targets[:, keep]
+            total = F.cross_entropy(outputs.logits.float().flatten(0, 1), picked.flatten(), ignore_index=-100,
+                                    reduction="sum")
+            count = num_items_in_batch if num_items_in_batch is not None else (picked != -100).sum()
+            loss = total / torch.as_tensor(count, device=total.device).clamp(min=1)
+            return (loss, outputs) if return_outputs else loss
+
+    return _TrainedPositionsOnly
+
+
+def bf16_supported() -> bool:
+    """Does this CPU do bfloat16 matrix products natively (AMX or AVX-512 BF16)? Elsewhere
+    ``--bf16`` still works, emulated and slower than float32."""
+    import torch
+
+    try:
+        return bool(torch.cuda.is_available() or torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    except (AttributeError, RuntimeError):
+        return False
+
+
 def train_sft(opts: SftOptions) -> SftResult:
     """Train a LoRA on the export at ``opts.data``; write the PEFT adapter to ``opts.out``."""
     import torch
@@ -278,6 +339,7 @@ def train_sft(opts: SftOptions) -> SftResult:
 
     rows = read_rows(opts.data, opts.split, opts.limit)
     check_tool_block(rows, opts.tool_block)
+    check_prompt_style(rows, opts.prompt_style)
     check_row_format(rows, opts.base)
     base_dir = prepare_base(opts.base, opts.cache)
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
@@ -287,7 +349,9 @@ def train_sft(opts: SftOptions) -> SftResult:
     if not examples:
         raise TrainError(f"{opts.data}: no usable rows ({dropped})")
     dataset = Dataset.from_list(examples)
-    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
+    # --bf16: the frozen base in bfloat16 (peft keeps the LoRA weights in float32) and the
+    # trainer's bf16 autocast; on a CPU with AMX the matrix products run several times faster.
+    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.bfloat16 if opts.bf16 else torch.float32)
     checkpoints = opts.out / "checkpoints"
     resume_from = resume_point(checkpoints, opts.resume)
     config = SFTConfig(
@@ -298,6 +362,10 @@ def train_sft(opts: SftOptions) -> SftResult:
         per_device_train_batch_size=opts.batch_size,
         gradient_accumulation_steps=opts.grad_accum,
         max_length=None,  # rows are already truncated to --max-length above
+        bf16=opts.bf16,
+        # TRL turns activation checkpointing on by default: it saves memory a 135M model does not
+        # need here and costs a second forward pass per step
+        activation_checkpointing=False,
         **shared_trainer_args(opts.save_steps, opts.seed, opts.progress),
     )
     peft_config = lora_config(opts.rank, opts.alpha, opts.dropout, opts.targets)
@@ -307,7 +375,7 @@ def train_sft(opts: SftOptions) -> SftResult:
         model = PeftModel.from_pretrained(model, str(opts.init_adapter), is_trainable=True)
         peft_config = None  # the adapter's own config (rank, targets) continues
     callbacks = [stop_after_callback(opts.stop_after)] if opts.stop_after else None
-    trainer = SFTTrainer(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
+    trainer = trained_positions_trainer(SFTTrainer)(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
                          peft_config=peft_config, callbacks=callbacks)
     started = time.monotonic()
     output = trainer.train(resume_from_checkpoint=resume_from)

@@ -11,7 +11,7 @@ from agent.domain import Document, Domain
 from tools.calendar.reminders import CalendarNotifier
 from tools.calendar.settings import load_settings
 from tools.calendar.store import CalendarStore
-from tools.calendar.tools import DOMAIN_PROMPT, build_registry, event_words
+from tools.calendar.tools import DOMAIN_PROMPT, DOMAIN_PROMPT_SHORT, build_registry, event_words
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -131,6 +131,7 @@ def load_domain(settings: Settings) -> Domain:
         name="calendar",
         registry=build_registry(store, default_reminders=own.remind_minutes),
         prompt=DOMAIN_PROMPT,
+        short_prompt=DOMAIN_PROMPT_SHORT,
         commands={
             "today": lambda arg: agenda(store, arg),
             "week": lambda arg: week(store, arg),

@@ -10,7 +10,7 @@ from tools.calendar.policies import POLICIES
 from tools.calendar.scenario_state import load_state
 from tools.calendar.scenarios import CORE_TEMPLATES, TEMPLATES, generate
 from tools.calendar.store import CalendarStore
-from tools.calendar.tools import DOMAIN_PROMPT, build_registry
+from tools.calendar.tools import DOMAIN_PROMPT, DOMAIN_PROMPT_SHORT, build_registry
 from tools.calendar.verify import CalendarVerifier, RewardWeights
 
 if TYPE_CHECKING:
@@ -25,6 +25,7 @@ def make_environment(scenario: Scenario) -> Environment:
     return Environment(
         registry=build_registry(store, now=lambda: now),
         prompt=DOMAIN_PROMPT,
+        short_prompt=DOMAIN_PROMPT_SHORT,
         now=now,
         snapshot=lambda: store.snapshot(with_ids=True),  # ids: a deleted and re-created event is a change
         close=store.close,

@@ -45,6 +45,13 @@ DOMAIN_PROMPT = (
     "사용자는 한국어로 말할 수 있습니다: 한국어로 답하고, 정보가 부족하면 추측하지 말고 물어보세요."
 )
 
+# The same for the ``short`` prompt style (SmolLM2-class models): the rules that are the
+# calendar's own, once and in English; asking and confirming are the general prompt's lines.
+DOMAIN_PROMPT_SHORT = (
+    "You manage the user's calendar with the tools below. Dates are YYYY-MM-DD and times 24-hour "
+    "HH:MM, local time. Find an event's id with search_events before changing or deleting it."
+)
+
 DEFAULT_REMINDERS: tuple[int, ...] = (10,)  # minutes before; the remind_minutes setting (tools.calendar.settings) overrides
 MAX_LISTED = 50  # results beyond this are cut (with "truncated": true) to keep the context small
 

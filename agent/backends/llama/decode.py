@@ -8,8 +8,9 @@ the constraint after a call, and it would also fire on a ``<tool_call>`` inside 
 
 ``Decoder`` builds the samplers and picks grammar-valid tokens in three stages (see
 ``sample_constrained``); ``generate`` is the loop. The loop keeps the tokens it has sampled but
-not yet evaluated apart (``out[evaluated:]``), so a run of tokens that the grammar forces is
-appended and evaluated in one batch when ``Decoder.jump_forward`` is on (``forced_tokens``).
+not yet evaluated apart (``out[evaluated:]``) and evaluates them only when it needs logits, so a
+run of tokens that the grammar forces is appended and evaluated in one batch with the token
+sampled before it when ``Decoder.jump_forward`` is on (``forced_tokens``).
 How tokens are drawn (temperature, top-p, seed) is a ``agent.backends.sampling.Sampling`` per
 step; the decoder's own is the default when a step brings none.
 """
@@ -56,8 +57,10 @@ class Decoder:
         # False: every constrained token by the full mask, the reference the fast paths must match
         self.fast_paths = True
         # Greedy only: text the grammar alone decides is appended in one batch (``forced_tokens``).
-        # Off by default until a quiet bench run shows it pays (one noisy run on SmolLM2: 1.2x
-        # slower, see docs/performance.md); greedy outputs are the same text either way.
+        # Off by default: it spares a quarter of the decodes of a call, but on a CPU a batch costs
+        # nearly what its tokens cost one by one, so a call takes ~0.85x the CPU time on SmolLM2 and
+        # ~0.9x on the 151k fixture, short of the 0.6 it was meant for (docs/performance.md);
+        # greedy outputs are the same text either way.
         self.jump_forward = False
         # how constrained tokens were found beyond the model's first choice (see sample_constrained)
         self.grammar_paths: dict[str, int] = {"top": 0, "narrowed": 0, "full_mask": 0}
@@ -128,13 +131,18 @@ class Decoder:
 
     def forced_tokens(self, grammar: Any, budget: int, greedy: bool | None = None) -> list[int]:
         """Jump-forward (SGLang's compressed-FSM decoding): where the grammar admits exactly one
-        continuation (``", "arguments": {"``, the rest of a key once its prefix is unique, ``"}``
-        and ``</tool_call>``), its tokens, already accepted by ``grammar``; [] where it admits more.
+        continuation (the rest of a key once its prefix is unique, ``"arguments"``, ``</tool_call>``),
+        tokens for it, already accepted by ``grammar``; [] where it admits more.
 
-        The model's logits cannot change forced text, so greedy output stays the same text; only
-        its tokenization may differ (the text's own tokens, not a token-by-token split), and the
-        tokens are evaluated in one batch instead of one decode each. Seeded sampling keeps the
-        token-by-token path, so its draws stay what they were.
+        The model's logits cannot change forced text, so greedy output stays the same text; what
+        jump-forward saves is decodes: ``generate`` evaluates the run in the same batch as the
+        token sampled before it. Two choices keep the tokens close to what greedy decoding writes
+        (and so the run short): each token is the longest vocabulary piece that starts the rest of
+        the text, as a BPE model writes it, not the tokenizer's split of the run on its own (which
+        takes more, shorter tokens); and the run's last token is left to the sampler unless it
+        closes the call, because greedy often writes it merged with what follows (``":`` for the
+        forced ``"`` and a free ``:``). Seeded sampling keeps the token-by-token path, so its draws
+        stay what they were.
         """
         greedy = self.default.greedy if greedy is None else greedy
         if not self.jump_forward or not greedy or budget <= 0:
@@ -142,12 +150,33 @@ class Decoder:
         text = self.candidate_index().forced_text(grammar)
         if len(text) < 2:  # one character is one sampled token anyway
             return []
+        pieces = self._longest_pieces(text.encode("utf-8"))
+        if not text.endswith(FORMAT.call_close):
+            pieces = pieces[:-1]
         tokens: list[int] = []
-        for token in self.engine.tokenize(text.encode("utf-8"), add_bos=False)[:budget]:
+        for token in pieces[:budget]:
             if not grammar_keeps(grammar, np.array([token], dtype=np.int32)).size:
                 break  # a token the grammar does not take as it stands (cannot happen for forced text)
             llama_cpp.llama_sampler_accept(grammar, token)
             tokens.append(token)
+        return tokens
+
+    def _longest_pieces(self, text: bytes) -> list[int]:
+        """``text`` as vocabulary pieces, longest first at every position (the tokenizer's own split
+        where no piece covers a position: a byte no piece starts with cannot be forced otherwise)."""
+        engine = self.engine
+        by_piece, longest = self.candidate_index().piece_ids(engine.n_vocab, engine.read_piece, engine.is_eog)
+        tokens: list[int] = []
+        at = 0
+        while at < len(text):
+            for end in range(min(len(text), at + longest), at, -1):
+                token = by_piece.get(text[at:end])
+                if token is not None:
+                    tokens.append(token)
+                    at = end
+                    break
+            else:
+                return tokens + self.engine.tokenize(text[at:], add_bos=False)
         return tokens
 
     def candidate_index(self) -> CandidateIndex:
@@ -215,6 +244,11 @@ def generate(engine: Engine, decoder: Decoder, gbnf: str | None, budget: int, as
             for token in forced:
                 scan += utf8.decode(engine.piece(token))
         else:
+            # Evaluated only now that logits are needed: a forced run joins the batch of the token
+            # sampled before it, which is the decode jump-forward saves.
+            if evaluated < len(out):
+                engine.eval(out[evaluated:])
+                evaluated = len(out)
             if constrained is not None:
                 token = decoder.sample_constrained(free, *constrained, greedy=settings.greedy)
                 n_constrained += 1
@@ -247,7 +281,8 @@ def generate(engine: Engine, decoder: Decoder, gbnf: str | None, budget: int, as
         if marker is not None:
             scan, finish = scan[: -len(marker)], "stop"
             break
-        engine.eval(out[evaluated:])
-        evaluated = len(out)
+    else:
+        if evaluated < len(out):  # the budget ran out: the context holds the whole reply, as it always has
+            engine.eval(out[evaluated:])
     scan += utf8.decode(b"", final=True)  # an unfinished character at the end becomes U+FFFD
     return Generated(scan[len(assistant_prefix):], finish, len(out), n_constrained, n_forced)
