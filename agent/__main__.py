@@ -154,11 +154,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if not args.demo and falls_back_to_demo(settings):
         settings = demo_settings(settings)
-    runtime = build_runtime(settings, build_backend(settings, demo=args.demo, fallback_demo=True))
+    runtime = build_runtime(settings, build_backend(settings, demo=args.demo, fallback_demo=True, keep_states=True))
+    runtime.warm_up()  # the static prefix, from disk or evaluated, while the banner prints
     try:
         return run_repl(runtime, yes=args.yes, tz=settings.tz)
     finally:
-        runtime.close()
+        runtime.close()  # a clean exit (/quit, Ctrl-D, SIGTERM) keeps the chat's state on disk
 
 
 if __name__ == "__main__":

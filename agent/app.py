@@ -37,12 +37,14 @@ def falls_back_to_demo(settings: Settings) -> bool:
     return settings.backend == "llama" and resolve(settings.model_choice()).nothing_configured
 
 
-def build_llama_backend(settings: Settings, demo: bool = False, fallback_demo: bool = False) -> Backend:
+def build_llama_backend(settings: Settings, demo: bool = False, fallback_demo: bool = False,
+                        keep_states: bool = False) -> Backend:
     """Resolve and check the model files (exit 2 with one line on failure), then load them.
 
     The one place an entry point's files are checked: the backend loads the ``ModelFiles`` it is
     given without reading their headers again. ``fallback_demo``: with nothing configured and
-    nothing pulled, load the demo model (the REPL)."""
+    nothing pulled, load the demo model (the REPL). ``keep_states``: KV states outlive the
+    process under ``settings.states_path`` (the REPL and the bot; eval's episodes are throwaway)."""
     from agent.backends.llama import LlamaBackend, ModelFiles, ModelRefused
     from models.resolve import resolve_or_exit
 
@@ -60,6 +62,8 @@ def build_llama_backend(settings: Settings, demo: bool = False, fallback_demo: b
         enable_thinking=settings.enable_thinking,
         max_saved_state_mb=settings.state_cache_mb,
         tool_block=settings.tool_block,
+        state_dir=settings.states_path if keep_states else None,
+        state_disk_mb=settings.state_disk_mb,
         gpu_layers=settings.gpu_layers,
     )
 
@@ -105,13 +109,15 @@ def build_openai_backend(settings: Settings) -> Backend:
     )
 
 
-def build_backend(settings: Settings, demo: bool = False, fallback_demo: bool = False) -> Backend:
+def build_backend(settings: Settings, demo: bool = False, fallback_demo: bool = False,
+                  keep_states: bool = False) -> Backend:
     """The backend ``settings.backend`` names (``--demo`` is the local SmolLM2, so it means llama).
 
-    ``fallback_demo`` (the REPL): a llama backend with nothing configured runs the demo model."""
+    ``fallback_demo`` (the REPL): a llama backend with nothing configured runs the demo model.
+    ``keep_states``: see ``build_llama_backend``."""
     if settings.backend == "openai" and not demo:
         return build_openai_backend(settings)
-    return build_llama_backend(settings, demo=demo, fallback_demo=fallback_demo)
+    return build_llama_backend(settings, demo=demo, fallback_demo=fallback_demo, keep_states=keep_states)
 
 
 Clock = Callable[[], datetime]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Mapping, TypeVar
 
 import platformdirs
-from pydantic import AfterValidator, BeforeValidator, ValidationError
+from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
 from agent.history import DEFAULT_HISTORY_TURNS
@@ -40,6 +40,7 @@ ENV_NAMES: dict[str, str] = {
     "data_dir": "AGENT_DATA_DIR",
     "tz": "AGENT_TZ",
     "state_cache_mb": "AGENT_STATE_CACHE_MB",
+    "state_disk_mb": "AGENT_STATE_DISK_MB",
     # the model backend (agent.app.build_backend); the API key itself is read by agent.apikey
     "backend": "AGENT_BACKEND",
     "base_url": "AGENT_BASE_URL",
@@ -202,6 +203,10 @@ class Settings:
     # RAM for the KV caches of chats that are not live (switching back then costs no re-evaluation);
     # Qwen3-4B needs ~144 KB per token, so 1024 MB keeps about two 3k-token chats. 0 turns it off.
     state_cache_mb: float = 1024.0
+    # Disk for KV states that outlive the process (<data_dir>/states): the static prefix (system
+    # prompt + tool block), so a restart does not evaluate it again, and each chat's state at a
+    # clean shutdown. Least recently used first out; 0 turns it off. The REPL and the bot use it.
+    state_disk_mb: Annotated[float, Field(ge=0)] = 2048.0
     # Which model runs the agent: "llama" (a GGUF in-process) or "openai" (any OpenAI-compatible
     # HTTP API: DeepSeek, OpenAI, vLLM, llama-server). For "openai": the server, the model name it
     # serves, the owner-only file holding the key (default <data_dir>/api_key; AGENT_API_KEY wins),
@@ -234,6 +239,11 @@ class Settings:
     @property
     def sessions_path(self) -> Path:
         return self.data_dir / "sessions.sqlite3"
+
+    @property
+    def states_path(self) -> Path:
+        """Where KV state files live (``agent.backends.llama.disk_states``)."""
+        return self.data_dir / "states"
 
     def model_choice(self) -> ModelChoice:
         """The part of these settings that ``models.resolve`` needs (models/ never sees Settings)."""

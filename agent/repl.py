@@ -9,7 +9,9 @@ reads stable text.
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import IO, Any, Callable
@@ -288,6 +290,23 @@ def system_clock() -> datetime:
     return datetime.now(timezone.utc)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (a logout, ``kill``): ends the REPL the way Ctrl-C ends a turn -- the turn in hand
+    is closed off in the history (``Runtime.handle``) -- and then leaves, so that the caller's
+    ``runtime.close()`` runs and the chat's state is kept for the next start."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _on_sigterm() -> Any:
+    """Install the SIGTERM handler (main thread only); returns the previous one to restore."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return signal.signal(signal.SIGTERM, _terminate)
+
+
 def show_due_reminders(runtime: Runtime, out: IO[str], clock: Callable[[], datetime] = system_clock) -> int:
     """Print the domain's due reminders (each once: claimed in the store first); how many."""
     notifier = runtime.domain.notifier
@@ -331,10 +350,13 @@ def run_repl(
         if interactive:
             try:
                 return input("you> ")
-            except (EOFError, KeyboardInterrupt):  # Ctrl-D / Ctrl-C at the prompt: leave cleanly
+            except (EOFError, KeyboardInterrupt):  # Ctrl-D / Ctrl-C / SIGTERM at the prompt: leave cleanly
                 print(file=out)
                 return None
-        line = stdin.readline()
+        try:
+            line = stdin.readline()
+        except Terminated:
+            return None
         return None if line == "" else line.rstrip("\n")
 
     print("\n".join(banner(runtime, tz)), file=out, flush=True)
@@ -342,6 +364,7 @@ def run_repl(
     streams = live is not None and hasattr(backend, "stream")
     if streams:
         backend.stream = live  # type: ignore[attr-defined]
+    previous_sigterm = _on_sigterm()
     try:
         while True:
             show_due_reminders(runtime, out, clock)  # between turns: a reminder never cuts into a turn
@@ -356,17 +379,26 @@ def run_repl(
                     break
                 continue
             if live is None:
-                print(format_turn(runtime.handle(CONVERSATION, text, approver)), file=out, flush=True)
+                try:
+                    print(format_turn(runtime.handle(CONVERSATION, text, approver)), file=out, flush=True)
+                except Terminated:
+                    break
                 continue
-            live.begin_turn()
             try:
+                live.begin_turn()  # inside: a Ctrl-C that lands while "thinking" is written is this turn's
                 turn = runtime.handle(CONVERSATION, text, approver, observe=live.message)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
                 live.end_turn(None)
                 print("[interrupted: the reply was dropped; anything already done stays done]", file=out, flush=True)
+                if isinstance(exc, Terminated):
+                    break
                 continue
             live.end_turn(turn)
+    except Terminated:  # between turns (a reminder, a command): leave as after /quit
+        pass
     finally:
+        if previous_sigterm is not None:
+            signal.signal(signal.SIGTERM, previous_sigterm)
         if streams:
             backend.stream = None  # type: ignore[attr-defined]
     return 0

@@ -96,7 +96,20 @@ class Runtime:
     def new_session(self, conversation: str) -> str:
         return self.sessions.start_new(conversation)
 
+    def warm_up(self, background: bool = True) -> None:
+        """Before the first message: a backend that keeps states on disk (the llama backend with a
+        state dir) loads the static prefix -- this system prompt and tool block -- or evaluates
+        and saves it, so the first reply after a restart evaluates only the new message."""
+        warm = getattr(self.agent.backend, "warm_up", None)
+        if warm is not None:
+            warm([{"role": "system", "content": self.system_prompt()}], self.agent.registry.schemas(),
+                 background=background)
+
     def close(self) -> None:
+        """A clean shutdown: the backend keeps each chat's state for the next start, if it can."""
+        save = getattr(self.agent.backend, "save_states", None)
+        if save is not None:
+            save()
         self.sessions.close()
         self.log.close()
         self.domain.close()

@@ -122,8 +122,9 @@ def run(args: argparse.Namespace) -> int:
 
             backend = load_scripted_backend(args.scripted)
         else:
-            backend = build_backend(settings, demo=args.demo)  # exits 2 on a bad model path
+            backend = build_backend(settings, demo=args.demo, keep_states=True)  # exits 2 on a bad model path
         runtime = build_runtime(settings, backend)
+        runtime.warm_up()  # the static prefix from disk (or evaluated and saved) while the bot connects
     except KeyboardInterrupt:  # Ctrl-C while the model loads: nothing has started yet
         print("python -m bot: stopped while loading the model", file=sys.stderr)
         return 0

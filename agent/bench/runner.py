@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from agent.bench import grammar, jump, long_chat, memory, overhead, peers, prefix, tool_block
+from agent.bench import grammar, jump, long_chat, memory, overhead, peers, prefix, tool_block, warm_start
 from agent.bench.report import Report, machine
 
 
@@ -78,6 +78,7 @@ class Bench:
             return self.report
         backend = memory.startup(self)
         memory.isolated(self)  # two child processes; this one waits
+        warm_start.figure(self)  # three more: cold, first and warm start
         steps = overhead.loop_overhead(self, backend)
         prefix.episode_reuse(self.report, steps)
         prefix.state_copy(self.report, backend)

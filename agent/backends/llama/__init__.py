@@ -6,6 +6,8 @@ One job per module:
   identity and fingerprints;
 - ``states``: which part of a prompt the context (or a session's saved state) already holds, and
   the saved-state LRU;
+- ``disk_states``: those states as files that outlive the process (the static prefix, each chat's
+  state at a clean shutdown), checked before llama.cpp sees a byte;
 - ``decode``: samplers, three-stage constrained sampling, the lazy-grammar decode loop and its
   trigger;
 - ``backend``: ``LlamaBackend``, the ``Backend`` that puts them together behind one lock.

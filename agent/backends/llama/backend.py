@@ -4,23 +4,38 @@ A step is: render the prompt with the model's own chat template (``agent.prompt`
 let the prefix cache put as much of it in the context as is already known (``states``), evaluate
 the rest, and decode (``decode``). The loaded model and its tokens are the ``engine``.
 
+With a ``state_dir``, states outlive the process (``disk_states``): ``warm_up`` puts the static
+prefix (system prompt and tool block) in the context at start-up, from its file or by evaluating
+and saving it; ``save_states`` (a clean shutdown) writes each chat's state, which that chat's next
+turn loads.
+
 The public attributes below are what the bench and the tests read and set; nothing outside the
 package reaches into its private members.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
+from pathlib import Path
 from typing import Any, Sequence
 
 from agent.backends.base import Completion, TextSink
 from agent.backends.llama.decode import Decoder, generate
+from agent.backends.llama.disk_states import DiskStates
 from agent.backends.llama.engine import Engine, ModelFiles
-from agent.backends.llama.states import PrefixCache
+from agent.backends.llama.states import PrefixCache, common_prefix
 from agent.backends.sampling import Sampling
 from agent.prompt import PromptError, PromptRenderer
+
+log = logging.getLogger(__name__)
+
+# Stands in for the first user message when the static prefix is rendered: the prompt's text up to
+# it is the same for every conversation of the day.
+_FIRST_MESSAGE = "\x00IJ_FIRST_MESSAGE_51c2\x00"
+_STAMPED_PROBE = "[00:00] x"  # a user message as the runtime stamps it (agent.prompt.stamp_user_text)
 
 
 class LlamaBackend:
@@ -42,13 +57,16 @@ class LlamaBackend:
         max_saved_sessions: int = 4,
         max_saved_state_mb: float = 1024,
         tool_block: str = "full",
+        state_dir: str | os.PathLike[str] | None = None,
+        state_disk_mb: float = 2048,
         gpu_layers: int | None = None,
     ) -> None:
         """``model_path``: a ``ModelFiles`` (the entry point checked them: loaded as they are), or a
         path, which is checked here first with the same ``ModelFiles.check`` (``ModelRefused`` on
         a bad file) because llama-cpp-python segfaults on one: no path reaches llama.cpp unchecked,
-        and none is checked twice. ``lora_path`` goes with a path only. ``gpu_layers``: layers
-        offloaded to the GPU, -1 all, None the platform's default (``engine.default_gpu_layers``)."""
+        and none is checked twice. ``lora_path`` goes with a path only. ``state_dir``: where state
+        files live, within ``state_disk_mb`` (None or 0: nothing is kept on disk). ``gpu_layers``:
+        layers offloaded to the GPU, -1 all, None the platform's default (``engine.default_gpu_layers``)."""
         if isinstance(model_path, ModelFiles):
             if lora_path is not None:
                 raise TypeError("give the adapter inside ModelFiles, not as lora_path")
@@ -65,9 +83,15 @@ class LlamaBackend:
         self.renderer = PromptRenderer.from_metadata(
             self.engine.metadata, self.engine.token_text, enable_thinking=enable_thinking, tool_block=tool_block,
         )
+        disk = None
+        if state_dir is not None and state_disk_mb > 0:
+            disk = DiskStates(Path(state_dir), self.engine.state_key(), int(state_disk_mb * 2**20),
+                              self.engine.n_vocab, self.n_ctx)
         self.cache = PrefixCache(self.engine, self.renderer.bos_token, max_saved_sessions,
-                                 int(max_saved_state_mb * 2**20))
+                                 int(max_saved_state_mb * 2**20), disk)
         self._lock = threading.Lock()
+        self._stop_warm_up = threading.Event()
+        self.warm_up_result: str | None = None  # what the last warm_up did ("loaded", "built", ...)
         self.stream: TextSink | None = None  # gets each step's text as it is generated (the REPL sets it)
 
     # -- tokens ---------------------------------------------------------------------------
@@ -134,8 +158,9 @@ class LlamaBackend:
             return Completion(text="", finish_reason="context_limit", prompt_tokens=len(canonical),
                               error=f"context_limit: prompt is {len(canonical)} tokens, context is {self.n_ctx}")
         tokens, reuse = self.cache.place(canonical, prompt, session_id, timings)
+        self.cache.live_clean = False  # until the step has finished: a state cut mid-step is not kept
         t = time.perf_counter()
-        engine.eval(tokens[reuse:])
+        self.cache.evaluate(tokens, reuse, timings)
         timings["prompt_eval_s"] = time.perf_counter() - t
 
         t = time.perf_counter()
@@ -145,11 +170,83 @@ class LlamaBackend:
         timings["generate_s"] = time.perf_counter() - t
         timings["constrained_tokens"] = float(out.constrained)
         timings["forced_tokens"] = float(out.forced)
+        self.cache.live_clean = True
         return Completion(
             text=assistant_prefix + out.text, finish_reason=out.finish_reason, prompt_tokens=len(tokens),
             evaluated_tokens=len(tokens) - reuse, reused_tokens=reuse, generated_tokens=out.tokens,
             timings=timings,
         )
+
+    # -- states on disk -------------------------------------------------------------------
+
+    def static_prefix(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
+        """The tokens every conversation's prompt starts with: ``messages`` (the system message)
+        and the tool block, up to where the first user message's text begins.
+
+        Cut where a stamped message would be tokenized the same way (the common tokens of the
+        prefix alone and of a prompt with such a message), so a warm start evaluates the same
+        tokens a cold one does. [] if the template cannot render it."""
+        try:
+            probe = self.renderer.render(messages + [{"role": "user", "content": _FIRST_MESSAGE}], tools)
+            real = self.renderer.render(messages + [{"role": "user", "content": _STAMPED_PROBE}], tools)
+        except PromptError:
+            return []
+        if probe.count(_FIRST_MESSAGE) != 1:
+            return []
+        head = self.tokenize(probe[: probe.index(_FIRST_MESSAGE)])
+        return head[: common_prefix(head, self.tokenize(real))]
+
+    def warm_up(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
+                background: bool = True) -> threading.Thread | None:
+        """At start-up: load the static prefix's state file, or evaluate the prefix and save it.
+
+        Under the backend lock, so it never races a turn; a turn that comes first simply waits (it
+        needs the prefix too) or, if it won the lock, saves the prefix itself (``PrefixCache.evaluate``).
+        ``background``: in a daemon thread (returned), so a frontend can take messages meanwhile;
+        ``save_states`` stops it between batches. No-op (None) without a state directory.
+        """
+        if self.cache.disk is None:
+            return None
+        tokens = self.static_prefix(messages, tools)
+        self.cache.expect_prefix(tokens)  # before the lock: a turn that wins it saves the prefix
+        self._stop_warm_up.clear()
+
+        def job() -> None:
+            t = time.perf_counter()
+            with self._lock:
+                try:
+                    self.warm_up_result = self.cache.load_or_build_prefix(tokens, self._stop_warm_up.is_set)
+                except Exception as exc:  # a failed warm-up costs a cold first turn, nothing more
+                    log.warning("warm-up failed: %s: %s", type(exc).__name__, exc)
+                    self.cache.drop_live()
+                    self.warm_up_result = "failed"
+            log.info("static prefix (%d tokens): %s in %.2f s", len(tokens), self.warm_up_result,
+                     time.perf_counter() - t)
+
+        if not background:
+            job()
+            return None
+        thread = threading.Thread(target=job, name="prefix-warm-up", daemon=True)
+        thread.start()
+        return thread
+
+    def save_states(self) -> int:
+        """A clean shutdown: every chat's state to disk (within the budget); how many files were
+        written. Stops a warm-up still running first; no-op without a state directory."""
+        if self.cache.disk is None:
+            return 0
+        self._stop_warm_up.set()
+        with self._lock:
+            try:
+                return self.cache.save_to_disk()
+            except Exception as exc:  # never let a shutdown fail on a state it could not keep
+                log.warning("saving chat states failed: %s: %s", type(exc).__name__, exc)
+                return 0
+
+    @property
+    def state_dir(self) -> Path | None:
+        """Where state files live (None: nothing is kept on disk)."""
+        return self.cache.disk.directory if self.cache.disk is not None else None
 
     # -- identity and sessions ------------------------------------------------------------
 

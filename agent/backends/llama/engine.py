@@ -121,6 +121,13 @@ class Engine:
     def n_threads(self) -> int:
         return self.llm.context_params.n_threads
 
+    def state_key(self) -> dict[str, Any]:
+        """What a saved state's bytes depend on (``disk_states.engine_key``): a state file written
+        under another key is never loaded."""
+        from agent.backends.llama.disk_states import engine_key
+
+        return engine_key(self.identity(), self.llm.context_params, self.n_ctx, self.n_vocab)
+
     def identity(self) -> dict[str, Any]:
         """Computed once: hashing a 4 GB model fully would cost ~10 s per start.
 
