@@ -125,7 +125,8 @@ def system_prompt_factory(settings: Settings, domain: Domain, clock: Clock = wal
     """The system message for the day of ``clock()`` in the user's zone."""
     from agent.prompt import system_prompt
 
-    return lambda: system_prompt(clock(), settings.tz, domain.prompt, settings.prompt_style, domain.short_prompt)
+    return lambda: system_prompt(clock(), settings.tz, domain.prompt, settings.prompt_style, domain.short_prompt,
+                                 settings.date_grounding)
 
 
 def user_stamp_factory(settings: Settings, clock: Clock = wall_clock) -> Callable[[str], str]:

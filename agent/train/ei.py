@@ -60,6 +60,7 @@ class EiOptions:
     n_threads: int | None = None
     tool_block: str = "full"
     prompt_style: str = "full"  # the runtime's system prompt style: sampled, evaluated and trained with it
+    date_grounding: bool = False  # the runtime's setting: the next 14 days in the system prompt
     # SFT per round
     rank: int = 16
     alpha: float = 32.0
@@ -133,7 +134,8 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         backend = model(adapter)
         records = run_eval(suite, scenarios, lambda s, k: backend,
                            RunOptions(out_dir=folder, max_user_turns=opts.max_user_turns, budgets=budgets,
-                                      progress=opts.progress, prompt_style=opts.prompt_style, **history))
+                                      progress=opts.progress, prompt_style=opts.prompt_style,
+                                      date_grounding=opts.date_grounding, **history))
         overall = write_reports(folder, records, f"{folder} · adapter {adapter}", suite.reference_templates)[-1]
         return {"success": overall.task_success, "reward": overall.mean_reward, "episodes": overall.episodes}
 
@@ -158,7 +160,8 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         records = run_eval(suite, train, backend_for,
                            RunOptions(out_dir=folder / "samples", samples=opts.samples, max_user_turns=opts.max_user_turns,
                                       budgets=budgets, progress=opts.progress, sampling=run_sampling,
-                                      prompt_style=opts.prompt_style, **history))
+                                      prompt_style=opts.prompt_style,
+                                      date_grounding=opts.date_grounding, **history))
         sampled = summarize(records)[-1]
         kept = [r for r in records if r.verdict.success and r.verdict.policy_ok]
         if opts.best_only:
