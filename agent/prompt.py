@@ -220,6 +220,7 @@ _WEEKDAYS_KO_SHORT = ["월", "화", "수", "목", "금", "토", "일"]
 _WEEK_LABELS = ("이번 주 this week", "다음 주 next week", "다다음 주 week after next")
 _NEAR_DAYS = {1: ", 내일 tomorrow", 2: ", 모레 day after tomorrow"}
 DATE_LIST_DAYS = 14
+DATE_LIST_HEADER = "Days ahead (look the day up, do not count):"  # the line before the list
 
 
 def date_list(now: datetime, tz: str, days: int = DATE_LIST_DAYS) -> list[str]:
@@ -289,7 +290,7 @@ def system_prompt(now: datetime, tz: str, domain_prompt: str = "", style: str = 
         ]
     if date_grounding:
         at = 1 if style == "short" else 2  # right after the date line(s)
-        lines[at:at] = ["Days ahead (look the day up, do not count):", *date_list(now, tz)]
+        lines[at:at] = [DATE_LIST_HEADER, *date_list(now, tz)]
     if domain_prompt:
         lines.insert(0, domain_prompt.strip())
     return "\n".join(lines)
@@ -314,3 +315,12 @@ def prompt_style_of(messages: list[dict[str, Any]]) -> str | None:
     lines = str(first.get("content") or "").split("\n")
     found = [style for style, marker in _STYLE_MARKERS.items() if marker in lines]
     return found[0] if len(found) == 1 else None
+
+
+def date_grounding_of(messages: list[dict[str, Any]]) -> bool | None:
+    """Whether a recorded conversation's system prompt listed the days ahead (the
+    ``date_grounding`` setting), or None when its system message is not one ``system_prompt``
+    wrote. Like the style, exports record it so training can refuse a mismatch."""
+    if prompt_style_of(messages) is None:
+        return None
+    return DATE_LIST_HEADER in str(messages[0].get("content") or "").split("\n")

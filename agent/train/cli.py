@@ -197,7 +197,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         epochs=args.epochs, max_steps=args.max_steps, stop_after=args.stop_after, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,
         max_length=args.max_length, split=args.split, limit=args.limit, save_steps=args.save_steps, seed=args.seed,
         resume=args.resume, convert=args.convert, progress=not args.no_progress, tool_block=settings.tool_block,
-        prompt_style=settings.prompt_style, bf16=args.bf16,
+        prompt_style=settings.prompt_style, date_grounding=settings.date_grounding, bf16=args.bf16,
     )
     try:
         result = train_sft(opts)

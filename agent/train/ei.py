@@ -191,7 +191,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
                 dropout=opts.dropout, targets=opts.targets, epochs=opts.epochs, max_steps=opts.sft_max_steps,
                 lr=opts.lr, max_length=opts.max_length, split="train", seed=opts.seed + n, resume=True, convert=True,
                 progress=opts.progress, cache=opts.cache, tool_block=opts.tool_block, init_adapter=init,
-                prompt_style=opts.prompt_style,
+                prompt_style=opts.prompt_style, date_grounding=opts.date_grounding,
             ))
             new_adapter = result.gguf
             train_info = {"steps": result.steps, "examples": result.examples, "final_loss": result.final_loss,
