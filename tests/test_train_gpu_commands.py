@@ -95,7 +95,7 @@ def test_the_train_commands_flags_reach_grpo_config(tiny_qwen3: Path, tmp_path: 
         opts = grpo_options(args, settings, Path(args.base), tuple(DEFAULT_TARGETS.split(",")))
         config = grpo_config(opts, components=4)
         assert config.use_vllm is True and config.vllm_mode == flag(argv, "--vllm-mode")
-        assert config.bf16 is True  # --config-json '{"bf16": true}'
+        assert opts.bf16 is True and config.bf16 is True  # --bf16: the base in bfloat16 and bf16 autocast
         assert config.num_generations == int(flag(argv, "--num-generations"))
         assert config.max_steps == int(flag(argv, "--max-steps"))
         assert config.max_completion_length == int(flag(argv, "--max-completion-length"))

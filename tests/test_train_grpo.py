@@ -188,3 +188,47 @@ def test_one_grpo_step_on_real_rollouts_moves_the_adapter_which_loads_in_llama_c
     completion = backend.complete([{"role": "user", "content": "hi"}], [], max_tokens=4)
     assert completion.error is None and completion.generated_tokens > 0
     assert backend.identity()["adapter_sha256"]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_a_bf16_grpo_step_keeps_the_lora_float32_and_the_adapter_converts_and_verifies(tiny_qwen3: Path,
+                                                                                       tmp_path: Path) -> None:
+    """--bf16 loads the frozen base in bfloat16 (the loader train sft uses) under bf16 autocast;
+    peft adds the LoRA weights in float32, the GRPO step keeps them so, and the saved adapter
+    converts and passes ``models verify`` like a float32 one. One unforced step of two short
+    rollouts: what is checked is the dtypes and the files, not what the step learned."""
+    from peft import get_peft_model
+    from safetensors import safe_open
+
+    from agent.export.grpo import prompt_rows
+    from agent.train.base import prepare_base
+    from agent.train.sft import load_base_model, lora_config
+    from tests.export_helpers import suite
+
+    model = get_peft_model(load_base_model(prepare_base(tiny_qwen3, mf.cache_root() / "train-bases"), bf16=True),
+                           lora_config(4, 8.0, 0.0, ("q_proj", "down_proj")))
+    dtypes = {("lora_" in name, str(p.dtype)) for name, p in model.named_parameters()}
+    assert dtypes == {(False, "torch.bfloat16"), (True, "torch.float32")}
+
+    rows = tmp_path / "grpo.jsonl"
+    rows.write_text(json.dumps(prompt_rows(suite(), split="train")[0], ensure_ascii=False) + "\n", encoding="utf-8")
+    out = tmp_path / "grpo"
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", "train", "grpo", "--base", str(tiny_qwen3), "--out", str(out),
+         "--data", str(rows), "--num-generations", "2", "--max-steps", "1", "--max-completion-length", "16",
+         "--max-tool-calls", "1", "--rank", "4", "--alpha", "8", "--bf16", "--convert", "--no-progress"],
+        capture_output=True, text=True, env=_env(tmp_path), timeout=1400,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((out / "grpo_summary.json").read_text(encoding="utf-8"))
+    assert summary["steps"] == 1 and summary["options"]["bf16"] is True
+    assert summary["base_dtype"] == "torch.bfloat16"  # the frozen weights the run trained on
+    with safe_open(str(out / "adapter_model.safetensors"), "pt") as f:
+        assert len(list(f.keys())) == 2 * 2 * 7  # lora_A and lora_B, 2 layers × the 7 default targets
+        assert {str(f.get_tensor(k).dtype) for k in f.keys()} == {"torch.float32"}
+    verify = subprocess.run(
+        [sys.executable, "-m", "models", "verify", "--model", str(tiny_qwen3), "--adapter", str(out / "adapter.gguf")],
+        capture_output=True, text=True, env=_env(tmp_path), timeout=300,
+    )
+    assert verify.returncode == 0, verify.stdout[-2000:] + verify.stderr[-2000:]

@@ -335,6 +335,7 @@ def test_a_bf16_run_writes_a_float32_adapter_that_converts_and_loads(smollm2: Pa
     assert _cli(train_cli, argv) == 0
     summary = json.loads((out / "train_summary.json").read_text())
     assert summary["options"]["bf16"] is True and np.isfinite(summary["final_loss"])
+    assert summary["base_dtype"] == "torch.bfloat16"  # the frozen weights the run trained on
     with safe_open(str(out / "adapter_model.safetensors"), "pt") as f:
         assert {str(f.get_tensor(k).dtype) for k in f.keys()} == {"torch.float32"}
     check = check_adapter(out / "adapter.gguf", smollm2)

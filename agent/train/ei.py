@@ -70,6 +70,7 @@ class EiOptions:
     sft_max_steps: int = -1
     lr: float = 2e-4
     max_length: int = 4096
+    bf16: bool = False  # each round's SFT as train sft --bf16
     progress: bool = True
     cache: Path | None = None
     extra: dict[str, Any] = field(default_factory=dict)
@@ -191,7 +192,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
                 dropout=opts.dropout, targets=opts.targets, epochs=opts.epochs, max_steps=opts.sft_max_steps,
                 lr=opts.lr, max_length=opts.max_length, split="train", seed=opts.seed + n, resume=True, convert=True,
                 progress=opts.progress, cache=opts.cache, tool_block=opts.tool_block, init_adapter=init,
-                prompt_style=opts.prompt_style, date_grounding=opts.date_grounding,
+                prompt_style=opts.prompt_style, date_grounding=opts.date_grounding, bf16=opts.bf16,
             ))
             new_adapter = result.gguf
             train_info = {"steps": result.steps, "examples": result.examples, "final_loss": result.final_loss,

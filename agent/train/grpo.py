@@ -62,7 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.formats import HERMES
-from agent.train.sft import DEFAULT_TARGETS, TrainError, lora_config, resume_point, shared_trainer_args
+from agent.train.sft import DEFAULT_TARGETS, TrainError, load_base_model, lora_config, resume_point, shared_trainer_args
 
 SUMMARY = "grpo_summary.json"
 
@@ -95,6 +95,7 @@ class GrpoOptions:
     vllm_mode: str = "server"
     progress: bool = True
     cache: Path | None = None
+    bf16: bool = False  # base weights in bfloat16 and bf16 autocast (LoRA weights and optimizer stay float32), as train sft
     extra: dict[str, Any] = field(default_factory=dict)  # further GRPOConfig fields (--config-json)
 
 
@@ -146,7 +147,7 @@ def prepare_tokenizer(tokenizer: Any) -> Any:
 
 def grpo_config(opts: GrpoOptions, components: int) -> Any:
     """The ``GRPOConfig`` of a run: the flags and the shared trainer settings, overridden by
-    ``--config-json`` (so a GPU run's ``{"bf16": true}`` and the like reach TRL unchanged)."""
+    ``--config-json`` (so any further GRPOConfig field reaches TRL unchanged)."""
     from trl import GRPOConfig
 
     fields: dict[str, Any] = {
@@ -164,6 +165,7 @@ def grpo_config(opts: GrpoOptions, components: int) -> Any:
         "reward_weights": [1.0] + [0.0] * components,  # components are logged, the total trains
         "chat_template_kwargs": {"enable_thinking": False},
         **shared_trainer_args(opts.save_steps, opts.seed, opts.progress),
+        "bf16": opts.bf16,
         "use_vllm": opts.use_vllm,
         **({"vllm_mode": opts.vllm_mode} if opts.use_vllm else {}),
     }
@@ -175,9 +177,8 @@ def grpo_config(opts: GrpoOptions, components: int) -> Any:
 
 def train_grpo(opts: GrpoOptions) -> GrpoResult:
     """Run GRPO on ``opts.rows`` (rows of ``export grpo``); write the PEFT adapter to ``opts.out``."""
-    import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from trl import GRPOTrainer
 
     from agent.train.base import prepare_base
@@ -192,7 +193,7 @@ def train_grpo(opts: GrpoOptions) -> GrpoResult:
     resume_from = resume_point(opts.out / "checkpoints", opts.resume)
     base_dir = prepare_base(opts.base, opts.cache)
     tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(str(base_dir)))
-    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
+    model = load_base_model(base_dir, opts.bf16)
     peft_config = lora_config(opts.rank, opts.alpha, opts.dropout, opts.targets)
     trainer = GRPOTrainer(
         model=model, args=config, train_dataset=Dataset.from_list(opts.rows), processing_class=tokenizer,
@@ -223,6 +224,7 @@ def train_grpo(opts: GrpoOptions) -> GrpoResult:
         components={name: last.get(f"rewards/{name}/mean") for name in hooks.REWARD_COMPONENTS},
     )
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(opts).items() if k != "rows"}
-    summary = {**asdict(result), "rows": len(opts.rows), "options": options, "log_history": trainer.state.log_history}
+    summary = {**asdict(result), "rows": len(opts.rows), "options": options, "base_dtype": str(model.dtype),
+               "log_history": trainer.state.log_history}
     (opts.out / SUMMARY).write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     return result

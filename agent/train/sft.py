@@ -194,6 +194,20 @@ def lora_config(rank: int, alpha: float, dropout: float, targets: Any) -> Any:
                       task_type="CAUSAL_LM", bias="none")
 
 
+def load_base_model(base_dir: Path, bf16: bool) -> Any:
+    """The base every train command puts its LoRA on, from ``prepare_base``'s float folder.
+
+    ``--bf16`` loads the frozen weights in bfloat16: half the memory of float32 (8 GB instead of
+    16 GB for a 4B) and, under the trainer's bf16 autocast, matrix products a CPU with AMX runs
+    natively. peft still adds the LoRA weights in float32 (``autocast_adapter_dtype``), so the
+    optimizer and the saved adapter stay float32. One loader, so SFT and GRPO cannot drift apart.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    return AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.bfloat16 if bf16 else torch.float32)
+
+
 def check_tool_block(rows: list[dict[str, Any]], tool_block: str) -> None:
     """Refuse rows exported with another tool block than the one the runtime will serve.
 
@@ -350,9 +364,8 @@ def bf16_supported() -> bool:
 
 def train_sft(opts: SftOptions) -> SftResult:
     """Train a LoRA on the export at ``opts.data``; write the PEFT adapter to ``opts.out``."""
-    import torch
     from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoTokenizer
     from trl import SFTConfig, SFTTrainer
 
     from agent.train.base import prepare_base
@@ -370,9 +383,7 @@ def train_sft(opts: SftOptions) -> SftResult:
     if not examples:
         raise TrainError(f"{opts.data}: no usable rows ({dropped})")
     dataset = Dataset.from_list(examples)
-    # --bf16: the frozen base in bfloat16 (peft keeps the LoRA weights in float32) and the
-    # trainer's bf16 autocast; on a CPU with AMX the matrix products run several times faster.
-    model = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.bfloat16 if opts.bf16 else torch.float32)
+    model = load_base_model(base_dir, opts.bf16)
     checkpoints = opts.out / "checkpoints"
     resume_from = resume_point(checkpoints, opts.resume)
     config = SFTConfig(
@@ -418,6 +429,6 @@ def train_sft(opts: SftOptions) -> SftResult:
         seconds=round(seconds, 1), final_loss=losses[-1] if losses else None, dropped=dropped,
     )
     summary = {**asdict(result), "options": {k: str(v) if isinstance(v, Path) else v for k, v in asdict(opts).items()},
-               "examples_seen": seen, "losses": losses}
+               "examples_seen": seen, "losses": losses, "base_dtype": str(model.dtype)}
     (opts.out / SUMMARY).write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
     return result
