@@ -25,9 +25,10 @@ from agent.trajectory import TrajectoryLog
 def demo_settings(settings: Settings) -> Settings:
     """``settings`` as the demo serves SmolLM2: with the tool block and system prompt style its
     recipe trains with (``models.demo``), whatever the configuration says for other models."""
-    from models.demo import DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK
+    from models.demo import DEMO_DATE_GROUNDING, DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK
 
-    return replace(settings, tool_block=DEMO_TOOL_BLOCK, prompt_style=DEMO_PROMPT_STYLE)
+    return replace(settings, tool_block=DEMO_TOOL_BLOCK, prompt_style=DEMO_PROMPT_STYLE,
+                   date_grounding=DEMO_DATE_GROUNDING)
 
 
 def falls_back_to_demo(settings: Settings) -> bool:
@@ -131,7 +132,8 @@ def system_prompt_factory(settings: Settings, domain: Domain, clock: Clock = wal
     """The system message for the day of ``clock()`` in the user's zone."""
     from agent.prompt import system_prompt
 
-    return lambda: system_prompt(clock(), settings.tz, domain.prompt, settings.prompt_style, domain.short_prompt)
+    return lambda: system_prompt(clock(), settings.tz, domain.prompt, settings.prompt_style, domain.short_prompt,
+                                 settings.date_grounding)
 
 
 def user_stamp_factory(settings: Settings, clock: Clock = wall_clock) -> Callable[[str], str]:

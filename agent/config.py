@@ -51,6 +51,7 @@ ENV_NAMES: dict[str, str] = {
     "tool_block": "AGENT_TOOL_BLOCK",
     "gpu_layers": "AGENT_GPU_LAYERS",
     "prompt_style": "AGENT_PROMPT_STYLE",
+    "date_grounding": "AGENT_DATE_GROUNDING",
 }
 
 BACKENDS = ("llama", "openai")
@@ -228,6 +229,10 @@ class Settings:
     # or "short" for SmolLM2-class models (~100 tokens instead of ~640). Like the tool block it is
     # part of what an adapter was trained on: export records it and train sft refuses a mismatch.
     prompt_style: Annotated[str, one_of("full", "short")] = "full"
+    # List the next 14 days with their weekdays in the system prompt (agent.prompt.date_list),
+    # so that a small model looks "다음 주 화요일" up instead of counting. Eval, export and train
+    # render the same prompt; the list changes once a day, like the date line it sits under.
+    date_grounding: bool = False
     # Where these settings came from, for the other owners' loaders (bot, domain); a Settings
     # built directly has none, so those sections take their defaults.
     sources: Any = field(default_factory=ConfigSources, repr=False, compare=False)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -215,8 +215,42 @@ def unstamp_user_text(text: str) -> str:
 PROMPT_STYLES = ("full", "short")
 
 
+_WEEKDAYS_EN_SHORT = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
+_WEEKDAYS_KO_SHORT = ["월", "화", "수", "목", "금", "토", "일"]
+_WEEK_LABELS = ("이번 주 this week", "다음 주 next week", "다다음 주 week after next")
+_NEAR_DAYS = {1: ", 내일 tomorrow", 2: ", 모레 day after tomorrow"}
+DATE_LIST_DAYS = 14
+DATE_LIST_HEADER = "Days ahead (look the day up, do not count):"  # the line before the list
+
+
+def date_list(now: datetime, tz: str, days: int = DATE_LIST_DAYS) -> list[str]:
+    """The next ``days`` days after today, one line per Monday-to-Sunday week, each day with its
+    weekday in Korean and English: ``다음 주 next week: 2039-07-10 (월 Mon), 2039-07-11 (화 Tue), …``,
+    tomorrow and the day after marked (``2039-07-06 (목 Thu, 내일 tomorrow)``).
+
+    Small models get weekdays wrong ("next Wednesday" became a Sunday in 5 of 12 dev failures
+    of base SmolLM2): counting days from a date is arithmetic a 135M model cannot do, but
+    finding 수 in the line that says 다음 주 is a lookup. "다음 주 X요일" / "next X" is the X of
+    the week after this one, which is how the calendar's scenarios read it (they are set on
+    Thursdays to Saturdays). Both languages are written because the prompt is rendered before
+    the user writes. Grouped by week, each label is written once: the list costs ~300 SmolLM2
+    tokens (a date alone is 11). Only the date of ``now`` matters, so like the "Today" line the
+    list changes once a day and the prefix cache keeps it.
+    """
+    today = _local(now, tz).date()
+    week_of_today = today - timedelta(days=today.weekday())
+    weeks: dict[int, list[str]] = {}
+    for ahead in range(1, days + 1):
+        day = today + timedelta(days=ahead)
+        week = min((day - timedelta(days=day.weekday()) - week_of_today).days // 7, len(_WEEK_LABELS) - 1)
+        wd = day.weekday()
+        weeks.setdefault(week, []).append(
+            f"{day.isoformat()} ({_WEEKDAYS_KO_SHORT[wd]} {_WEEKDAYS_EN_SHORT[wd]}{_NEAR_DAYS.get(ahead, '')})")
+    return [f"{_WEEK_LABELS[week]}: " + ", ".join(entries) for week, entries in weeks.items()]
+
+
 def system_prompt(now: datetime, tz: str, domain_prompt: str = "", style: str = "full",
-                  short_domain_prompt: str = "") -> str:
+                  short_domain_prompt: str = "", date_grounding: bool = False) -> str:
     """The runtime's system message: the user's local date and zone, and how to behave.
 
     The model has no clock; small models guess dates and fill in missing details unless told
@@ -226,7 +260,8 @@ def system_prompt(now: datetime, tz: str, domain_prompt: str = "", style: str = 
     the users write in both. The ``short`` style says each rule once: a 135M model reads a
     Korean line as ~3 tokens per syllable, and in training every prompt token is paid for in
     every row (the duplicates were ~380 of ~640 tokens). ``short_domain_prompt`` is the domain's
-    own short text, used by that style when the domain has one.
+    own short text, used by that style when the domain has one. ``date_grounding`` adds the
+    next 14 days with their weekdays after the date line (``date_list``), for small models.
     """
     if style not in PROMPT_STYLES:
         raise ValueError(f"unknown prompt style {style!r}: expected one of {', '.join(PROMPT_STYLES)}")
@@ -253,6 +288,9 @@ def system_prompt(now: datetime, tz: str, domain_prompt: str = "", style: str = 
             "삭제하거나 변경하기 전에 반드시 사용자에게 확인하세요.",
             "Keep answers short. 답변은 짧게 하세요.",
         ]
+    if date_grounding:
+        at = 1 if style == "short" else 2  # right after the date line(s)
+        lines[at:at] = [DATE_LIST_HEADER, *date_list(now, tz)]
     if domain_prompt:
         lines.insert(0, domain_prompt.strip())
     return "\n".join(lines)
@@ -277,3 +315,12 @@ def prompt_style_of(messages: list[dict[str, Any]]) -> str | None:
     lines = str(first.get("content") or "").split("\n")
     found = [style for style, marker in _STYLE_MARKERS.items() if marker in lines]
     return found[0] if len(found) == 1 else None
+
+
+def date_grounding_of(messages: list[dict[str, Any]]) -> bool | None:
+    """Whether a recorded conversation's system prompt listed the days ahead (the
+    ``date_grounding`` setting), or None when its system message is not one ``system_prompt``
+    wrote. Like the style, exports record it so training can refuse a mismatch."""
+    if prompt_style_of(messages) is None:
+        return None
+    return DATE_LIST_HEADER in str(messages[0].get("content") or "").split("\n")

@@ -198,16 +198,19 @@ def test_the_demo_is_served_with_the_block_and_prompt_its_recipe_trains_with(
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     data = tmp_path / "data"
     data.mkdir()
-    (data / "config.toml").write_text('tool_block = "full"\nprompt_style = "full"\n')
+    (data / "config.toml").write_text('tool_block = "full"\nprompt_style = "full"\ndate_grounding = true\n')
     monkeypatch.setenv("AGENT_DATA_DIR", str(data))
     monkeypatch.delenv("AGENT_CONFIG", raising=False)
-    for name in ("AGENT_MODEL_PATH", "AGENT_LORA_PATH", "AGENT_TOOL_BLOCK", "AGENT_PROMPT_STYLE", "AGENT_BACKEND"):
+    for name in ("AGENT_MODEL_PATH", "AGENT_LORA_PATH", "AGENT_TOOL_BLOCK", "AGENT_PROMPT_STYLE", "AGENT_DATE_GROUNDING",
+                 "AGENT_BACKEND"):
         monkeypatch.delenv(name, raising=False)
     parser = argparse.ArgumentParser(parents=[model_flags()])  # model_flags has --demo
     served = settings_from(parser.parse_args(["--demo"]))
     assert (served.tool_block, served.prompt_style) == (demo.DEMO_TOOL_BLOCK, demo.DEMO_PROMPT_STYLE) == ("compact", "short")
-    assert (recipe.DEMO_TOOL_BLOCK, recipe.DEMO_PROMPT_STYLE) == (demo.DEMO_TOOL_BLOCK, demo.DEMO_PROMPT_STYLE)
+    assert served.date_grounding is demo.DEMO_DATE_GROUNDING is False  # it did not help the base (README)
+    assert (recipe.DEMO_TOOL_BLOCK, recipe.DEMO_PROMPT_STYLE, recipe.DEMO_DATE_GROUNDING) == (
+        demo.DEMO_TOOL_BLOCK, demo.DEMO_PROMPT_STYLE, demo.DEMO_DATE_GROUNDING)
     configured = settings_from(parser.parse_args([]))
-    assert (configured.tool_block, configured.prompt_style) == ("full", "full")
+    assert (configured.tool_block, configured.prompt_style, configured.date_grounding) == ("full", "full", True)
     assert falls_back_to_demo(configured)  # nothing configured or pulled
     assert not falls_back_to_demo(settings_from(parser.parse_args(["--model", str(tmp_path / "x.gguf")])))

@@ -286,3 +286,93 @@ def test_the_prompt_style_setting_is_checked_and_reaches_the_runtimes_system_pro
     text = system_prompt_factory(settings, domain, clock)()
     assert text == system_prompt(clock(), settings.tz, "Long domain text.", "short", "Short.")
     assert text.startswith("Short.\n")
+
+
+def test_the_date_list_names_each_of_the_next_14_days_by_week_weekday_and_language() -> None:
+    from agent.prompt import date_list
+
+    thursday = datetime(2039, 7, 7, 9, 30, tzinfo=ZoneInfo("Asia/Seoul"))
+    lines = date_list(thursday, "Asia/Seoul")
+    assert lines[0] == ("이번 주 this week: 2039-07-08 (금 Fri, 내일 tomorrow), "
+                        "2039-07-09 (토 Sat, 모레 day after tomorrow), 2039-07-10 (일 Sun)")
+    assert lines[1].startswith("다음 주 next week: 2039-07-11 (월 Mon), 2039-07-12 (화 Tue), ")
+    assert lines[1].endswith("2039-07-17 (일 Sun)")
+    assert lines[2] == ("다다음 주 week after next: 2039-07-18 (월 Mon), 2039-07-19 (화 Tue), "
+                        "2039-07-20 (수 Wed), 2039-07-21 (목 Thu)")
+    assert sum(line.count("2039-") for line in lines) == 14
+    # on a Sunday, tomorrow is already next week's Monday: it is listed there, marked as tomorrow
+    sunday = date_list(datetime(2039, 7, 10, 12, 0), "Asia/Seoul")
+    assert sunday[0].startswith("다음 주 next week: 2039-07-11 (월 Mon, 내일 tomorrow), 2039-07-12 (화 Tue, 모레")
+
+
+def test_next_weekday_in_the_date_list_is_the_day_the_calendar_scenarios_expect() -> None:
+    """The scenarios say "next Monday/Tuesday/Wednesday" (다음 주 월/화/수요일) on Thursdays to
+    Saturdays and mean the next such day (tools/calendar/scenarios.py); looking it up in the
+    list's 다음 주 line must give that day, or the list would teach the wrong answer."""
+    from datetime import timedelta
+
+    from agent.prompt import date_list
+
+    for today_day in (7, 8, 9):  # Thursday .. Saturday, 2039-07
+        today = datetime(2039, 7, today_day, 10, 0)
+        next_week = date_list(today, "Asia/Seoul")[1]
+        for weekday, (ko, en) in enumerate((("월", "Mon"), ("화", "Tue"), ("수", "Wed"))):
+            expected = today.date() + timedelta(days=(weekday - today.weekday()) % 7 or 7)
+            assert f"{expected.isoformat()} ({ko} {en}" in next_week
+
+
+def test_the_date_grounded_prompt_changes_once_a_local_day_so_the_prefix_cache_keeps_it() -> None:
+    seoul = ZoneInfo("Asia/Seoul")
+    morning = system_prompt(datetime(2039, 7, 7, 0, 1, tzinfo=seoul), "Asia/Seoul", "Cal.", "short", "", True)
+    night = system_prompt(datetime(2039, 7, 7, 23, 59, tzinfo=seoul), "Asia/Seoul", "Cal.", "short", "", True)
+    assert morning == night
+    # 15:30 UTC is already the next day in Seoul: the list moves with the user's day, not UTC's
+    after_midnight = system_prompt(datetime(2039, 7, 7, 15, 30, tzinfo=timezone.utc), "Asia/Seoul", "Cal.", "short", "", True)
+    assert after_midnight != night and "2039-07-09 (토 Sat, 내일 tomorrow)" in after_midnight
+    lines = morning.splitlines()
+    assert lines[1] == "Today: 2039-07-07 Thursday (Asia/Seoul)."
+    assert lines[2] == "Days ahead (look the day up, do not count):" and lines[3].startswith("이번 주 this week: ")
+    # without the setting the prompt is exactly what it was
+    assert "Days ahead" not in system_prompt(datetime(2039, 7, 7, 9, 0), "Asia/Seoul", "Cal.", "short")
+    full = system_prompt(datetime(2039, 7, 7, 9, 0), "Asia/Seoul", "Cal.", "full", "", True).splitlines()
+    assert full[2].startswith("오늘: ") and full[3].startswith("Days ahead")
+
+
+def test_the_date_grounding_setting_is_checked_and_renders_the_same_prompt_in_runtime_eval_and_export(
+        tmp_path: Path) -> None:
+    """One scenario's system message, as the runtime (its system prompt factory, clock at the
+    scenario's now), an eval episode (the real runner, scripted oracle) and a GRPO export row
+    render it with date_grounding on: the same bytes, so what is trained is what is served."""
+    from agent.app import system_prompt_factory
+    from agent.backends.scripted import ScriptedBackend
+    from agent.config import load_settings
+    from agent.domain import load_domain
+    from agent.eval.runner import RunOptions, run_eval
+    from agent.eval.suite import load_eval_suite
+    from agent.export.grpo import prompt_rows
+
+    env = {"AGENT_DATE_GROUNDING": "true", "AGENT_PROMPT_STYLE": "short", "AGENT_CONFIG": "/nonexistent",
+           "AGENT_DATA_DIR": str(tmp_path / "data")}
+    settings = load_settings(environ=env)
+    assert settings.date_grounding is True
+    assert load_settings(environ={"AGENT_CONFIG": "/nonexistent"}).date_grounding is False
+    with pytest.raises(ValueError, match="date_grounding"):
+        load_settings(environ={**env, "AGENT_DATE_GROUNDING": "sometimes"})
+
+    suite = load_eval_suite(settings)
+    row = prompt_rows(suite, split="train", per_template=1, prompt_style="short", date_grounding=True)[0]
+    scenario = next(s for s in suite.scenarios(split=None, per_template=1, seed=0) if s.id == row["scenario_id"])
+    exported = row["prompt"][0]["content"]
+
+    records = run_eval(suite, [scenario], lambda s, k: ScriptedBackend(suite.policies["oracle"](s)),
+                       RunOptions(out_dir=tmp_path / "eval", progress=False, prompt_style="short",
+                                  date_grounding=True))
+    evaluated = records[0].messages[0]["content"]
+
+    domain = load_domain(settings)
+    try:
+        served = system_prompt_factory(settings, domain, scenario.now_datetime)()
+    finally:
+        domain.close()
+    assert served.encode() == evaluated.encode() == exported.encode()
+    assert "Days ahead (look the day up, do not count):" in served

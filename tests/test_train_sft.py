@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -187,6 +188,36 @@ def test_rows_of_the_other_prompt_style_are_refused(export_dir: Path, smollm2: P
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "prompt_style=full" in err[0] and "prompt_style=short" in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def test_rows_played_without_the_date_list_are_refused_where_it_is_served(
+        export_dir: Path, smollm2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows whose system prompt had no list of days, training for a runtime that serves it: no."""
+    rows = [json.loads(line) for line in (export_dir / "sft.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert rows and {row["date_grounding"] for row in rows} == {False}  # export recorded it
+    monkeypatch.setenv("AGENT_DATE_GROUNDING", "true")
+    argv = ["train", "sft", "--base", str(smollm2), "--data", str(export_dir), "--out", str(tmp_path / "out")]
+    assert _cli(train_cli, argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "date_grounding=false" in err[0] and "date_grounding=true" in err[0], err
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_date_list_of_rows_from_before_it_was_recorded_is_read_from_their_system_message() -> None:
+    from agent.prompt import system_prompt
+    from agent.train.sft import TrainError, check_date_grounding
+
+    now = datetime(2026, 12, 5, 8, 0)
+    grounded = [{"messages": [{"role": "system", "content": system_prompt(now, "Asia/Seoul", "", "short", "", True)}]}]
+    plain = [{"messages": [{"role": "system", "content": system_prompt(now, "Asia/Seoul", "", "short")}]}]
+    other = [{"messages": [{"role": "system", "content": "You are a pirate."}]}]
+    check_date_grounding(grounded + other, True)
+    check_date_grounding(plain + other, False)
+    with pytest.raises(TrainError, match="date_grounding=true but this setup serves date_grounding=false"):
+        check_date_grounding(grounded, False)
+    with pytest.raises(TrainError, match="date_grounding=false but this setup serves date_grounding=true"):
+        check_date_grounding(plain, True)
 
 
 def test_structured_rows_are_refused_for_a_template_that_ignores_tools(export_dir: Path, smollm2: Path, tmp_path: Path,

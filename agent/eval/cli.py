@@ -23,9 +23,9 @@ from agent.loop import Budgets
 
 RUN_JSON = "run.json"
 IDENTITY_KEYS = ("label", "backend", "model_path", "adapter_sha256", "lora_scale", "seed", "sampling", "history",
-                 "prompt_style", "tool_block")
+                 "prompt_style", "tool_block", "date_grounding")
 # What a run.json from before a key was recorded meant by its absence.
-IDENTITY_DEFAULTS = {"prompt_style": "full", "tool_block": "full"}
+IDENTITY_DEFAULTS = {"prompt_style": "full", "tool_block": "full", "date_grounding": False}
 
 
 def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
@@ -249,6 +249,7 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
             "sampling": sampling.to_dict() if sampling is not None else None,
             "history": history_of(settings),
             "prompt_style": settings.prompt_style, "tool_block": settings.tool_block,
+            "date_grounding": settings.date_grounding,
             **{k: identity.get(k) for k in ("backend", "model_path", "adapter_sha256", "lora_scale")}}
     clash = _check_same_run(out_dir, meta)
     if clash:
@@ -263,7 +264,7 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
         budgets=Budgets(max_steps=settings.max_steps, max_tool_calls=settings.max_tool_calls,
                         **({"max_tokens": args.max_tokens} if args.max_tokens else {})),
         progress=not args.no_progress, sampling=sampling, prompt_style=settings.prompt_style,
-        history_turns=settings.history_turns, history_block=settings.history_block,
+        date_grounding=settings.date_grounding, history_turns=settings.history_turns, history_block=settings.history_block,
     )
     try:
         records = run_eval(suite, scenarios, backend_for, options, verifier=verifier)

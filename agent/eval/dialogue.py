@@ -55,7 +55,8 @@ class ScenarioApprover:
 def system_message(scenario: Scenario, environment: Environment) -> dict[str, Any]:
     """The system message of an episode: the runtime's, for the episode's fixed "now"."""
     return {"role": "system", "content": system_prompt(environment.now, scenario.tz, environment.prompt,
-                                                       environment.prompt_style, environment.short_prompt)}
+                                                       environment.prompt_style, environment.short_prompt,
+                                                       environment.date_grounding)}
 
 
 def user_message(scenario: Scenario, environment: Environment, text: str) -> dict[str, Any]:

@@ -46,6 +46,7 @@ class RunOptions:
     history_turns: int = DEFAULT_HISTORY_TURNS
     history_block: int | None = None
     prompt_style: str = "full"  # the system prompt's style (agent.prompt.PROMPT_STYLES), the runtime's setting
+    date_grounding: bool = False  # the runtime's setting: the next 14 days listed in the system prompt
 
 
 def episode_key(scenario_id: str, sample: int) -> str:
@@ -88,7 +89,8 @@ def run_one(
 ) -> EpisodeRecord:
     """One episode from a fresh environment to its record; a crash is recorded, not raised."""
     started = time.perf_counter()
-    environment = replace(suite.make_environment(scenario), prompt_style=options.prompt_style)
+    environment = replace(suite.make_environment(scenario), prompt_style=options.prompt_style,
+                          date_grounding=options.date_grounding)
     key = episode_key(scenario.id, sample)
     sampling = options.sampling.for_sample(scenario.id, sample) if options.sampling is not None else None
     if sampling is not None:

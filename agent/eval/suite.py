@@ -82,6 +82,7 @@ class Environment:
     close: Callable[[], None] = lambda: None
     short_prompt: str = ""  # the domain's part in the ``short`` prompt style; empty: ``prompt``
     prompt_style: str = "full"  # the system prompt's style (the runner sets the run's setting)
+    date_grounding: bool = False  # the next 14 days in the system prompt (the runner sets the run's setting)
 
 
 @dataclass

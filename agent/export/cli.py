@@ -161,7 +161,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         try:
             rows = prompt_rows(load_eval_suite(settings), split=args.split, per_template=args.per_template,
                                seed=args.seed, templates=args.templates, include_dialogue=args.include_dialogue,
-                               prompt_style=settings.prompt_style)
+                               prompt_style=settings.prompt_style, date_grounding=settings.date_grounding)
         except (LookupError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -26,7 +26,7 @@ from typing import Any, Iterable
 from agent.export.episodes import Episode
 from agent.formats import HERMES, format_tool_call, parse_reply
 from agent.formats.tool_view import shown_tools
-from agent.prompt import prompt_style_of
+from agent.prompt import date_grounding_of, prompt_style_of
 
 FORMATS = ("exact", "structured")
 
@@ -191,6 +191,7 @@ def build_rows(episodes: Iterable[Episode], selection: Selection, assistant_form
             "tools": shown_tools(tools, tool_block),
             "tool_block": tool_block,
             "prompt_style": prompt_style_of(episode.messages),
+            "date_grounding": date_grounding_of(episode.messages),
             "assistant_format": assistant_format,
             "split": episode.split,
             "template": episode.template,

@@ -202,7 +202,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         epochs=args.epochs, max_steps=args.max_steps, stop_after=args.stop_after, lr=args.lr, batch_size=args.batch_size, grad_accum=args.grad_accum,
         max_length=args.max_length, split=args.split, limit=args.limit, save_steps=args.save_steps, seed=args.seed,
         resume=args.resume, convert=args.convert, progress=not args.no_progress, tool_block=settings.tool_block,
-        prompt_style=settings.prompt_style, bf16=args.bf16,
+        prompt_style=settings.prompt_style, date_grounding=settings.date_grounding, bf16=args.bf16,
     )
     try:
         result = train_sft(opts)
@@ -312,7 +312,7 @@ def _run_ei(args: argparse.Namespace, settings: Settings, base: Path) -> int:
         continue_adapter=args.continue_adapter, adapter=args.start_adapter, policy=args.start_policy,
         max_user_turns=args.max_user_turns, max_steps_per_turn=settings.max_steps, max_tool_calls=settings.max_tool_calls,
         max_tokens=args.max_tokens, n_ctx=settings.n_ctx, n_threads=settings.n_threads, tool_block=settings.tool_block,
-        prompt_style=settings.prompt_style, rank=args.rank, alpha=args.alpha, epochs=args.epochs, sft_max_steps=args.sft_max_steps, lr=args.lr,
+        prompt_style=settings.prompt_style, date_grounding=settings.date_grounding, rank=args.rank, alpha=args.alpha, epochs=args.epochs, sft_max_steps=args.sft_max_steps, lr=args.lr,
         max_length=args.max_length, progress=not args.no_progress, bf16=args.bf16,
     )
     try:

