@@ -50,15 +50,23 @@ def llama_server(model_path: str, *, n_ctx: int, n_threads: int, n_threads_batch
     ]
     if chat_format:
         command += ["--chat_format", chat_format]
+    with _serving(command, port, log_path, probe="/v1/models", name="llama_cpp.server") as base_url:
+        yield base_url
+
+
+@contextmanager
+def _serving(command: list[str], port: int, log_path: Path, *, probe: str, name: str) -> Iterator[str]:
+    """Runs ``command`` with its output in ``log_path``, yields its base URL once ``probe`` answers
+    200, and terminates it (killed after 20 s) whatever happens inside the block."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("wb") as log:  # a pipe nobody reads would block the server
         try:
             process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         except OSError as exc:
-            raise ServerUnavailable(f"could not start llama_cpp.server: {exc}") from exc
+            raise ServerUnavailable(f"could not start {name}: {exc}") from exc
         try:
             base_url = f"http://127.0.0.1:{port}"
-            _wait_until_ready(process, base_url, log_path)
+            _wait_until_ready(process, base_url, log_path, probe=probe, name=name)
             yield base_url
         finally:
             process.terminate()
@@ -69,8 +77,8 @@ def llama_server(model_path: str, *, n_ctx: int, n_threads: int, n_threads_batch
                 process.wait()
 
 
-def _wait_until_ready(process: subprocess.Popen[bytes], base_url: str, log_path: Path, probe: str = "/v1/models",
-                      name: str = "llama_cpp.server") -> None:
+def _wait_until_ready(process: subprocess.Popen[bytes], base_url: str, log_path: Path, *, probe: str,
+                      name: str) -> None:
     deadline = time.monotonic() + READY_TIMEOUT_S
     while True:
         if process.poll() is not None:
@@ -122,20 +130,5 @@ def native_llama_server(binary: Path | None, model_path: str, *, n_ctx: int, n_t
     port = free_port()
     command = native_server_command(binary, model_path, port=port, n_ctx=n_ctx, n_threads=n_threads,
                                     n_threads_batch=n_threads_batch, template=template)
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with log_path.open("wb") as log:
-        try:
-            process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        except OSError as exc:
-            raise ServerUnavailable(f"could not start llama-server: {exc}") from exc
-        try:
-            base_url = f"http://127.0.0.1:{port}"
-            _wait_until_ready(process, base_url, log_path, probe="/health", name="llama-server")
-            yield base_url
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    with _serving(command, port, log_path, probe="/health", name="llama-server") as base_url:
+        yield base_url
