@@ -42,10 +42,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     sft.add_argument("--out", type=Path, required=True, help="output folder: PEFT adapter, checkpoints/, train_summary.json")
     sft.add_argument("--split", default="train", help="rows of this scenario split ('all' for every row)")
     sft.add_argument("--limit", type=int, help="use at most this many rows")
-    sft.add_argument("--rank", type=int, default=16, help="LoRA rank r")
-    sft.add_argument("--alpha", type=float, default=32.0, help="LoRA alpha (scale alpha/r)")
-    sft.add_argument("--dropout", type=float, default=0.05, help="LoRA dropout")
-    sft.add_argument("--targets", default=DEFAULT_TARGETS, help="comma-separated modules (attention and MLP projections)")
+    _add_lora_arguments(sft)
     sft.add_argument("--epochs", type=float, default=1.0, help="passes over the data")
     sft.add_argument("--max-steps", type=int, default=-1, help="stop after N optimizer steps (overrides --epochs)")
     sft.add_argument("--stop-after", type=int, metavar="K",
@@ -74,6 +71,14 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     _add_grpo(actions, parents)
     _add_ei(actions, parents)
     return train
+
+
+def _add_lora_arguments(parser: argparse.ArgumentParser) -> None:
+    """The LoRA flags ``train sft`` and ``train grpo`` share (both build ``sft.lora_config`` from them)."""
+    parser.add_argument("--rank", type=int, default=16, help="LoRA rank r")
+    parser.add_argument("--alpha", type=float, default=32.0, help="LoRA alpha (scale alpha/r)")
+    parser.add_argument("--dropout", type=float, default=0.05, help="LoRA dropout")
+    parser.add_argument("--targets", default=DEFAULT_TARGETS, help="comma-separated modules (attention and MLP projections)")
 
 
 def _add_ei(actions: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
@@ -138,10 +143,7 @@ def _add_grpo(actions: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
     g.add_argument("--temperature", type=float, default=1.0, help="rollout sampling temperature")
     g.add_argument("--top-p", type=float, default=1.0, help="rollout nucleus mass")
     g.add_argument("--beta", type=float, default=0.0, help="KL coefficient against the base (0: no reference model)")
-    g.add_argument("--rank", type=int, default=16, help="LoRA rank r")
-    g.add_argument("--alpha", type=float, default=32.0, help="LoRA alpha")
-    g.add_argument("--dropout", type=float, default=0.05, help="LoRA dropout")
-    g.add_argument("--targets", default=DEFAULT_TARGETS, help="comma-separated modules")
+    _add_lora_arguments(g)
     g.add_argument("--lr", type=float, default=1e-5, help="learning rate")
     g.add_argument("--batch-size", type=int, help="rollouts per device step (default: --num-generations)")
     g.add_argument("--grad-accum", type=int, default=1, help="gradient accumulation steps")
