@@ -56,13 +56,12 @@ from __future__ import annotations
 
 import importlib
 import json
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.formats import HERMES
-from agent.train.sft import DEFAULT_TARGETS, TrainError, load_base_model, lora_config, resume_point, shared_trainer_args
+from agent.train.sft import DEFAULT_TARGETS, TrainError, load_base_model, lora_config, resume_point, train_and_save, shared_trainer_args
 
 SUMMARY = "grpo_summary.json"
 
@@ -203,12 +202,7 @@ def train_grpo(opts: GrpoOptions) -> GrpoResult:
     for i, name in enumerate(trainer.reward_func_names):
         if name == hooks.ENVIRONMENT.__name__:
             trainer.reward_weights[i] = 0.0
-    started = time.monotonic()
-    output = trainer.train(resume_from_checkpoint=resume_from)
-    seconds = time.monotonic() - started
-    opts.out.mkdir(parents=True, exist_ok=True)
-    trainer.model.save_pretrained(str(opts.out))
-    tokenizer.save_pretrained(str(opts.out))
+    output, seconds = train_and_save(trainer, tokenizer, opts.out, resume_from)
     logs = [h for h in trainer.state.log_history if "reward" in h]
     last = logs[-1] if logs else {}
     steps = int(output.global_step)

@@ -186,6 +186,19 @@ def shared_trainer_args(save_steps: int, seed: int, progress: bool) -> dict[str,
     }
 
 
+def train_and_save(trainer: Any, tokenizer: Any, out: Path, resume_from: str | None) -> tuple[Any, float]:
+    """Runs ``trainer`` (from the checkpoint ``resume_from`` when given) and writes the PEFT adapter
+    and the tokenizer to ``out``; ``train sft`` and ``train grpo`` end the same way. Returns TRL's
+    train output and the seconds the training took."""
+    started = time.monotonic()
+    output = trainer.train(resume_from_checkpoint=resume_from)
+    seconds = time.monotonic() - started
+    out.mkdir(parents=True, exist_ok=True)
+    trainer.model.save_pretrained(str(out))
+    tokenizer.save_pretrained(str(out))
+    return output, seconds
+
+
 def lora_config(rank: int, alpha: float, dropout: float, targets: Any) -> Any:
     """The LoRA every train command puts on the base (``--rank --alpha --dropout --targets``)."""
     from peft import LoraConfig
@@ -409,12 +422,7 @@ def train_sft(opts: SftOptions) -> SftResult:
     callbacks = [stop_after_callback(opts.stop_after)] if opts.stop_after else None
     trainer = trained_positions_trainer(SFTTrainer)(model=model, args=config, train_dataset=dataset, processing_class=tokenizer,
                          peft_config=peft_config, callbacks=callbacks)
-    started = time.monotonic()
-    output = trainer.train(resume_from_checkpoint=resume_from)
-    seconds = time.monotonic() - started
-    opts.out.mkdir(parents=True, exist_ok=True)
-    trainer.model.save_pretrained(str(opts.out))
-    tokenizer.save_pretrained(str(opts.out))
+    output, seconds = train_and_save(trainer, tokenizer, opts.out, resume_from)
     losses = [h["loss"] for h in trainer.state.log_history if "loss" in h]
     steps = int(output.global_step)
     seen = steps * opts.batch_size * opts.grad_accum
