@@ -16,8 +16,10 @@ from agent.formats import HERMES, parse_reply
 
 OPEN = HERMES.call_open
 PROBE = {"name": "probe", "arguments": {"k": 1}}
-# What the call grammar lets a model write after the tag: with or without the leading newline.
-BODIES = ('\n{"name": "probe", "arguments": {"k": 1}}\n</tool_call>', '{"name":"probe","arguments":{"k":1}}</tool_call>')
+# What the call grammar lets a model write after the tag (with or without the newlines), and the
+# compact JSON a remote model may write, which the parser reads as well.
+BODIES = ('\n{"name": "probe", "arguments": {"k": 1}}\n</tool_call>', '{"name": "probe", "arguments": {"k": 1}}</tool_call>',
+          '{"name":"probe","arguments":{"k":1}}</tool_call>')
 
 
 def reads_probe(text: str) -> bool:

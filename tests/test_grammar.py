@@ -132,8 +132,33 @@ def test_canonical_calls_to_known_tools_are_accepted(llm: Llama, name: str, argu
     assert grammar_accepts(llm, GBNF, after_tag(name, arguments))
 
 
-def test_compact_json_without_newlines_is_accepted(llm: Llama) -> None:
-    assert grammar_accepts(llm, GBNF, '{"name":"delete_event","arguments":{"event_id":3}}</tool_call>')
+def test_a_canonical_call_without_newlines_around_it_is_accepted(llm: Llama) -> None:
+    """The tool block's example writes the call right after the tag; the bounded lead and tail may be empty."""
+    assert grammar_accepts(llm, GBNF, '{"name": "delete_event", "arguments": {"event_id": 3}}</tool_call>')
+
+
+@pytest.mark.parametrize(
+    ("why", "text"),
+    [
+        ("compact separators", '{"name":"delete_event","arguments":{"event_id":3}}</tool_call>'),
+        ("a blank after an opening brace", '{ "name": "delete_event", "arguments": {"event_id": 3}}</tool_call>'),
+        ("a blank before a closing brace", '{"name": "delete_event", "arguments": {"event_id": 3} }</tool_call>'),
+        ("a blank before a colon", '{"name" : "delete_event", "arguments": {"event_id": 3}}</tool_call>'),
+        ("no blank after a colon", '{"name": "delete_event", "arguments": {"event_id":3}}</tool_call>'),
+        ("a blank before a comma", '{"name": "delete_event" , "arguments": {"event_id": 3}}</tool_call>'),
+        ("compact array items", after_tag("create_event", {"title": "x", "start": "y", "attendees": ["a", "b"]})
+         .replace('"a", "b"', '"a","b"')),
+        ("blanks inside the array's brackets", after_tag("create_event", {"title": "x", "start": "y", "attendees": ["a"]})
+         .replace('["a"]', '[ "a" ]')),
+        ("indented JSON", "\n" + json.dumps({"name": "delete_event", "arguments": {"event_id": 3}}, indent=1) + "\n</tool_call>"),
+    ],
+)
+def test_only_json_dumps_separators_are_accepted_inside_the_call(llm: Llama, why: str, text: str) -> None:
+    """Whitespace inside the call is exactly what ``json.dumps`` (and so the training data) writes:
+    one spelling per call, which is what makes most of a call forced text for jump-forward. The
+    parser still reads the other spellings from remote models (tests/test_parsing.py)."""
+    assert not grammar_accepts(llm, GBNF, text), why
+    assert parse_reply("<tool_call>" + text).tool_calls, why  # the same call, spelled loosely, still parses
 
 
 @pytest.mark.parametrize(

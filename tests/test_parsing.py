@@ -63,6 +63,19 @@ def test_call_without_newlines_inside_tags_parses() -> None:
     assert (c.name, c.arguments) == ("a", {"x": [1, 2]})
 
 
+@pytest.mark.parametrize("body", [
+    '{ "name" : "a" , "arguments" : { "x" : [ 1 , 2 ] } }',
+    '{\n  "name": "a",\n  "arguments": {\n    "x": [\n      1,\n      2\n    ]\n  }\n}',
+    '{"name":"a",\t"arguments":{"x":[1,2]}}',
+])
+def test_calls_in_any_json_spacing_parse_without_problems(body: str) -> None:
+    """The call grammar admits only ``json.dumps`` spacing, but it binds the llama backend alone:
+    a remote model's call in any valid JSON spacing is the same call."""
+    reply = parse_reply(f"<tool_call>\n{body}\n</tool_call>")
+    assert [(c.name, c.arguments) for c in reply.tool_calls] == [("a", {"x": [1, 2]})]
+    assert reply.problems == []
+
+
 # ---------------------------------------------------------------- reasoning
 
 

@@ -15,9 +15,18 @@ or a title until ``max_tokens`` runs out. The converter honours ``pattern``, ``m
 - a cap for strings and arrays whose schema gives none (``DEFAULT_MAX_STRING``,
   ``DEFAULT_MAX_ITEMS``), so a loose schema of another domain still yields a bounded grammar.
 
-Whitespace is bounded too: the converter's ``space`` is one optional blank, and the call may be
-preceded and followed by at most two blanks or newlines. A schema the grammar still cannot
-bound (a free-form object) is refused with ``ValueError``.
+Inside the object, whitespace is exactly canonical JSON, what ``json.dumps`` writes by default:
+``{"name": "x", "arguments": {"a": 1, "b": [1, 2]}}``, i.e. ``": "`` after a key, ``", "``
+between members and items, and no blank after ``{``/``[`` or before ``}``/``]``. That is the
+form the model was trained on (``HERMES.format_tool_call``, the oracle, the SFT rows, and Qwen3's
+and Hermes' templates, which write calls with ``tojson``), and it is what lets jump-forward
+decoding append runs such as ``", "arguments": {"title": "`` without sampling them: where the
+converter's ``space`` (one optional blank after every value and punctuation) admitted two
+continuations, the grammar now admits one. Only the llama backend is constrained; the parser
+still reads and repairs any spacing a remote model writes. The call may be preceded and
+followed by at most two blanks or newlines (the tool block's example has none, the templates a
+newline). A schema the grammar still cannot bound (a free-form object) is refused with
+``ValueError``.
 """
 
 from __future__ import annotations
@@ -68,10 +77,8 @@ def json_call_gbnf(tools: list[dict[str, Any]], close: str) -> str:
         prefix = f"t{index}-{_rule_name(name)}"
         arguments_rule = _add_tool_rules(rules, parameters, prefix)
         call_rule = f"{prefix}-call"
-        rules[call_rule] = (
-            f'"{{" space {_literal(json.dumps("name"))} space ":" space {_literal(json.dumps(name, ensure_ascii=False))} space '
-            f'"," space {_literal(json.dumps("arguments"))} space ":" space {arguments_rule} "}}"'
-        )
+        rules[call_rule] = (f'{_literal("{" + json.dumps("name") + ": ")} {_literal(json.dumps(name, ensure_ascii=False))} '
+                            f'{_literal(", " + json.dumps("arguments") + ": ")} {arguments_rule} "}}"')
         alternatives.append(call_rule)
     if "char" in rules:
         rules["char"] = _JSON_CHAR
@@ -93,10 +100,29 @@ def _add_tool_rules(rules: dict[str, str], parameters: dict[str, Any], prefix: s
     schema = converter.resolve_refs(_with_caps(json.loads(json.dumps(parameters))), f"{prefix}.json")
     top = converter.visit(schema, "")
     converted: dict[str, str] = converter._rules  # noqa: SLF001 - the converter exposes no other accessor
+    converted.pop("space", None)  # no rule refers to it once the separators are canonical
     renamed = {name: name if name in _SHARED_RULES else f"{prefix}-{name}" for name in converted}
     for name, body in converted.items():
-        rules[renamed[name]] = _rename_references(body, renamed)
+        rules[renamed[name]] = _rename_references(_canonical_separators(body), renamed)
     return renamed[top]
+
+
+def _canonical_separators(body: str) -> str:
+    """A converter rule body with ``json.dumps``'s separators instead of optional blanks.
+
+    The converter writes ``space`` (an optional blank) after every value and after ``{``, ``[``,
+    ``:`` and ``,``. Here ``"," space`` becomes ``", "``, ``":" space`` becomes ``": "``, and
+    every other ``space`` goes: no blank after an opening bracket, a value or a closing one.
+    """
+    out: list[str] = []
+    for token in _BODY_TOKEN.findall(body):
+        if token != "space":
+            out.append(token)
+            continue
+        last = next((i for i in range(len(out) - 1, -1, -1) if not out[i].isspace()), None)
+        if last is not None and out[last] in ('","', '":"'):
+            out[last] = f'"{out[last][1]} "'
+    return "".join(out)
 
 
 class _BoundedConverter(SchemaConverter):
@@ -107,7 +133,7 @@ class _BoundedConverter(SchemaConverter):
         if schema.get("type") == "integer" and any(k in schema for k in bounds):
             low, high = _integer_bounds(schema)
             rule_name = name + "-" if name in RESERVED_NAMES else name or "root"
-            return self._add_rule(rule_name, f"({int_range_gbnf(low, high)}) space")
+            return self._add_rule(rule_name, f"({int_range_gbnf(low, high)})")
         return super().visit(schema, name)
 
     def _build_object_rule(self, properties: list[tuple[str, Any]], required: set[str], name: str,
@@ -126,12 +152,12 @@ class _BoundedConverter(SchemaConverter):
         for prop_name, prop_schema in properties:
             value = self.visit(prop_schema, f"{prefix}{prop_name}")
             pairs[prop_name] = self._add_rule(
-                f"{prefix}{prop_name}-kv", f'{self._format_literal(json.dumps(prop_name))} space ":" space {value}')
+                f"{prefix}{prop_name}-kv", f'{self._format_literal(json.dumps(prop_name) + ": ")} {value}')
         rest_first, rest_more = "", ""  # the rest after property i: nothing written yet / something written
         for index in reversed(range(len(properties))):
             pair = pairs[properties[index][0]]
             take_first = f"{pair} {rest_more}".strip()
-            take_more = f'"," space {pair} {rest_more}'.strip()
+            take_more = f'", " {pair} {rest_more}'.strip()
             if properties[index][0] in required:
                 first_body, more_body = take_first, take_more
             else:
@@ -139,7 +165,7 @@ class _BoundedConverter(SchemaConverter):
                 more_body = f"{take_more} | {rest_more}" if rest_more else f"({take_more})?"
             rest_first = self._add_rule(f"{prefix}from-{index}", first_body)
             rest_more = self._add_rule(f"{prefix}after-{index}", more_body)
-        return f'"{{" space {rest_first} "}}" space'.replace("  ", " ")
+        return f'"{{" {rest_first} "}}"'.replace("  ", " ")
 
 
 def _integer_bounds(schema: dict[str, Any]) -> tuple[int, int]:
