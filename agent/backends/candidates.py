@@ -52,10 +52,13 @@ class CandidateIndex:
         first: dict[int, list[int]] = defaultdict(list)
         second: dict[int, list[int]] = defaultdict(list)  # tokens " x...", by x
         always: list[int] = []  # empty pieces, the bare space and end-of-generation tokens
+        bare_spaces: set[int] = set()  # tokens that are one blank: they start with a space, probed or not
         probe_ids: dict[int, int] = {}  # character -> the token that is exactly that character
         for token, piece in enumerate(pieces):
             if is_eog(token) or not piece or piece == b" ":
                 always.append(token)
+                if piece == b" " and not is_eog(token):
+                    bare_spaces.add(token)
             elif piece[0] == SPACE:
                 second[_key(piece[1])].append(token)
             else:
@@ -74,6 +77,8 @@ class CandidateIndex:
         self._first = {k: np.array(v, dtype=np.int32) for k, v in first.items()}
         self._second = {k: np.array(v, dtype=np.int32) for k, v in second.items()}
         self._always = np.array(always, dtype=np.int32)
+        # what ``forced_text`` must find disallowed: a bare blank starts with the space it probes
+        self._unforced = np.array([t for t in always if t not in bare_spaces], dtype=np.int32)
         self._space_unprobed = np.array(space_unprobed, dtype=np.int32)
         self._probe_keys = np.array(list(probe_ids), dtype=np.int32)
         self._probes = np.array(list(probe_ids.values()), dtype=np.int32)
@@ -117,17 +122,21 @@ class CandidateIndex:
             self._cache[key] = np.concatenate(groups)
         return self._cache[key]
 
-    def forced_text(self, grammar: Any, limit: int = 64) -> str:
+    def forced_run(self, grammar: Any, limit: int = 64) -> tuple[str, bool]:
         """The text ``grammar`` admits as its only continuation (up to ``limit`` characters; '' when
-        more than one character could follow). Asked of a copy, so ``grammar`` is not advanced.
+        more than one character could follow), and whether the grammar is complete after it (no
+        character may follow: the run closes the call). Asked of a copy, so ``grammar`` is not
+        advanced.
 
         A character is forced when it is the only probed character the grammar allows and no token
         of the ``always`` group (end of generation, empty pieces, characters without a probe) is
         allowed either: then every token the grammar allows starts with it, whatever the logits.
+        A token that is a bare blank is no exception to that (it starts with the blank), so a
+        forced run goes on through the blanks of ``": "`` and ``", "``.
         """
         key = self._forced_key(grammar)  # most positions end here, without copying the grammar
         if key is None:
-            return ""
+            return "", False
         branch = llama_cpp.llama_sampler_clone(grammar)
         text: list[str] = []
         try:
@@ -135,16 +144,17 @@ class CandidateIndex:
                 llama_cpp.llama_sampler_accept(branch, self._probe_of[key])
                 text.append(chr(key))
                 key = self._forced_key(branch)
+            complete = key is None and not self._allowed_keys(branch)
         finally:
             llama_cpp.llama_sampler_free(branch)
-        return "".join(text)
+        return "".join(text), complete
 
     def _forced_key(self, grammar: Any) -> int | None:
-        """The one character ``grammar`` allows next, if it allows exactly one (see ``forced_text``)."""
+        """The one character ``grammar`` allows next, if it allows exactly one (see ``forced_run``)."""
         allowed = self._allowed_keys(grammar)
         if len(allowed) != 1 or NON_ASCII in allowed:
             return None
-        if self._always.size and grammar_keeps(grammar, self._always).size:
+        if self._unforced.size and grammar_keeps(grammar, self._unforced).size:
             return None
         (key,) = allowed
         return key

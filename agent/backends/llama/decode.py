@@ -131,35 +131,43 @@ class Decoder:
 
     def forced_tokens(self, grammar: Any, budget: int, greedy: bool | None = None) -> list[int]:
         """Jump-forward (SGLang's compressed-FSM decoding): where the grammar admits exactly one
-        continuation (the rest of a key once its prefix is unique, ``"arguments"``, ``</tool_call>``),
-        tokens for it, already accepted by ``grammar``; [] where it admits more.
+        continuation (``", "arguments": {"title": "``, the rest of a key once its prefix is unique,
+        the ``-`` of a date, ``</tool_call>``), tokens for it, already accepted by ``grammar``; []
+        where it admits more.
 
         The model's logits cannot change forced text, so greedy output stays the same text; what
         jump-forward saves is decodes: ``generate`` evaluates the run in the same batch as the
         token sampled before it. Two choices keep the tokens close to what greedy decoding writes
         (and so the run short): each token is the longest vocabulary piece that starts the rest of
         the text, as a BPE model writes it, not the tokenizer's split of the run on its own (which
-        takes more, shorter tokens); and the run's last token is left to the sampler unless it
-        closes the call, because greedy often writes it merged with what follows (``":`` for the
-        forced ``"`` and a free ``:``). Seeded sampling keeps the token-by-token path, so its draws
-        stay what they were.
+        takes more, shorter tokens); and the run's last token is left to the sampler where the
+        grammar allows a longer token in its place, one that runs on into the free text after the
+        run (``' "D'`` for the forced ``' "'`` before a title): greedy may write that one. Where no
+        allowed token runs on (``-`` before a digit in a tokenizer that splits digits, or the
+        closing tag, after which the grammar takes nothing) the last token is forced too. Seeded
+        sampling keeps the token-by-token path, so its draws stay what they were.
         """
         greedy = self.default.greedy if greedy is None else greedy
         if not self.jump_forward or not greedy or budget <= 0:
             return []
-        text = self.candidate_index().forced_text(grammar)
-        if len(text) < 2:  # one character is one sampled token anyway
+        text, closes = self.candidate_index().forced_run(grammar)
+        if not text:
             return []
-        pieces = self._longest_pieces(text.encode("utf-8"))
-        if not text.endswith(FORMAT.call_close):
-            pieces = pieces[:-1]
+        pieces = self._longest_pieces(text.encode("utf-8"))[:budget]
         tokens: list[int] = []
-        for token in pieces[:budget]:
+        for i, token in enumerate(pieces):
             if not grammar_keeps(grammar, np.array([token], dtype=np.int32)).size:
                 break  # a token the grammar does not take as it stands (cannot happen for forced text)
+            if i == len(pieces) - 1 and not closes and self._runs_on(grammar, self.engine.piece(token)):
+                break
             llama_cpp.llama_sampler_accept(grammar, token)
             tokens.append(token)
         return tokens
+
+    def _runs_on(self, grammar: Any, piece: bytes) -> bool:
+        """Whether ``grammar`` allows a token here that starts with ``piece`` and is longer."""
+        allowed = grammar_keeps(grammar, self.candidate_index().candidates(grammar))
+        return any(len(p) > len(piece) and p.startswith(piece) for p in map(self.engine.piece, allowed.tolist()))
 
     def _longest_pieces(self, text: bytes) -> list[int]:
         """``text`` as vocabulary pieces, longest first at every position (the tokenizer's own split
