@@ -390,7 +390,8 @@ def test_jump_forward_writes_the_oracles_calls_as_token_by_token_decoding_does(b
     ('\n{"name": "create_event", "arguments": {"title": "Dentist", "date": "2026', "-", False),
     ('\n{"name": "create_event", "arguments": {"title": "x", "date": "2026-12-01", "start_time": "15:00", "d',
      'uration_minutes": ', False),  # an optional key once its first letter is unique
-    ('\n{"name": "delete_event", "arguments": {"event_id": 3}', "}", False),
+    ("", '\n{"name": "', False),  # the tag's newline and everything up to the tool's name
+    ('\n{"name": "delete_event", "arguments": {"event_id": 3}', "}\n</tool_call>", True),
     ('\n{"name": "delete_event", "arguments": {"event_id": 3}}\n</', "tool_call>", True),
     ('\n{"name": "find_', "", False),  # find_free_slots or find_common_free_time
     ('\n{"name": "create_event", "arguments": {"title": "Dentist', "", False),  # a free string

@@ -16,8 +16,8 @@ from agent.formats import HERMES, parse_reply
 
 OPEN = HERMES.call_open
 PROBE = {"name": "probe", "arguments": {"k": 1}}
-# What the call grammar lets a model write after the tag (with or without the newlines), and the
-# compact JSON a remote model may write, which the parser reads as well.
+# What the call grammar lets a model write after the tag, and what a remote model may write
+# instead (no newlines, compact JSON), which the parser reads as well.
 BODIES = ('\n{"name": "probe", "arguments": {"k": 1}}\n</tool_call>', '{"name": "probe", "arguments": {"k": 1}}</tool_call>',
           '{"name":"probe","arguments":{"k":1}}</tool_call>')
 

@@ -132,9 +132,19 @@ def test_canonical_calls_to_known_tools_are_accepted(llm: Llama, name: str, argu
     assert grammar_accepts(llm, GBNF, after_tag(name, arguments))
 
 
-def test_a_canonical_call_without_newlines_around_it_is_accepted(llm: Llama) -> None:
-    """The tool block's example writes the call right after the tag; the bounded lead and tail may be empty."""
-    assert grammar_accepts(llm, GBNF, '{"name": "delete_event", "arguments": {"event_id": 3}}</tool_call>')
+@pytest.mark.parametrize(("lead", "tail", "accepted"), [
+    ("\n", "\n", True),  # format_tool_call, the Qwen3 and Hermes templates
+    ("", "", False),  # the tool block's one-line example
+    ("\n\n", "\n", False),
+    (" ", "\n", False),
+    ("\n", "", False),
+])
+def test_the_call_sits_between_its_tags_with_one_newline_each(llm: Llama, lead: str, tail: str, accepted: bool) -> None:
+    """One spelling, so the newline and ``{"name": "`` after the tag and ``</tool_call>`` after the
+    object are forced text for jump-forward; the parser reads the other spellings as well."""
+    text = lead + '{"name": "delete_event", "arguments": {"event_id": 3}}' + tail + CALL_CLOSE
+    assert grammar_accepts(llm, GBNF, text) == accepted
+    assert parse_reply("<tool_call>" + text).tool_calls
 
 
 @pytest.mark.parametrize(

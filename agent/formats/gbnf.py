@@ -23,10 +23,10 @@ and Hermes' templates, which write calls with ``tojson``), and it is what lets j
 decoding append runs such as ``", "arguments": {"title": "`` without sampling them: where the
 converter's ``space`` (one optional blank after every value and punctuation) admitted two
 continuations, the grammar now admits one. Only the llama backend is constrained; the parser
-still reads and repairs any spacing a remote model writes. The call may be preceded and
-followed by at most two blanks or newlines (the tool block's example has none, the templates a
-newline). A schema the grammar still cannot bound (a free-form object) is refused with
-``ValueError``.
+still reads and repairs any spacing a remote model writes. Around the object the tags are
+followed and preceded by exactly one newline, as ``format_tool_call`` and the Qwen3/Hermes
+templates write them, so ``\n{"name": "`` and ``\n</tool_call>`` are forced text as well. A schema
+the grammar still cannot bound (a free-form object) is refused with ``ValueError``.
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ DEFAULT_MAX_ITEMS = 32
 # The converter's integers have at most 16 digits; ranges without a bound use the same limit.
 _INT_LIMIT = 10**16 - 1
 
-# Bounded whitespace: before the object (the tag is usually followed by one newline) and after it.
-_LEAD = r"[ \n]{0,2}"
-_TAIL = r"[ \n]{0,2}"
+# The one newline between the tags and the object, as the training data and the templates write it.
+_LEAD = r'"\n"'
+_TAIL = r'"\n"'
 
 # In a rule body: quoted literals, character classes, repetition counts, or identifiers.
 _BODY_TOKEN = re.compile(r'"(?:\\.|[^"\\])*"|\[(?:\\.|[^\]\\])*\]|\{[0-9, ]*\}|[a-zA-Z0-9-]+|.', re.DOTALL)
