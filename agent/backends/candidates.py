@@ -80,9 +80,9 @@ class CandidateIndex:
         # what ``forced_text`` must find disallowed: a bare blank starts with the space it probes
         self._unforced = np.array([t for t in always if t not in bare_spaces], dtype=np.int32)
         self._space_unprobed = np.array(space_unprobed, dtype=np.int32)
-        self._probe_keys = np.array(list(probe_ids), dtype=np.int32)
         self._probes = np.array(list(probe_ids.values()), dtype=np.int32)
         self._probe_of = dict(probe_ids)
+        self._key_of = {token: key for key, token in probe_ids.items()}  # probe token -> its character
         self._space = probe_ids.get(SPACE)
         self._cache: dict[tuple[frozenset[int], frozenset[int]], np.ndarray] = {}
         self._piece_ids: tuple[dict[bytes, int], int] | None = None  # see piece_ids
@@ -160,5 +160,4 @@ class CandidateIndex:
         return key
 
     def _allowed_keys(self, grammar: Any) -> frozenset[int]:
-        kept = grammar_keeps(grammar, self._probes)
-        return frozenset(self._probe_keys[np.isin(self._probes, kept)].tolist())
+        return frozenset(map(self._key_of.__getitem__, grammar_keeps(grammar, self._probes).tolist()))
