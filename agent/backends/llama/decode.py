@@ -57,10 +57,11 @@ class Decoder:
         # False: every constrained token by the full mask, the reference the fast paths must match
         self.fast_paths = True
         # Greedy only: text the grammar alone decides is appended in one batch (``forced_tokens``).
-        # Off by default: it spares a quarter of the decodes of a call, but on a CPU a batch costs
-        # nearly what its tokens cost one by one, so a call takes ~0.85x the CPU time on SmolLM2 and
-        # ~0.9x on the 151k fixture, short of the 0.6 it was meant for (docs/performance.md);
-        # greedy outputs are the same text either way.
+        # With the canonical call grammar it spares over half the decodes of a call (~0.6x its
+        # time, docs/performance.md). Off by default: a forced run is written in the longest
+        # vocabulary pieces, which need not be the tokens the model would have chosen, so the text
+        # after it is the same only where the model agrees (the oracle's calls, SmolLM2 here), not
+        # on the random-weight Qwen3 fixture; to be checked on the real model before it is turned on.
         self.jump_forward = False
         # how constrained tokens were found beyond the model's first choice (see sample_constrained)
         self.grammar_paths: dict[str, int] = {"top": 0, "narrowed": 0, "full_mask": 0}
