@@ -146,6 +146,7 @@ def peers(bench: Bench, backend: Any) -> None:
     from agent.loop import Budgets
 
     config = bench.config
+    files = ModelFiles.check(config.model_path, config.lora_path)  # ModelRefused here, not a segfault in Llama
     plan = QUICK if config.quick else FULL
     suite = load_eval_suite(config.settings)
     scenarios = pick_scenarios(suite.scenarios(split="dev"), config.peer_scenarios or plan.scenarios)
@@ -155,12 +156,9 @@ def peers(bench: Bench, backend: Any) -> None:
     chosen = set(config.peers or dict(PEERS))
     for key in set(dict(PEERS)) - chosen:
         runs[key].skipped = f"not run in this measurement (--peers {','.join(config.peers or ())})"
-    files = ModelFiles.check(config.model_path, config.lora_path)  # ModelRefused, not a segfault in Llama
     with ExitStack() as stack:
         progress(f"peers: loading llama-cpp-python's {CHAT_FORMAT} handler")
-        llama = Llama(files.model_path, n_ctx=config.n_ctx, n_batch=min(512, config.n_ctx),
-                      n_threads=config.n_threads, n_threads_batch=config.n_threads, seed=0,
-                      verbose=False, chat_format=CHAT_FORMAT, lora_path=files.lora_path, lora_scale=config.lora_scale)
+        llama = Llama(**in_process_settings(files, config))
         stack.callback(llama.close)
         local = in_process(llama)
         episodes: dict[str, EpisodeFn] = {
@@ -203,6 +201,15 @@ def peers(bench: Bench, backend: Any) -> None:
             _after_a_forced_call(suite, scenarios, backend, remote_native, forced, config.settings)
     _report(bench, runs, scenarios, plan)
     _report_evaluated(bench.report, runs, forced)
+
+
+def in_process_settings(files: Any, config: Any) -> dict[str, Any]:
+    """``Llama`` keyword arguments of peer (b), from checked ``ModelFiles``: the runtime engine's
+    model, adapter, context, batch, threads and seed, with the chat format under test.
+    ``llama_cpp.server`` (peer (c)) is started with the same (``peer_server.python_server_command``)."""
+    return {"model_path": files.model_path, "n_ctx": config.n_ctx, "n_batch": min(512, config.n_ctx),
+            "n_threads": config.n_threads, "n_threads_batch": config.n_threads, "seed": 0, "verbose": False,
+            "chat_format": CHAT_FORMAT, "lora_path": files.lora_path, "lora_scale": config.lora_scale}
 
 
 def _after_a_forced_call(suite: EvalSuite, scenarios: list[Scenario], backend: Any, chat: Any,
