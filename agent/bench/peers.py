@@ -93,6 +93,9 @@ class PeerRun:
     evaluated_after_call: list[int] = field(default_factory=list)  # ... per step that follows a tool call
     prompt_after_call: list[int] = field(default_factory=list)  # the whole prompt of those steps
     appended_after_call: list[int] = field(default_factory=list)  # their prompt − the previous step's prompt
+    # their prompt − what the engine held after the previous step (its prompt and the tokens it
+    # generated): the tool results and the turn's framing, the part that is new to the engine
+    new_after_call: list[int] = field(default_factory=list)
 
     def add(self, trace: EpisodeTrace, seconds: float, environment: Environment, verdict: Verdict) -> None:
         calls = trace.calls()
@@ -120,6 +123,8 @@ class PeerRun:
                         self.evaluated_after_call.append(step.evaluated_tokens)
                         self.prompt_after_call.append(step.prompt_tokens)
                         self.appended_after_call.append(step.prompt_tokens - previous.prompt_tokens)
+                        self.new_after_call.append(step.prompt_tokens - previous.prompt_tokens
+                                                   - previous.generated_tokens)
                 previous = step
 
 
@@ -376,12 +381,35 @@ def _report_evaluated(report: Any, runs: dict[str, PeerRun], forced: dict[str, P
                        f"{_mean(probe.appended_after_call):.0f} tokens appended since the step before "
                        f"(its reply and the tool result), prompts of {_mean(probe.prompt_after_call):.0f}" + dialogues
                        if after is not None else "skipped: no step followed a tool call" + dialogues))
+        _report_reevaluated(report, key, labels[key], run, probe)
     ours, theirs = _mean(forced["runtime"].evaluated_after_call), _mean(forced["llama_server"].evaluated_after_call)
     ratio = theirs / ours if ours and theirs is not None else None
     report.add("evaluated_after_call_ratio_llama_server",
                "evaluated tokens after a tool call: llama-server ÷ runtime", ratio,
                note=f"skipped: {forced['llama_server'].skipped}" if forced["llama_server"].skipped
                else "" if ratio is not None else "skipped: no step after a tool call on one side")
+
+
+def reevaluated(run: PeerRun) -> list[int]:
+    """Per step after a tool call: prompt tokens evaluated beyond the new ones (``new_after_call``).
+    The engine still holds the previous prompt and the call it generated; a front end that renders
+    that call back differently from what the model wrote (llama-server's template re-serialises the
+    arguments with ``tojson``) breaks the cache where the texts part, and evaluates the rest again.
+    1 is the floor for both: the last token sampled (the stop) was never evaluated."""
+    return [max(0, evaluated - new) for evaluated, new in zip(run.evaluated_after_call, run.new_after_call)]
+
+
+def _report_reevaluated(report: Any, key: str, label: str, run: PeerRun, probe: PeerRun) -> None:
+    """``reevaluated`` over every step after a call, the dialogues' and the forced calls' together
+    (the same rule; the prompts differ between peers, this count does not depend on their length)."""
+    skipped = probe.skipped or run.skipped
+    values = reevaluated(run) + reevaluated(probe)
+    note = (f"skipped: {skipped}" if skipped else "skipped: no step followed a tool call" if not values else
+            f"{len(values)} steps after a call (dialogues and forced calls), {sum(v > 1 for v in values)} of them "
+            f"above 1 (the stop token); per step {values[:20]}; evaluated beyond the tool results and framing, "
+            f"which were {_mean(run.new_after_call + probe.new_after_call):.0f} tokens on average")
+    report.add(f"reevaluated_after_call_{key}", f"re-evaluated prompt tokens/step after a tool call: {label}",
+               _mean(values), note=note)
 
 
 def weights_note(lora_path: str | None, lora_scale: float = 1.0) -> str:
