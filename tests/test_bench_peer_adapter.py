@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -22,6 +23,9 @@ from agent.bench.peer_server import (ServerUnavailable, llama_server, native_lla
                                      python_server_command)
 from agent.bench.runner import Bench, BenchConfig
 from agent.config import load_settings
+
+if TYPE_CHECKING:
+    from agent.eval.trace import EpisodeTrace
 
 ADAPTER = "/a/adapter.gguf"
 
@@ -199,3 +203,40 @@ def test_llama_cpp_server_started_the_bench_way_applies_the_adapter(smollm2: Pat
         served = response.json()["choices"][0]["text"]
     assert served == _greedy(smollm2, smollm2_lora)
     assert served != _greedy(smollm2, None)
+
+
+def _after_call_trace(*pairs: tuple[tuple[int, int], tuple[int, int]]) -> EpisodeTrace:
+    """One turn per pair: a step that called (prompt, generated), then the next step (prompt, evaluated)."""
+    from agent.eval.trace import EpisodeTrace, Exchange
+    from agent.records import CallRecord, CallStatus, StepRecord, Turn
+
+    exchanges = []
+    for (prompt, generated), (next_prompt, evaluated) in pairs:
+        call = StepRecord(index=0, raw_output="", prompt_tokens=prompt, evaluated_tokens=prompt, generated_tokens=generated)
+        call.calls = [CallRecord("delete_event", {"event_id": 2}, CallStatus.OK, "{}")]
+        after = StepRecord(index=1, raw_output="", prompt_tokens=next_prompt, evaluated_tokens=evaluated)
+        for step in (call, after):
+            step.timings = {"prompt_n": float(step.evaluated_tokens)}
+        exchanges.append(Exchange(user_text="", turn=Turn(session_id=None, user_text="", steps=[call, after])))
+    return EpisodeTrace(scenario=None, exchanges=exchanges, initial={}, final={}, tool_names=())  # type: ignore[arg-type]
+
+
+def test_re_evaluated_after_a_call_is_what_was_evaluated_beyond_the_prompt_and_call_the_engine_held() -> None:
+    """The two after-call steps of a real llama-server run (SmolLM2 + the demo adapter): the model wrote
+    ``{"attendees": [...],"duration_minutes": 60}`` and the template rendered it back with ``], "``: 92
+    evaluated where 75 were new; ``{"event_id": 2}`` came back as written: 128 for 127 (the stop token)."""
+    run = peers.PeerRun(evaluated_from="timings")
+    run.count_evaluated(_after_call_trace(((3090, 53), (3218, 92)), ((3084, 32), (3243, 128))))
+    assert run.new_after_call == [75, 127]
+    assert peers.reevaluated(run) == [17, 1]
+    bench = Bench(_config("m.gguf"))
+    runs = {key: peers.PeerRun() for key, _ in peers.PEERS}
+    runs["llama_server"] = run
+    forced = {key: peers.PeerRun() for key in peers.EVALUATED_BY}
+    peers._report_evaluated(bench.report, runs, forced)
+    report = bench.report.as_json()
+    assert report["figures"]["reevaluated_after_call_llama_server"] == 9
+    assert "2 steps after a call" in report["notes"]["reevaluated_after_call_llama_server"]
+    assert "1 of them above 1" in report["notes"]["reevaluated_after_call_llama_server"]
+    assert report["figures"]["reevaluated_after_call_runtime"] is None
+    assert report["notes"]["reevaluated_after_call_runtime"].startswith("skipped: no step followed a tool call")
