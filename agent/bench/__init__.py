@@ -22,6 +22,8 @@ per family, run in this order by ``runner.Bench.run``:
 4. peers (``peers``): the same eval scenarios played end to end by this runtime, llama-cpp-python's
    ``chatml-function-calling`` handler, ``llama_cpp.server`` and llama.cpp's ``llama-server --jinja``
    (one OpenAI-style client loop; llama-server only once built with ``--build-llama-server``).
+   ``--adapter FILE`` (checked against the model first) is loaded by every peer; the other
+   figures measure the base model, as their baseline (a bare ``llama_cpp.Llama``) has no adapter.
 5. memory and start-up (``memory``).
 
 The instruments live in ``recording``, the figures and their table/JSON in ``report``. This
