@@ -212,7 +212,8 @@ def _after_call_trace(*pairs: tuple[tuple[int, int], tuple[int, int]]) -> Episod
 
     exchanges = []
     for (prompt, generated), (next_prompt, evaluated) in pairs:
-        call = StepRecord(index=0, raw_output="", prompt_tokens=prompt, evaluated_tokens=prompt, generated_tokens=generated)
+        call = StepRecord(index=0, raw_output="", prompt_tokens=prompt, evaluated_tokens=prompt,
+                          generated_tokens=generated)
         call.calls = [CallRecord("delete_event", {"event_id": 2}, CallStatus.OK, "{}")]
         after = StepRecord(index=1, raw_output="", prompt_tokens=next_prompt, evaluated_tokens=evaluated)
         for step in (call, after):
@@ -221,7 +222,7 @@ def _after_call_trace(*pairs: tuple[tuple[int, int], tuple[int, int]]) -> Episod
     return EpisodeTrace(scenario=None, exchanges=exchanges, initial={}, final={}, tool_names=())  # type: ignore[arg-type]
 
 
-def test_re_evaluated_after_a_call_is_what_was_evaluated_beyond_the_prompt_and_call_the_engine_held() -> None:
+def test_re_evaluated_after_a_call_is_what_was_evaluated_beyond_what_the_engine_held() -> None:
     """The two after-call steps of a real llama-server run (SmolLM2 + the demo adapter): the model wrote
     ``{"attendees": [...],"duration_minutes": 60}`` and the template rendered it back with ``], "``: 92
     evaluated where 75 were new; ``{"event_id": 2}`` came back as written: 128 for 127 (the stop token)."""

@@ -395,7 +395,8 @@ def reevaluated(run: PeerRun) -> list[int]:
     The engine still holds the previous prompt and the call it generated; a front end that renders
     that call back differently from what the model wrote (llama-server's template re-serialises the
     arguments with ``tojson``) breaks the cache where the texts part, and evaluates the rest again.
-    1 is the floor for both: the last token sampled (the stop) was never evaluated."""
+    Measured floors: 0 for the runtime; 1 for llama-server, whose generated count includes the stop
+    token it sampled but never evaluated (it comes back as the template's ``<|im_end|>``)."""
     return [max(0, evaluated - new) for evaluated, new in zip(run.evaluated_after_call, run.new_after_call)]
 
 
@@ -406,8 +407,8 @@ def _report_reevaluated(report: Any, key: str, label: str, run: PeerRun, probe: 
     values = reevaluated(run) + reevaluated(probe)
     note = (f"skipped: {skipped}" if skipped else "skipped: no step followed a tool call" if not values else
             f"{len(values)} steps after a call (dialogues and forced calls), {sum(v > 1 for v in values)} of them "
-            f"above 1 (the stop token); per step {values[:20]}; evaluated beyond the tool results and framing, "
-            f"which were {_mean(run.new_after_call + probe.new_after_call):.0f} tokens on average")
+            f"above 1 (llama-server's stop token); per step {values[:20]}; evaluated beyond the tool results "
+            f"and framing, which were {_mean(run.new_after_call + probe.new_after_call):.0f} tokens on average")
     report.add(f"reevaluated_after_call_{key}", f"re-evaluated prompt tokens/step after a tool call: {label}",
                _mean(values), note=note)
 
