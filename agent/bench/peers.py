@@ -41,8 +41,8 @@ import statistics
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from itertools import zip_longest
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from agent.bench.report import progress
