@@ -36,7 +36,7 @@ EXPECTED = {
     "valid_call_rate_llama_server", "seconds_per_episode_llama_server", "seconds_per_episode_ratio_llama_server",
     "calls_per_episode_llama_server", "success_rate_llama_server", "evaluated_per_step_runtime",
     "evaluated_after_call_runtime", "evaluated_per_step_llama_server", "evaluated_after_call_llama_server",
-    "evaluated_after_call_ratio_llama_server",
+    "evaluated_after_call_ratio_llama_server", "reevaluated_after_call_runtime", "reevaluated_after_call_llama_server",
     "warm_start_ratio", "start_first_token_cold_s", "start_first_token_first_s", "start_first_token_warm_s",
     "warm_start_evaluated_tokens", "warm_start_same_tokens",
 }

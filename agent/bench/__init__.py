@@ -22,6 +22,8 @@ per family, run in this order by ``runner.Bench.run``:
 4. peers (``peers``): the same eval scenarios played end to end by this runtime, llama-cpp-python's
    ``chatml-function-calling`` handler, ``llama_cpp.server`` and llama.cpp's ``llama-server --jinja``
    (one OpenAI-style client loop; llama-server only once built with ``--build-llama-server``).
+   ``--adapter FILE`` (checked against the model first) is loaded by every peer; the other
+   figures measure the base model, as their baseline (a bare ``llama_cpp.Llama``) has no adapter.
 5. memory and start-up (``memory``).
 
 The instruments live in ``recording``, the figures and their table/JSON in ``report``. This
@@ -112,17 +114,33 @@ def _checked_grammar_model(path: Path | None) -> str | None:
     return str(path.expanduser())
 
 
+def _checked_adapter(model_path: str, settings: Any) -> str | None:
+    """``--adapter`` (or ``AGENT_LORA_PATH``) for the peers figure, checked against the model as the
+    runtime checks it, before any peer sees it: one line and exit 2 for a file llama.cpp must not
+    load (llama-cpp-python would segfault on it)."""
+    if settings.no_adapter or not settings.lora_path:
+        return None
+    from models.check import require_loadable
+
+    path = str(Path(settings.lora_path).expanduser())
+    require_loadable(model_path, path)
+    return path
+
+
 def run(args: argparse.Namespace, settings: Any) -> int:
     if args.build_llama_server:  # a build, not a measurement: nothing else runs
         from agent.bench import llama_server_build
 
         return llama_server_build.main()
+    model_path = default_model(settings)
     config = BenchConfig(
-        model_path=default_model(settings), n_ctx=settings.n_ctx, n_threads=settings.n_threads,
+        model_path=model_path, n_ctx=settings.n_ctx, n_threads=settings.n_threads,
         quick=args.quick, settings=settings, grammar_model=_checked_grammar_model(args.grammar_model),
         only=args.only, peer_scenarios=args.peer_scenarios, peers=args.peers,
+        lora_path=_checked_adapter(model_path, settings), lora_scale=settings.lora_scale,
     )
-    progress(f"model {config.model_path}, n_ctx {config.n_ctx}, {'quick' if args.quick else 'full'} run")
+    adapter = f", adapter {config.lora_path} (peers)" if config.lora_path else ""
+    progress(f"model {config.model_path}{adapter}, n_ctx {config.n_ctx}, {'quick' if args.quick else 'full'} run")
     report = Bench(config).run()
     report.info["only"] = args.only
     report.info["command"] = "python -m agent " + " ".join(sys.argv[1:])

@@ -14,6 +14,15 @@ max tokens per step, step budget and simulated user:
 The scenarios are interleaved (a, b, c, d for one scenario, then the next) so drift in a shared
 machine's load hits every peer alike.
 
+Same weights everywhere: with an adapter (``--adapter``), the runtime's backend, the in-process
+``Llama``, ``llama_cpp.server`` (``--lora_path``) and ``llama-server`` (``--lora``) all load it,
+after the runtime's own check of the pair (``models.check.check_pair``: llama-cpp-python segfaults
+on a wrong adapter instead of refusing it); a peer that cannot apply it the same way (llama_cpp.server
+has no scale setting) is "not measured" rather than run on other weights. The system prompt follows
+the run's ``prompt_style``/``date_grounding`` settings and the runtime's tool block its
+``tool_block``, as in ``python -m agent eval`` (an adapter is served with the prompt it was trained
+on); the other peers render the tools their own way, from the same schemas.
+
 Per peer: valid tool-call rate (known tool, arguments that pass ``registry.validate``, over every
 call attempted), mean seconds and tool calls per episode, and the eval verifier's success rate.
 For the runtime (its backend's count) and llama-server (``timings.prompt_n``): prompt tokens
@@ -31,8 +40,9 @@ from __future__ import annotations
 import statistics
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import zip_longest
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from agent.bench.report import progress
@@ -83,6 +93,9 @@ class PeerRun:
     evaluated_after_call: list[int] = field(default_factory=list)  # ... per step that follows a tool call
     prompt_after_call: list[int] = field(default_factory=list)  # the whole prompt of those steps
     appended_after_call: list[int] = field(default_factory=list)  # their prompt − the previous step's prompt
+    # their prompt − what the engine held after the previous step (its prompt and the tokens it
+    # generated): the tool results and the turn's framing, the part that is new to the engine
+    new_after_call: list[int] = field(default_factory=list)
 
     def add(self, trace: EpisodeTrace, seconds: float, environment: Environment, verdict: Verdict) -> None:
         calls = trace.calls()
@@ -110,6 +123,8 @@ class PeerRun:
                         self.evaluated_after_call.append(step.evaluated_tokens)
                         self.prompt_after_call.append(step.prompt_tokens)
                         self.appended_after_call.append(step.prompt_tokens - previous.prompt_tokens)
+                        self.new_after_call.append(step.prompt_tokens - previous.prompt_tokens
+                                                   - previous.generated_tokens)
                 previous = step
 
 
@@ -128,6 +143,7 @@ def peers(bench: Bench, backend: Any) -> None:
     import httpx
     from llama_cpp import Llama
 
+    from agent.backends.llama import ModelFiles
     from agent.bench.client_loop import in_process, over_http, run_client_episode
     from agent.bench.peer_server import ServerUnavailable, llama_server
     from agent.eval.dialogue import run_episode
@@ -135,6 +151,7 @@ def peers(bench: Bench, backend: Any) -> None:
     from agent.loop import Budgets
 
     config = bench.config
+    files = ModelFiles.check(config.model_path, config.lora_path)  # ModelRefused here, not a segfault in Llama
     plan = QUICK if config.quick else FULL
     suite = load_eval_suite(config.settings)
     scenarios = pick_scenarios(suite.scenarios(split="dev"), config.peer_scenarios or plan.scenarios)
@@ -146,9 +163,7 @@ def peers(bench: Bench, backend: Any) -> None:
         runs[key].skipped = f"not run in this measurement (--peers {','.join(config.peers or ())})"
     with ExitStack() as stack:
         progress(f"peers: loading llama-cpp-python's {CHAT_FORMAT} handler")
-        llama = Llama(config.model_path, n_ctx=config.n_ctx, n_batch=min(512, config.n_ctx),
-                      n_threads=config.n_threads, n_threads_batch=config.n_threads, seed=0,
-                      verbose=False, chat_format=CHAT_FORMAT)
+        llama = Llama(**in_process_settings(files, config))
         stack.callback(llama.close)
         local = in_process(llama)
         episodes: dict[str, EpisodeFn] = {
@@ -161,8 +176,9 @@ def peers(bench: Bench, backend: Any) -> None:
                 raise ServerUnavailable(runs["server"].skipped)
             progress("peers: starting llama_cpp.server")
             base_url = stack.enter_context(llama_server(
-                config.model_path, n_ctx=config.n_ctx, n_threads=llama.n_threads,
-                n_threads_batch=llama.n_threads_batch, chat_format=CHAT_FORMAT, log_path=bench.tmp / "server.log"))
+                files.model_path, n_ctx=config.n_ctx, n_threads=llama.n_threads,
+                n_threads_batch=llama.n_threads_batch, chat_format=CHAT_FORMAT, lora_path=files.lora_path,
+                lora_scale=config.lora_scale, log_path=bench.tmp / "server.log"))
             remote = over_http(stack.enter_context(httpx.Client(base_url=base_url, timeout=REQUEST_TIMEOUT_S)))
             episodes["server"] = lambda s, env: run_client_episode(remote, s, env, budgets, plan.max_user_turns)
         except ServerUnavailable as exc:
@@ -183,17 +199,26 @@ def peers(bench: Bench, backend: Any) -> None:
         for i, scenario in enumerate(scenarios):
             for key, episode in episodes.items():
                 progress(f"peers: scenario {i + 1}/{len(scenarios)} ({scenario.id}), {key}")
-                _play(suite, scenario, episode, runs[key])
+                _play(suite, scenario, episode, runs[key], config.settings)
         forced = {key: PeerRun(evaluated_from=runs[key].evaluated_from, skipped=runs[key].skipped)
                   for key in EVALUATED_BY}
         if "runtime" in episodes and "llama_server" in episodes:
-            _after_a_forced_call(suite, scenarios, backend, remote_native, forced)
+            _after_a_forced_call(suite, scenarios, backend, remote_native, forced, config.settings)
     _report(bench, runs, scenarios, plan)
     _report_evaluated(bench.report, runs, forced)
 
 
+def in_process_settings(files: Any, config: Any) -> dict[str, Any]:
+    """``Llama`` keyword arguments of peer (b), from checked ``ModelFiles``: the runtime engine's
+    model, adapter, context, batch, threads and seed, with the chat format under test.
+    ``llama_cpp.server`` (peer (c)) is started with the same (``peer_server.python_server_command``)."""
+    return {"model_path": files.model_path, "n_ctx": config.n_ctx, "n_batch": min(512, config.n_ctx),
+            "n_threads": config.n_threads, "n_threads_batch": config.n_threads, "seed": 0, "verbose": False,
+            "chat_format": CHAT_FORMAT, "lora_path": files.lora_path, "lora_scale": config.lora_scale}
+
+
 def _after_a_forced_call(suite: EvalSuite, scenarios: list[Scenario], backend: Any, chat: Any,
-                         forced: dict[str, PeerRun]) -> None:
+                         forced: dict[str, PeerRun], settings: Any = None) -> None:
     """Each scenario's first message, where both make a call at once and then go on (2 steps): the
     runtime's reply opens with ``<tool_call>`` (the grammar writes the call), llama-server's first
     request says ``tool_choice: "required"`` (its grammar forces a call). The step after the call is
@@ -215,7 +240,7 @@ def _after_a_forced_call(suite: EvalSuite, scenarios: list[Scenario], backend: A
             "llama_server": lambda s, env: run_client_episode(_required_first(chat), s, env, budgets, 1),
         }
         for key, play in plays.items():
-            environment = suite.make_environment(scenario)
+            environment = _environment(suite, scenario, settings)
             try:
                 forced[key].count_evaluated(play(scenario, environment))
             finally:
@@ -240,12 +265,13 @@ def _start_native(bench: Bench, stack: ExitStack, llama: Any) -> str:
     from agent.bench import llama_server_build as build
     from agent.bench.peer_server import HERMES_TEMPLATE, native_llama_server
 
+    config = bench.config
     binary = build.binary()
     progress(f"peers: starting llama-server ({binary})" if binary.exists() else "peers: llama-server is not built")
     return stack.enter_context(native_llama_server(
-        binary, bench.config.model_path, n_ctx=bench.config.n_ctx, n_threads=llama.n_threads,
+        binary, config.model_path, n_ctx=config.n_ctx, n_threads=llama.n_threads,
         n_threads_batch=llama.n_threads_batch, template=build.templates_dir() / HERMES_TEMPLATE,
-        log_path=bench.tmp / "llama-server.log"))
+        lora_path=config.lora_path, lora_scale=config.lora_scale, log_path=bench.tmp / "llama-server.log"))
 
 
 def _check_tools_reach_prompt(client: Any, suite: EvalSuite) -> None:
@@ -272,9 +298,18 @@ def _check_tools_reach_prompt(client: Any, suite: EvalSuite) -> None:
                                 "(its template drops them)")
 
 
-def _play(suite: EvalSuite, scenario: Scenario, episode: EpisodeFn, run: PeerRun) -> None:
-    """One timed episode on a fresh environment, scored by the eval's verifier."""
+def _environment(suite: EvalSuite, scenario: Scenario, settings: Any) -> Environment:
+    """A fresh environment with the run's system-prompt settings, as ``agent.eval.runner.run_one``
+    makes it (``settings`` None: the suite's defaults)."""
     environment = suite.make_environment(scenario)
+    if settings is None:
+        return environment
+    return replace(environment, prompt_style=settings.prompt_style, date_grounding=settings.date_grounding)
+
+
+def _play(suite: EvalSuite, scenario: Scenario, episode: EpisodeFn, run: PeerRun, settings: Any = None) -> None:
+    """One timed episode on a fresh environment, scored by the eval's verifier."""
+    environment = _environment(suite, scenario, settings)
     try:
         started = time.perf_counter()
         trace = episode(scenario, environment)
@@ -286,9 +321,10 @@ def _play(suite: EvalSuite, scenario: Scenario, episode: EpisodeFn, run: PeerRun
 
 def _report(bench: Bench, runs: dict[str, PeerRun], scenarios: list[Scenario], plan: Plan) -> None:
     report = bench.report
+    weights = weights_note(bench.config.lora_path, bench.config.lora_scale)
     setup = (f"{len(scenarios)} dev scenarios ({', '.join(s.id for s in scenarios)}), whole dialogues of ≤ "
              f"{plan.max_user_turns} user messages, greedy, ≤ {plan.max_steps} model steps per turn, "
-             f"max_tokens {MAX_TOKENS} per step, same model and n_ctx")
+             f"max_tokens {MAX_TOKENS} per step, same model and n_ctx; {weights}")
     for key, label in PEERS:
         run = runs[key]
         rate = run.valid / sum(run.attempted) if sum(run.attempted) else None
@@ -296,7 +332,7 @@ def _report(bench: Bench, runs: dict[str, PeerRun], scenarios: list[Scenario], p
                 else f"skipped: no tool call was attempted in {len(run.attempted)} episodes" if rate is None
                 else f"{run.valid} of {sum(run.attempted)} calls valid (known tool, arguments pass registry.validate)")
         report.add(f"valid_call_rate_{key}", f"valid tool-call rate: {label}", rate,
-                   note=note + ("; " + setup if key == "runtime" else ""))
+                   note=note + ("; " + setup if key == "runtime" else "" if run.skipped else "; " + weights))
     for key, label in PEERS:
         run = runs[key]
         errors = f"{len(run.errors)} of {len(run.seconds)} episodes hit an error, e.g. {run.errors[0][:160]}" if run.errors else ""
@@ -345,12 +381,46 @@ def _report_evaluated(report: Any, runs: dict[str, PeerRun], forced: dict[str, P
                        f"{_mean(probe.appended_after_call):.0f} tokens appended since the step before "
                        f"(its reply and the tool result), prompts of {_mean(probe.prompt_after_call):.0f}" + dialogues
                        if after is not None else "skipped: no step followed a tool call" + dialogues))
+        _report_reevaluated(report, key, labels[key], run, probe)
     ours, theirs = _mean(forced["runtime"].evaluated_after_call), _mean(forced["llama_server"].evaluated_after_call)
     ratio = theirs / ours if ours and theirs is not None else None
     report.add("evaluated_after_call_ratio_llama_server",
                "evaluated tokens after a tool call: llama-server ÷ runtime", ratio,
                note=f"skipped: {forced['llama_server'].skipped}" if forced["llama_server"].skipped
                else "" if ratio is not None else "skipped: no step after a tool call on one side")
+
+
+def reevaluated(run: PeerRun) -> list[int]:
+    """Per step after a tool call: prompt tokens evaluated beyond the new ones (``new_after_call``).
+    The engine still holds the previous prompt and the call it generated; a front end that renders
+    that call back differently from what the model wrote (llama-server's template re-serialises the
+    arguments with ``tojson``) breaks the cache where the texts part, and evaluates the rest again.
+    Measured floors: 0 for the runtime; 1 for llama-server, whose generated count includes the stop
+    token it sampled but never evaluated (it comes back as the template's ``<|im_end|>``)."""
+    return [max(0, evaluated - new) for evaluated, new in zip(run.evaluated_after_call, run.new_after_call)]
+
+
+def _report_reevaluated(report: Any, key: str, label: str, run: PeerRun, probe: PeerRun) -> None:
+    """``reevaluated`` over every step after a call, the dialogues' and the forced calls' together
+    (the same rule; the prompts differ between peers, this count does not depend on their length)."""
+    skipped = probe.skipped or run.skipped
+    values = reevaluated(run) + reevaluated(probe)
+    note = (f"skipped: {skipped}" if skipped else "skipped: no step followed a tool call" if not values else
+            f"{len(values)} steps after a call (dialogues and forced calls), {sum(v > 1 for v in values)} of them "
+            f"above 1 (llama-server's stop token); per step {values[:20]}; evaluated beyond the tool results "
+            f"and framing, which were {_mean(run.new_after_call + probe.new_after_call):.0f} tokens on average")
+    report.add(f"reevaluated_after_call_{key}", f"re-evaluated prompt tokens/step after a tool call: {label}",
+               _mean(values), note=note)
+
+
+def weights_note(lora_path: str | None, lora_scale: float = 1.0) -> str:
+    """Which weights every peer ran, for the figure's notes: the adapter by file name and sha256
+    prefix (the name alone does not tell two trainings apart)."""
+    if lora_path is None:
+        return "base weights, no adapter"
+    from agent.backends.llama.engine import sha256
+
+    return f"adapter {Path(lora_path).name} (sha256 {sha256(lora_path)[:12]}) at scale {lora_scale:g} on every peer"
 
 
 def _mean(values: list[float] | list[int]) -> float | None:

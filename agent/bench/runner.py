@@ -25,6 +25,10 @@ class BenchConfig:
     only: str | None = None  # one family ("peers", "jump"); None: all
     peer_scenarios: int | None = None  # None: the plan's (6, quick 1)
     peers: tuple[str, ...] | None = None  # which peers of figure 4 play (keys of ``peers.PEERS``); None: all
+    # A LoRA adapter that passed ``models.check.check_pair`` with ``model_path``: every peer of
+    # figure 4 runs it (the other figures measure the base model against a bare llama.cpp).
+    lora_path: str | None = None
+    lora_scale: float = 1.0
 
     @property
     def repeats(self) -> int:
@@ -50,6 +54,19 @@ class Bench:
 
         return LlamaBackend(model_path, n_ctx=n_ctx or self.config.n_ctx, n_threads=self.config.n_threads)
 
+    def build_peer_backend(self) -> Any:
+        """The runtime's backend in figure 4: the model with the run's adapter and the settings'
+        tool block (an adapter is served with the block it was trained on)."""
+        from agent.backends.llama import LlamaBackend
+
+        cfg = self.config
+        return LlamaBackend(cfg.model_path, cfg.lora_path, lora_scale=cfg.lora_scale, n_ctx=cfg.n_ctx,
+                            n_threads=cfg.n_threads, tool_block=self.tool_block)
+
+    @property
+    def tool_block(self) -> str:
+        return getattr(self.config.settings, "tool_block", "full")
+
     def build_runtime(self, backend: Any, max_steps: int) -> Any:
         """A fresh runtime on a fresh temp calendar, sessions and trajectory log; frozen clock."""
         from agent.app import build_runtime
@@ -67,9 +84,10 @@ class Bench:
         cfg = self.config
         self.report.info.update(machine())
         self.report.info.update({"model": cfg.model_path, "n_ctx": cfg.n_ctx, "quick": cfg.quick,
-                                 "repeats": cfg.repeats, "max_tokens_per_step": cfg.max_tokens})
+                                 "repeats": cfg.repeats, "max_tokens_per_step": cfg.max_tokens,
+                                 "peers_weights": peers.weights_note(cfg.lora_path, cfg.lora_scale)})
         if cfg.only == "peers":
-            peers.peers(self, self.build_backend(cfg.model_path))
+            peers.peers(self, self.build_peer_backend())
             return self.report
         if cfg.only == "jump":
             backend = self.build_backend(cfg.model_path)
@@ -88,5 +106,6 @@ class Bench:
         jump.figure(self, backend, "49k", f"vocab {backend.engine.n_vocab}")
         grammar.qwen3(self)
         tool_block.sizes(self, backend)
-        peers.peers(self, backend)
+        same = cfg.lora_path is None and self.tool_block == "full"  # the figures' backend is the peers' runtime
+        peers.peers(self, backend if same else self.build_peer_backend())
         return self.report
