@@ -1,0 +1,40 @@
+"""``train demo --dry-run``: the recipe prints the commands it would run, each one a valid CLI
+command with the recipe's settings, in the demo's serving settings, and runs nothing."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from agent.__main__ import build_parser
+from agent.train.demo import RECIPE
+from models.demo import DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK
+
+
+def _steps(out: Path) -> list[list[str]]:
+    run = subprocess.run([sys.executable, "-m", "agent", "train", "demo", "--dry-run", "--out", str(out)],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 0, run.stderr
+    return [shlex.split(line[2:]) for line in run.stdout.splitlines() if line.startswith("$ ")]
+
+
+def test_the_recipe_prints_three_valid_commands_with_its_settings_and_runs_none(smollm2: Path, tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    steps = _steps(out)
+    assert [s[:3] for s in steps] == [[f"AGENT_TOOL_BLOCK={DEMO_TOOL_BLOCK}", f"AGENT_PROMPT_STYLE={DEMO_PROMPT_STYLE}",
+                                       "AGENT_DATE_GROUNDING=false"]] * 3
+    parser = build_parser()
+    oracle, export, train = (parser.parse_args(s[s.index("python") + 1:][2:]) for s in steps)  # after "python -m agent"
+    assert (oracle.command, oracle.policy, oracle.split, oracle.per_template) == ("eval", "oracle", "train",
+                                                                                RECIPE["per_template"])
+    assert (export.command, export.success_only, export.split, export.model_path) == ("export", True, "train", str(smollm2))
+    assert train.command == "train" and train.train_command == "sft" and train.base == smollm2
+    assert (train.max_steps, train.stop_after, train.lr, train.grad_accum, train.rank, train.alpha, train.dropout,
+            train.seed, train.bf16, train.convert) == (RECIPE["max_steps"], RECIPE["stop_after"], RECIPE["lr"],
+                                                      RECIPE["grad_accum"], RECIPE["rank"], RECIPE["alpha"],
+                                                      RECIPE["dropout"], RECIPE["seed"], RECIPE["bf16"], True)
+    assert train.data == out / "sft" and train.out == out / "lora"
+    assert not out.exists()  # a dry run writes nothing
