@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from dataclasses import replace
 from typing import Any
 
 from agent.config import Settings, load_settings, with_model_flag
@@ -74,8 +73,9 @@ def settings_from(args: argparse.Namespace) -> Settings:
             raise ValueError(demo_conflict(given))
         from agent.app import demo_settings
 
-        # the block and the prompt the demo recipe trains with (models.demo)
-        settings = demo_settings(replace(settings, no_adapter=True))
+        # the block and the prompt the demo recipe trains with (models.demo); the shipped adapter
+        # unless --no-adapter (models.resolve.resolve_demo)
+        settings = demo_settings(settings)
     return with_model_flag(settings, getattr(args, "model_path", None))
 
 

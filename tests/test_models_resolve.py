@@ -116,8 +116,10 @@ def test_resolve_or_exit_explains_how_to_get_a_model(
     assert "python -m models pull" in err and "4.3 GB" in err and "--demo" in err
 
 
-def test_demo_is_smollm2_base_only(tmp_path: Path, smollm2: Path) -> None:
+def test_demo_is_smollm2_with_the_shipped_adapter_and_no_adapter_gives_the_base(tmp_path: Path, smollm2: Path) -> None:
     model, lora = resolve_or_exit(settings_for(tmp_path), demo=True)
+    assert model == smollm2 and lora == demo.demo_adapter_path() and lora.parent == Path(demo.__file__).with_name("demo")
+    model, lora = resolve_or_exit(settings_for(tmp_path, {"no_adapter": True}), demo=True)
     assert model == smollm2 and lora is None
 
 
@@ -178,7 +180,7 @@ def test_fallback_to_the_demo_prints_one_note_first(tmp_path: Path, smollm2: Pat
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     model, lora = resolve_or_exit(settings_for(tmp_path), fallback_demo=True)
-    assert (model, lora) == (smollm2, None)
+    assert (model, lora) == (smollm2, demo.demo_adapter_path())
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1 and err[0] == demo.DEMO_NOTE
 
