@@ -15,7 +15,6 @@ weights 45.8 % to 20.8 % task success (README, Training).
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import shlex
@@ -58,14 +57,6 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--dry-run", action="store_true", help="print the recipe's commands without running them")
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _run(step: Sequence[str], env: dict[str, str], dry_run: bool = False) -> None:
     """One CLI step as a child process; a failure stops the recipe with that step's status."""
     print("$ " + " ".join(["AGENT_TOOL_BLOCK=" + env["AGENT_TOOL_BLOCK"], "AGENT_PROMPT_STYLE=" + env["AGENT_PROMPT_STYLE"],
@@ -79,6 +70,7 @@ def _run(step: Sequence[str], env: dict[str, str], dry_run: bool = False) -> Non
 
 def run(args: argparse.Namespace) -> int:
     from models.demo import demo_model_path
+    from models.pull import sha256_file
 
     smol = demo_model_path()
     if smol is None:
@@ -106,7 +98,7 @@ def run(args: argparse.Namespace) -> int:
     seconds = time.monotonic() - started
     record = {
         "file": "smollm2-135m-calendar-lora-f16.gguf",
-        "sha256": sha256_of(gguf),
+        "sha256": sha256_file(gguf),
         "bytes": gguf.stat().st_size,
         "base": smol.name,
         "tool_block": DEMO_TOOL_BLOCK,
