@@ -166,42 +166,43 @@ def _logits(model: Path, lora: Path | None, tokens: list[int]) -> np.ndarray:
         llm.close()
 
 
-def test_rows_of_the_other_tool_block_are_refused(export_dir: Path, smollm2: Path, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    """Rows exported with the full block, training for a runtime that serves the compact one: no."""
-    monkeypatch.setenv("AGENT_TOOL_BLOCK", "compact")
+def _refused_for(setting: str, served: str, rows_had: str, export_dir: Path, smollm2: Path, tmp_path: Path,
+                 monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """``train sft`` for a runtime whose ``setting`` is ``served`` refuses rows made with ``rows_had``:
+    one line naming both values, exit 2, nothing written."""
+    monkeypatch.setenv(f"AGENT_{setting.upper()}", served)
     argv = ["train", "sft", "--base", str(smollm2), "--data", str(export_dir), "--out", str(tmp_path / "out")]
     assert _cli(train_cli, argv) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "tool_block=full" in err[0] and "tool_block=compact" in err[0], err
+    assert len(err) == 1 and f"{setting}={rows_had}" in err[0] and f"{setting}={served}" in err[0], err
     assert not (tmp_path / "out").exists()
+
+
+def _rows(export_dir: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (export_dir / "sft.jsonl").read_text(encoding="utf-8").splitlines()]
+
+
+def test_rows_of_the_other_tool_block_are_refused(export_dir: Path, smollm2: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Rows exported with the full block, training for a runtime that serves the compact one: no."""
+    _refused_for("tool_block", "compact", "full", export_dir, smollm2, tmp_path, monkeypatch, capsys)
 
 
 def test_rows_of_the_other_prompt_style_are_refused(export_dir: Path, smollm2: Path, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """Rows played with the full system prompt, training for a runtime that serves the short one: no."""
-    rows = [json.loads(line) for line in (export_dir / "sft.jsonl").read_text(encoding="utf-8").splitlines()]
+    rows = _rows(export_dir)
     assert rows and {row["prompt_style"] for row in rows} == {"full"}  # export recorded what the episodes were played with
-    monkeypatch.setenv("AGENT_PROMPT_STYLE", "short")
-    argv = ["train", "sft", "--base", str(smollm2), "--data", str(export_dir), "--out", str(tmp_path / "out")]
-    assert _cli(train_cli, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "prompt_style=full" in err[0] and "prompt_style=short" in err[0], err
-    assert not (tmp_path / "out").exists()
+    _refused_for("prompt_style", "short", "full", export_dir, smollm2, tmp_path, monkeypatch, capsys)
 
 
 def test_rows_played_without_the_date_list_are_refused_where_it_is_served(
         export_dir: Path, smollm2: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
     """Rows whose system prompt had no list of days, training for a runtime that serves it: no."""
-    rows = [json.loads(line) for line in (export_dir / "sft.jsonl").read_text(encoding="utf-8").splitlines()]
+    rows = _rows(export_dir)
     assert rows and {row["date_grounding"] for row in rows} == {False}  # export recorded it
-    monkeypatch.setenv("AGENT_DATE_GROUNDING", "true")
-    argv = ["train", "sft", "--base", str(smollm2), "--data", str(export_dir), "--out", str(tmp_path / "out")]
-    assert _cli(train_cli, argv) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "date_grounding=false" in err[0] and "date_grounding=true" in err[0], err
-    assert not (tmp_path / "out").exists()
+    _refused_for("date_grounding", "true", "false", export_dir, smollm2, tmp_path, monkeypatch, capsys)
 
 
 def test_the_date_list_of_rows_from_before_it_was_recorded_is_read_from_their_system_message() -> None:
