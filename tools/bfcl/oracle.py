@@ -69,4 +69,10 @@ def oracle(scenario: Scenario) -> PolicyFn:
     return policy
 
 
-POLICIES = {"oracle": oracle}
+def no_calls(scenario: Scenario) -> PolicyFn:
+    """Answers every turn in words and calls nothing: the floor, which BFCL's checker must fail
+    on every case with an action (``multi_turn:empty_turn_model_response``)."""
+    return lambda messages: CANNOT
+
+
+POLICIES = {"oracle": oracle, "no_calls": no_calls}
