@@ -1,6 +1,7 @@
 """BFCL v4 multi-turn as a second domain: the oracle passes BFCL's own checker, a wrong run fails
 it with BFCL's error type, the tools and the dialogue are the case's, and ``agent/`` is untouched
-by the domain (``tests/test_layers.py``). Needs ``bfcl-eval`` (installed with ``--no-deps``)."""
+by the domain (``tests/test_layers.py``). Needs ``bfcl-eval``, which the README's test command
+installs with ``--no-deps`` (and ``mpmath`` from the ``test`` extra)."""
 
 from __future__ import annotations
 
@@ -11,18 +12,16 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("bfcl_eval", reason="pip install --no-deps bfcl-eval==2026.3.23 mpmath==1.3.0")
-
-from agent.backends.scripted import ScriptedBackend  # noqa: E402
-from agent.eval import cli  # noqa: E402
-from agent.eval.dialogue import run_episode  # noqa: E402
-from agent.eval.runner import RunOptions, load_episodes, run_eval  # noqa: E402
-from agent.eval.suite import Scenario, Verdict  # noqa: E402
-from agent.formats import HERMES  # noqa: E402
-from tools.bfcl.data import CATEGORIES, load_cases  # noqa: E402
-from tools.bfcl.eval_suite import load_eval_suite  # noqa: E402
-from tools.bfcl.oracle import ground_truth_calls, parse_call  # noqa: E402
-from tools.bfcl.world import build_world  # noqa: E402
+from agent.backends.scripted import ScriptedBackend
+from agent.eval import cli
+from agent.eval.dialogue import run_episode
+from agent.eval.runner import RunOptions, load_episodes, run_eval
+from agent.eval.suite import Scenario, Verdict
+from agent.formats import HERMES
+from tools.bfcl.data import CATEGORIES, load_cases
+from tools.bfcl.eval_suite import load_eval_suite
+from tools.bfcl.oracle import ground_truth_calls, parse_call
+from tools.bfcl.world import build_world
 
 REPO = Path(__file__).resolve().parent.parent
 SUITE = load_eval_suite()
