@@ -158,3 +158,14 @@ def test_python_m_agent_eval_takes_the_domain_flag(tmp_path: Path) -> None:
                          cwd=REPO, env={**__import__("os").environ, "AGENT_DATA_DIR": str(tmp_path / "data")})
     assert run.returncode == 0, run.stderr
     assert "policy-oracle" in run.stdout and json.loads((tmp_path / "out" / "run.json").read_text())["suite"] == "bfcl"
+
+
+def test_the_runtime_loads_bfcl_as_a_domain_by_its_short_name(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from agent.config import Settings
+    from agent.domain import load_domain
+
+    domain = load_domain(replace(Settings(data_dir=tmp_path), domain=cli.domain_module("bfcl")))
+    assert domain.name == "bfcl" and "cd" in domain.registry.names and "cp" not in domain.registry.names
+    assert cli.domain_module("tools.calendar.domain") == "tools.calendar.domain"
