@@ -150,6 +150,12 @@ def test_eval_cli_scores_bfcl_by_domain_and_category(tmp_path: Path, capsys: pyt
     assert [r.verdict.success for r in load_episodes(tmp_path / "floor")] == [False, False, False]
     assert cli.main(["--domain", "bfcl", "--policy", "oracle", "--split", "train", "--out", str(tmp_path / "x")]) == 2
     assert "test data only" in capsys.readouterr().err
+    assert cli.main(["--domain", "bfcl", "--policy", "oracle", "--category", "multi_turn_miss_func",
+                     "--out", str(tmp_path / "x")]) == 2
+    assert "not played here" in capsys.readouterr().err
+    assert cli.main(["--domain", "nope", "--policy", "oracle", "--out", str(tmp_path / "x")]) == 2
+    assert capsys.readouterr().err.startswith("error: --domain nope: ")
+    assert not (tmp_path / "x").exists()
 
 
 def test_python_m_agent_eval_takes_the_domain_flag(tmp_path: Path) -> None:

@@ -14,6 +14,10 @@ and turning a call into the string (``convert_to_function_call``'s one line:
 ``name(k=repr(v),...)``). The checker keeps its instances in its module's globals under a name
 made of the model name and the case id; each verification uses a name of its own and removes
 what it left, so samples of one case never share state and a long run does not grow.
+
+The checker ``eval``s the strings. Only executed calls reach it, so every name is a tool of the
+case and every keyword a parameter its argument model declares, and every value is the
+``repr`` of a JSON value: nothing the model wrote is evaluated as code.
 """
 
 from __future__ import annotations

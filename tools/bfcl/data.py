@@ -65,6 +65,8 @@ def _turn_text(messages: list[dict[str, Any]], case_id: str) -> str:
 @lru_cache(maxsize=None)
 def load_cases(category: str) -> tuple[Case, ...]:
     """Every case of one multi-turn category, in BFCL's order (``multi_turn_base_0`` first)."""
+    if category == "multi_turn_miss_func":
+        raise ValueError("multi_turn_miss_func is not played here: it adds tools in the middle of a case")
     if category not in CATEGORIES:
         raise ValueError(f"unknown BFCL category {category!r}; known: {', '.join(CATEGORIES)}")
     root = _data_dir()
