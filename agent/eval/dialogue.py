@@ -91,8 +91,9 @@ def play_dialogue(scenario: Scenario, environment: Environment, run_turn: TurnFn
                   history_block: int | None = None) -> EpisodeTrace:
     """The simulated user around any agent: the opening, then a script line for each question the
     agent asks (the follow-up, once, for a statement that changed nothing), up to
-    ``max_user_turns`` messages; with ``scenario.fixed_turns``, every script line in turn. Each turn sees the history window the runtime would show with
-    these ``history_turns``/``history_block`` settings."""
+    ``max_user_turns`` messages; with ``scenario.fixed_turns``, every script line in turn. Each
+    turn sees the history window the runtime would show with these
+    ``history_turns``/``history_block`` settings."""
     approver = ScenarioApprover(scenario)
     messages: list[dict[str, Any]] = [system_message(scenario, environment)]
     initial = environment.snapshot()
