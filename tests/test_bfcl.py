@@ -175,3 +175,27 @@ def test_the_runtime_loads_bfcl_as_a_domain_by_its_short_name(tmp_path: Path) ->
     domain = load_domain(replace(Settings(data_dir=tmp_path), domain=cli.domain_module("bfcl")))
     assert domain.name == "bfcl" and "cd" in domain.registry.names and "cp" not in domain.registry.names
     assert cli.domain_module("tools.calendar.domain") == "tools.calendar.domain"
+
+
+def test_a_remote_model_is_scored_with_one_command_and_concurrency(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--backend openai`` against a strict OpenAI-compatible server that answers with the
+    oracle's calls as native ``tool_calls``: every case passes BFCL's checker, two at a time."""
+    from tests.openai_server import StrictOpenAIServer, policy_script
+    from tests.toy_openai import KEY
+
+    chosen = SUITE.scenarios(per_template=3)
+    by_opening = {s.opening: SUITE.policies["oracle"](s) for s in chosen}
+    assert len(by_opening) == 3  # the server tells the conversations apart by their opening
+
+    def policy_for(messages: list[dict]):
+        return by_opening.get(next(m for m in messages if m["role"] == "user")["content"])
+
+    monkeypatch.setenv("AGENT_API_KEY", KEY)
+    monkeypatch.setenv("AGENT_DATA_DIR", str(tmp_path / "data"))
+    with StrictOpenAIServer(policy_script(policy_for), api_key=KEY) as server:
+        assert cli.main(["--domain", "bfcl", "--backend", "openai", "--base-url", server.url, "--model", "remote",
+                         "--limit", "3", "--concurrency", "2", "--no-progress", "--out", str(tmp_path / "run")]) == 0
+    assert server.rejected == [] and server.requests
+    records = load_episodes(tmp_path / "run")
+    assert [r.verdict.success for r in records] == [True, True, True]
+    assert {r.backend["backend"] for r in records} == {"openai"}
