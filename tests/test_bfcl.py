@@ -199,3 +199,26 @@ def test_a_remote_model_is_scored_with_one_command_and_concurrency(tmp_path: Pat
     records = load_episodes(tmp_path / "run")
     assert [r.verdict.success for r in records] == [True, True, True]
     assert {r.backend["backend"] for r in records} == {"openai"}
+
+
+def test_qwen3s_prompt_is_bfcls_qwen_handler_layout_under_the_cases_system_text(tiny_qwen3: Path) -> None:
+    """With Qwen3's own template the prompt has the layout BFCL's Qwen handler writes
+    (``model_handler/local_inference/qwen_fc.py``): the tools as JSON lines inside ``<tools>`` in
+    the system turn, the call format, results as ``<tool_response>`` in a user turn. The system
+    text above the block is ours (README lists the differences)."""
+    from tests.renderers import renderer_for
+
+    chosen = scenario("multi_turn_base_0")
+    environment = SUITE.make_environment(chosen)
+    trace = run_episode(chosen, ScriptedBackend(SUITE.policies["oracle"](chosen)), environment)
+    prompt = renderer_for(tiny_qwen3).render(trace.messages[:4], environment.registry.schemas())
+    head = (f"<|im_start|>system\n{environment.system_prompt}\n\n# Tools\n\nYou may call one or more functions to "
+            "assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:"
+            "\n<tools>\n")
+    assert prompt.startswith(head)
+    assert ('\n</tools>\n\nFor each function call, return a json object with function name and arguments within '
+            '<tool_call></tool_call> XML tags:\n<tool_call>\n{"name": <function-name>, "arguments": '
+            '<args-json-object>}\n</tool_call><|im_end|>\n') in prompt
+    assert prompt.count('{"type": "function", "function": {"name": ') == len(environment.registry.names)
+    assert f"<|im_start|>user\n{chosen.opening}<|im_end|>" in prompt
+    assert '<|im_start|>user\n<tool_response>\n{"ok": true, "data": {"current_working_directory": "document"}}' in prompt
