@@ -222,3 +222,32 @@ def test_qwen3s_prompt_is_bfcls_qwen_handler_layout_under_the_cases_system_text(
     assert prompt.count('{"type": "function", "function": {"name": ') == len(environment.registry.names)
     assert f"<|im_start|>user\n{chosen.opening}<|im_end|>" in prompt
     assert '<|im_start|>user\n<tool_response>\n{"ok": true, "data": {"current_working_directory": "document"}}' in prompt
+
+
+def test_the_demos_first_prompt_leaves_most_of_the_context_for_the_conversation(smollm2: Path) -> None:
+    """BFCL cases expose up to 36 tools: with the demo's ``compact`` block the largest first
+    prompt (system, tools, the opening) takes under a third of the context, so a multi-turn case
+    has room; with the ``full`` block it would take well over half."""
+    import llama_cpp
+
+    from agent.config import Settings
+    from models.demo import DEMO_TOOL_BLOCK
+    from tests.renderers import renderer_for
+
+    assert DEMO_TOOL_BLOCK == "compact"
+    llm = llama_cpp.Llama(str(smollm2), vocab_only=True, verbose=False)
+    renderers = {block: renderer_for(smollm2, tool_block=block) for block in ("compact", "full")}
+    largest = dict.fromkeys(renderers, 0)
+    longest: dict[tuple[str, ...], Scenario] = {}  # per tool set, the case with the longest opening
+    for chosen in SUITE.scenarios():
+        key = (*chosen.initial["involved_classes"], "-", *chosen.initial["excluded_function"])
+        if key not in longest or len(chosen.opening) > len(longest[key].opening):
+            longest[key] = chosen
+    for chosen in longest.values():
+        environment = SUITE.make_environment(chosen)
+        messages = [{"role": "system", "content": environment.system_prompt}, {"role": "user", "content": chosen.opening}]
+        for block, renderer in renderers.items():
+            text = renderer.render(messages, environment.registry.schemas())
+            largest[block] = max(largest[block], len(llm.tokenize(text.encode(), special=True)))
+    n_ctx = Settings().n_ctx
+    assert largest["compact"] < n_ctx / 3 < n_ctx / 2 < largest["full"]

@@ -18,6 +18,7 @@ import copy
 import importlib
 import json
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, create_model
@@ -120,12 +121,19 @@ def case_tools(case_classes: tuple[str, ...], excluded: tuple[str, ...]) -> list
     return [(name, doc) for name in case_classes for doc in function_docs(name) if doc["name"] not in excluded]
 
 
+@lru_cache(maxsize=None)
+def _arguments_of(class_name: str, function: str) -> type[BaseModel]:
+    """One argument model per function, made once: the docs are the same in every case."""
+    doc = next(d for d in function_docs(class_name) if d["name"] == function)
+    return arguments_model(function, doc["parameters"])
+
+
 def build_world(case: Case) -> World:
     from bfcl_eval.constants.executable_backend_config import STATELESS_CLASSES
 
     instances = {name: new_instance(name, case.initial_config, case.long_context) for name in case.involved_classes}
     tools = [
-        Tool(doc["name"], doc["description"], arguments_model(doc["name"], doc["parameters"]),
+        Tool(doc["name"], doc["description"], _arguments_of(name, doc["name"]),
              _runner(instances[name], doc["name"]), mutates=name not in STATELESS_CLASSES)
         for name, doc in case_tools(case.involved_classes, case.excluded_function)
     ]
