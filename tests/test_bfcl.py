@@ -251,3 +251,19 @@ def test_the_demos_first_prompt_leaves_most_of_the_context_for_the_conversation(
             largest[block] = max(largest[block], len(llm.tokenize(text.encode(), special=True)))
     n_ctx = Settings().n_ctx
     assert largest["compact"] < n_ctx / 3 < n_ctx / 2 < largest["full"]
+
+
+def test_the_readmes_bfcl_commands_parse() -> None:
+    """Every command of README's BFCL block is one ``python -m agent`` accepts, flags and all."""
+    import shlex
+
+    from agent.__main__ import build_parser
+
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index("```bash\n", text.index("Score something, one command each")) + len("```bash\n")
+    block = text[start:text.index("```", start)].replace("\\\n", " ")
+    commands = [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]
+    assert len(commands) == 5 and all(words[:3] == ["python", "-m", "agent"] for words in commands)
+    for words in commands:
+        args = build_parser().parse_args(words[3:])
+        assert args.command == "eval" and (args.eval_command == "compare" or args.domain == "bfcl")
