@@ -14,10 +14,11 @@ import pytest
 
 from agent.backends.scripted import ScriptedBackend
 from agent.eval import cli
-from agent.eval.dialogue import run_episode
+from agent.eval.dialogue import play_dialogue, run_episode
 from agent.eval.runner import RunOptions, load_episodes, run_eval
 from agent.eval.suite import Scenario, Verdict
 from agent.formats import HERMES
+from agent.loop import Agent
 from tools.bfcl.data import CATEGORIES, load_cases
 from tools.bfcl.eval_suite import load_eval_suite
 from tools.bfcl.oracle import ground_truth_calls, parse_call
@@ -42,7 +43,7 @@ def play(policy: str, chosen: Scenario) -> Verdict:
 # the first cases of each category; 173, whose ground truth passes a string to an integer
 # parameter; 0, which has an excluded function; 180, two of whose turns have no ground-truth call.
 HANDFUL = ["multi_turn_base_0", "multi_turn_base_1", "multi_turn_base_180", "multi_turn_base_173",
-           "multi_turn_miss_param_0", "multi_turn_long_context_0"]
+           "multi_turn_miss_param_0", "multi_turn_long_context_0", "multi_turn_miss_func_0"]
 
 
 @pytest.mark.parametrize("case_id", HANDFUL)
@@ -113,6 +114,25 @@ def test_every_cases_tools_compile_to_a_bounded_call_grammar() -> None:
                 assert HERMES.call_gbnf(build_world(case).registry.schemas())
 
 
+def test_a_held_out_function_becomes_a_tool_at_its_turn() -> None:
+    """miss_func: ``sort`` is held out until turn 3, which has no user message of its own; BFCL's
+    FC handlers then say so in their words, and the tool joins the registry the agent holds."""
+    from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
+
+    chosen = scenario("multi_turn_miss_func_0")
+    assert chosen.initial["missed_function"] == {"3": ["sort"]}
+    environment = SUITE.make_environment(chosen)
+    shown = []
+
+    def run_turn(messages, approver):
+        shown.append("sort" in environment.registry.names)
+        return Agent(ScriptedBackend(lambda m: "Done."), environment.registry).run_turn(messages, approver)
+
+    trace = play_dialogue(chosen, environment, run_turn)
+    assert shown == [False, False, False, True, True]
+    assert trace.exchanges[3].user_text == DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
+
+
 def test_bfcl_errors_are_failures_with_a_stable_code() -> None:
     registry = build_world(load_cases("multi_turn_base")[0]).registry
     result = registry.execute("cd", registry.validate("cd", {"folder": "nowhere"}))
@@ -150,9 +170,9 @@ def test_eval_cli_scores_bfcl_by_domain_and_category(tmp_path: Path, capsys: pyt
     assert [r.verdict.success for r in load_episodes(tmp_path / "floor")] == [False, False, False]
     assert cli.main(["--domain", "bfcl", "--policy", "oracle", "--split", "train", "--out", str(tmp_path / "x")]) == 2
     assert "test data only" in capsys.readouterr().err
-    assert cli.main(["--domain", "bfcl", "--policy", "oracle", "--category", "multi_turn_miss_func",
+    assert cli.main(["--domain", "bfcl", "--policy", "oracle", "--category", "multi_turn_composite",
                      "--out", str(tmp_path / "x")]) == 2
-    assert "not played here" in capsys.readouterr().err
+    assert "unknown BFCL category 'multi_turn_composite'" in capsys.readouterr().err
     assert cli.main(["--domain", "nope", "--policy", "oracle", "--out", str(tmp_path / "x")]) == 2
     assert capsys.readouterr().err.startswith("error: --domain nope: ")
     assert not (tmp_path / "x").exists()

@@ -19,7 +19,8 @@ The simulated user, precisely:
    verifier checks that the call acts on the event the answered question named.
 4. A scenario with ``fixed_turns`` (an external benchmark's list of user turns) skips 2: every
    line of the script follows the previous turn, whatever it did, until the script is done.
-   An environment with its own ``system_prompt`` gets its messages unstamped.
+   An environment with its own ``system_prompt`` gets its messages unstamped, and each user
+   turn is announced to the environment first (``Environment.on_user_turn``).
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ def play_dialogue(scenario: Scenario, environment: Environment, run_turn: TurnFn
     followup_left = scenario.followup is not None
     changed = False
     while text is not None:
+        environment.on_user_turn(approver.delivered)
         messages.append(user_message(scenario, environment, text))
         approver.delivered += 1
         if line is not None and line == consent_line:

@@ -92,6 +92,9 @@ class Environment:
     # the runtime's (date line, rules, the time stamp explained), and user messages are then sent
     # as they are, unstamped, since nothing explains a stamp. None: the runtime's system prompt.
     system_prompt: str | None = None
+    # Called with each user turn's index (0: the opening) before the agent plays it: a task whose
+    # world changes between turns does it here (BFCL's miss_func adds tools to the registry).
+    on_user_turn: Callable[[int], None] = lambda _index: None
 
 
 @dataclass

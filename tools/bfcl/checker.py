@@ -28,6 +28,7 @@ from typing import Any
 from agent.eval.suite import Verdict
 from agent.eval.trace import EpisodeTrace
 from agent.records import CallStatus
+from tools.bfcl.world import case_tools
 
 EXECUTED = (CallStatus.OK, CallStatus.FAILED)
 
@@ -93,7 +94,10 @@ class BfclVerifier:
             components[f"bfcl_error:{error_type}"] = 1.0  # a column per error type in errors.csv
             errors.append(f"{error_type}: {result.get('error_message', '')}")
         unreadable = trace.unreadable_blocks()
-        wrong = sum(1 for c in calls if c.status is CallStatus.INVALID or c.name not in trace.tool_names)
+        # the case's tools, held-out ones included (the trace's names are those of the first turn)
+        known = {doc["name"] for _, doc in case_tools(tuple(scenario.initial["involved_classes"]),
+                                                      tuple(scenario.initial.get("excluded_function", ())))}
+        wrong = sum(1 for c in calls if c.status is CallStatus.INVALID or c.name not in known)
         return Verdict(
             success=valid, policy_ok=True, reward=1.0 if valid else 0.0, components=components, errors=errors,
             valid_calls=len(calls) - wrong, attempted_calls=len(calls) + unreadable,

@@ -9,15 +9,15 @@ the multi-turn checker are used, and those import nothing heavy (``mpmath`` for 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib.resources import files
 from typing import Any
 
 BFCL_VERSION = "2026.3.23"  # the bfcl-eval release these files and the checker come from
-# The categories this domain plays. ``multi_turn_miss_func`` is left out: it adds tools in the
-# middle of a case (a turn with no user message), which our registry does not do.
-CATEGORIES: tuple[str, ...] = ("multi_turn_base", "multi_turn_miss_param", "multi_turn_long_context")
+# The multi-turn categories of BFCL v4 (its ``multi_turn_composite`` is commented out there).
+CATEGORIES: tuple[str, ...] = ("multi_turn_base", "multi_turn_miss_func", "multi_turn_miss_param",
+                               "multi_turn_long_context")
 DEFAULT_CATEGORY = "multi_turn_base"
 
 
@@ -49,6 +49,8 @@ class Case:
     initial_config: dict[str, Any]
     excluded_function: tuple[str, ...]
     ground_truth: tuple[tuple[str, ...], ...]  # Python call strings per turn, e.g. "cd(folder='document')"
+    # miss_func: functions held out until a turn ({"3": ("sort",)}); that turn has no user message
+    missed_function: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def long_context(self) -> bool:
@@ -57,6 +59,12 @@ class Case:
 
 
 def _turn_text(messages: list[dict[str, Any]], case_id: str) -> str:
+    """A turn's user message; a miss_func turn has none, and BFCL's FC handlers send their own
+    words with the held-out functions (``DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC``)."""
+    if not messages:
+        from bfcl_eval.constants.default_prompts import DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
+
+        return DEFAULT_USER_PROMPT_FOR_ADDITIONAL_FUNCTION_FC
     if len(messages) != 1 or messages[0].get("role") != "user":
         raise ValueError(f"{case_id}: a turn that is not one user message ({len(messages)} messages)")
     return str(messages[0]["content"])
@@ -65,8 +73,6 @@ def _turn_text(messages: list[dict[str, Any]], case_id: str) -> str:
 @lru_cache(maxsize=None)
 def load_cases(category: str) -> tuple[Case, ...]:
     """Every case of one multi-turn category, in BFCL's order (``multi_turn_base_0`` first)."""
-    if category == "multi_turn_miss_func":
-        raise ValueError("multi_turn_miss_func is not played here: it adds tools in the middle of a case")
     if category not in CATEGORIES:
         raise ValueError(f"unknown BFCL category {category!r}; known: {', '.join(CATEGORIES)}")
     root = _data_dir()
@@ -80,6 +86,7 @@ def load_cases(category: str) -> tuple[Case, ...]:
             initial_config=entry.get("initial_config", {}),
             excluded_function=tuple(entry.get("excluded_function", ())),
             ground_truth=tuple(tuple(turn) for turn in answers[entry["id"]]),
+            missed_function={k: tuple(v) for k, v in entry.get("missed_function", {}).items()},
         ))
     return tuple(cases)
 

@@ -43,7 +43,8 @@ def scenario_of(case: Case) -> Scenario:
         fixed_turns=True, needs_tools=any(case.ground_truth),
         call_budget=sum(len(t) for t in case.ground_truth),
         initial={"initial_config": case.initial_config, "involved_classes": list(case.involved_classes),
-                 "excluded_function": list(case.excluded_function), "long_context": case.long_context},
+                 "excluded_function": list(case.excluded_function), "long_context": case.long_context,
+                 "missed_function": {k: list(v) for k, v in case.missed_function.items()}},
         expected={"ground_truth": [list(t) for t in case.ground_truth]},
     )
 
@@ -62,15 +63,16 @@ def scenarios(split: str | None = None, per_template: int | None = None, seed: i
 
 
 def make_environment(scenario: Scenario) -> Environment:
-    """BFCL's classes loaded with the case's ``initial_config``, and the case's tools bound to them."""
+    """BFCL's classes loaded with the case's ``initial_config``, and the case's tools bound to them
+    (a miss_func case's held-out ones join the registry at their turn)."""
     initial: dict[str, Any] = scenario.initial
     case = Case(id=scenario.id, category=scenario.template, turns=(), involved_classes=tuple(initial["involved_classes"]),
                 initial_config=initial["initial_config"], excluded_function=tuple(initial["excluded_function"]),
-                ground_truth=())
+                ground_truth=(), missed_function={k: tuple(v) for k, v in initial.get("missed_function", {}).items()})
     world = build_world(case)
     text = system_text()
     return Environment(registry=world.registry, prompt=text, now=datetime.fromisoformat(EPOCH).astimezone(timezone.utc),
-                       snapshot=world.snapshot, system_prompt=text)
+                       snapshot=world.snapshot, system_prompt=text, on_user_turn=world.on_user_turn)
 
 
 def load_eval_suite(settings: Settings | None = None) -> EvalSuite:

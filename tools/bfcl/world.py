@@ -6,7 +6,7 @@ them (``_load_scenario(deepcopy(config), long_context=...)``). A call runs the i
 with the arguments the model wrote (defaults left to the method, as BFCL's ``eval`` leaves them).
 
 The tools: one per function doc of the case's ``involved_classes``, less its
-``excluded_function``. BFCL's ``"type": "dict"`` is a JSON-schema ``object`` and its other type
+``excluded_function``; a miss_func case's ``missed_function`` are held out until their turn. BFCL's ``"type": "dict"`` is a JSON-schema ``object`` and its other type
 names map as BFCL's own ``GORILLA_TO_OPENAPI`` table says (``float`` → ``number``, ...); the
 argument models are pydantic, built from the docs (see ``arguments_model`` for what they check). None of these tools is destructive: BFCL's worlds are simulations, and its
 tasks expect the model to act without asking. All but the stateless ``MathAPI`` change state.
@@ -17,7 +17,7 @@ from __future__ import annotations
 import copy
 import importlib
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
@@ -102,12 +102,28 @@ def _runner(instance: Any, method: str) -> Any:
     return run
 
 
+class GrowingRegistry(Registry):
+    """A registry that gains tools during an episode (BFCL's miss_func): the agent holds this
+    object, and reads its schemas at the start of every turn."""
+
+    def add(self, tool: Tool) -> None:
+        self.tools.append(tool)
+        self.__post_init__()  # the name index, and the duplicate check
+
+
 @dataclass
 class World:
-    """One case's instances (class name → instance) and the tools bound to them."""
+    """One case's instances (class name → instance), the tools bound to them, and the tools held
+    out until a turn (miss_func: turn index → tools)."""
 
     instances: dict[str, Any]
-    registry: Registry
+    registry: GrowingRegistry
+    held_out: dict[int, list[Tool]] = field(default_factory=dict)
+
+    def on_user_turn(self, index: int) -> None:
+        """Before user turn ``index``: the functions BFCL holds out until then become tools."""
+        for tool in self.held_out.pop(index, []):
+            self.registry.add(tool)
 
     def snapshot(self) -> dict[str, Any]:
         """The public attributes of every instance (what BFCL's state checker compares), as JSON."""
@@ -132,9 +148,14 @@ def build_world(case: Case) -> World:
     from bfcl_eval.constants.executable_backend_config import STATELESS_CLASSES
 
     instances = {name: new_instance(name, case.initial_config, case.long_context) for name in case.involved_classes}
-    tools = [
-        Tool(doc["name"], doc["description"], _arguments_of(name, doc["name"]),
-             _runner(instances[name], doc["name"]), mutates=name not in STATELESS_CLASSES)
-        for name, doc in case_tools(case.involved_classes, case.excluded_function)
-    ]
-    return World(instances, Registry.of(tools))
+    turn_of = {function: int(turn) for turn, functions in case.missed_function.items() for function in functions}
+    shown: list[Tool] = []
+    held_out: dict[int, list[Tool]] = {}
+    for name, doc in case_tools(case.involved_classes, case.excluded_function):
+        tool = Tool(doc["name"], doc["description"], _arguments_of(name, doc["name"]),
+                    _runner(instances[name], doc["name"]), mutates=name not in STATELESS_CLASSES)
+        if doc["name"] in turn_of:
+            held_out.setdefault(turn_of[doc["name"]], []).append(tool)
+        else:
+            shown.append(tool)
+    return World(instances, GrowingRegistry(shown), held_out)
