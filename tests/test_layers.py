@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # package -> top-level names (or dotted prefixes) it must never import
 FORBIDDEN = {
-    "agent": ("tools.calendar", "bot"),
+    "agent": ("tools.calendar", "tools.bfcl", "bot"),
     "models": ("agent", "tools", "bot"),
 }
 

@@ -22,7 +22,7 @@ from agent.eval.suite import SPLITS, EvalSuite, Scenario, Verifier, load_eval_su
 from agent.loop import Budgets
 
 RUN_JSON = "run.json"
-IDENTITY_KEYS = ("label", "backend", "model_path", "adapter_sha256", "lora_scale", "seed", "sampling", "history",
+IDENTITY_KEYS = ("label", "suite", "backend", "model_path", "adapter_sha256", "lora_scale", "seed", "sampling", "history",
                  "prompt_style", "tool_block", "date_grounding")
 # What a run.json from before a key was recorded meant by its absence.
 IDENTITY_DEFAULTS = {"prompt_style": "full", "tool_block": "full", "date_grounding": False}
@@ -40,7 +40,11 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
                    help="episodes in flight at once (--backend openai: a server that batches, e.g. vLLM or llama-server -np N)")
     p.add_argument("--samples", type=int, default=1, help="episodes per scenario (pass^k uses all of them)")
     p.add_argument("--split", choices=(*SPLITS, "all"), default="all", help="phrasing split (default all)")
-    p.add_argument("--templates", help="comma-separated templates (default: all the domain has)")
+    p.add_argument("--domain", help="the domain to score: a module with load_domain/load_eval_suite, or a short "
+                   "name for tools.NAME.domain (bfcl, calendar); default: the configured domain")
+    p.add_argument("--templates", "--category", dest="templates",
+                   help="comma-separated templates, or a benchmark's categories (default: all the domain has, "
+                        "or the domain's default set)")
     p.add_argument("--per-template", type=int, help="scenarios per template before the split filter")
     p.add_argument("--limit", type=int, help="at most this many scenarios, taken round-robin over templates")
     p.add_argument("--seed", type=int, default=0,
@@ -98,6 +102,12 @@ def select_scenarios(suite: EvalSuite, args: argparse.Namespace) -> list[Scenari
     templates = [t.strip() for t in args.templates.split(",") if t.strip()] if args.templates else None
     chosen = suite.scenarios(split=args.split, per_template=args.per_template, seed=args.seed, templates=templates)
     return balanced(chosen, args.limit)
+
+
+def domain_module(name: str) -> str:
+    """``--domain``: a dotted name is a module; a short name is the domain package of that name
+    under ``tools`` (``bfcl`` → ``tools.bfcl.domain``), the layout every domain follows."""
+    return name if "." in name else f"tools.{name}.domain"
 
 
 def backend_of(args: argparse.Namespace, settings: Any) -> str:
@@ -220,7 +230,15 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
-    suite = load_eval_suite(settings)
+    if getattr(args, "domain", None):
+        from dataclasses import replace
+
+        settings = replace(settings, domain=domain_module(args.domain))
+    try:
+        suite = load_eval_suite(settings)
+    except (LookupError, ModuleNotFoundError, RuntimeError) as exc:
+        print(f"error: --domain {getattr(args, 'domain', None) or settings.domain}: {exc}", file=sys.stderr)
+        return 2
     problem = _usage_error(args, suite, settings)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -241,7 +259,9 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     label = _label(args, settings)
-    out_dir: Path = args.out or Path("eval-results") / f"{label}-{args.split}-seed{args.seed}"
+    # a domain named on the command line gets its own default folder (a calendar run keeps its old name)
+    suite_part = f"{suite.name}-" if getattr(args, "domain", None) else ""
+    out_dir: Path = args.out or Path("eval-results") / f"{label}-{suite_part}{args.split}-seed{args.seed}"
     backend_for = make_backend_for(suite, args, settings)
     identity = backend_for(scenarios[0], 0).identity() if scenarios else {}
     sampling = sampling_of(args)

@@ -17,6 +17,10 @@ The simulated user, precisely:
    ``user_script[consent_after - 2]``, delivered as the answer to a question), never if
    ``consent_after`` is ``None``. The gate cannot tell which event the question named; the
    verifier checks that the call acts on the event the answered question named.
+4. A scenario with ``fixed_turns`` (an external benchmark's list of user turns) skips 2: every
+   line of the script follows the previous turn, whatever it did, until the script is done.
+   An environment with its own ``system_prompt`` gets its messages unstamped, and each user
+   turn is announced to the environment first (``Environment.on_user_turn``).
 """
 
 from __future__ import annotations
@@ -53,14 +57,20 @@ class ScenarioApprover:
 
 
 def system_message(scenario: Scenario, environment: Environment) -> dict[str, Any]:
-    """The system message of an episode: the runtime's, for the episode's fixed "now"."""
+    """The system message of an episode: the runtime's, for the episode's fixed "now" (or the
+    environment's own, ``Environment.system_prompt``)."""
+    if environment.system_prompt is not None:
+        return {"role": "system", "content": environment.system_prompt}
     return {"role": "system", "content": system_prompt(environment.now, scenario.tz, environment.prompt,
                                                        environment.prompt_style, environment.short_prompt,
                                                        environment.date_grounding)}
 
 
 def user_message(scenario: Scenario, environment: Environment, text: str) -> dict[str, Any]:
-    """A simulated user's message as the runtime would store it: stamped with the fixed "now"."""
+    """A simulated user's message as the runtime would store it: stamped with the fixed "now"
+    (as it is, when the environment brings its own system message)."""
+    if environment.system_prompt is not None:
+        return {"role": "user", "content": text}
     return {"role": "user", "content": stamp_user_text(environment.now, scenario.tz, text)}
 
 
@@ -82,8 +92,9 @@ def play_dialogue(scenario: Scenario, environment: Environment, run_turn: TurnFn
                   history_block: int | None = None) -> EpisodeTrace:
     """The simulated user around any agent: the opening, then a script line for each question the
     agent asks (the follow-up, once, for a statement that changed nothing), up to
-    ``max_user_turns`` messages. Each turn sees the history window the runtime would show with
-    these ``history_turns``/``history_block`` settings."""
+    ``max_user_turns`` messages; with ``scenario.fixed_turns``, every script line in turn. Each
+    turn sees the history window the runtime would show with these
+    ``history_turns``/``history_block`` settings."""
     approver = ScenarioApprover(scenario)
     messages: list[dict[str, Any]] = [system_message(scenario, environment)]
     initial = environment.snapshot()
@@ -98,6 +109,7 @@ def play_dialogue(scenario: Scenario, environment: Environment, run_turn: TurnFn
     followup_left = scenario.followup is not None
     changed = False
     while text is not None:
+        environment.on_user_turn(approver.delivered)
         messages.append(user_message(scenario, environment, text))
         approver.delivered += 1
         if line is not None and line == consent_line:
@@ -109,6 +121,11 @@ def play_dialogue(scenario: Scenario, environment: Environment, run_turn: TurnFn
         trace.exchanges.append(Exchange(user_text=turn.user_text, turn=turn, script_line=line))
         changed = changed or environment.snapshot() != initial
         text, line = None, None
+        if scenario.fixed_turns:  # the next turn of the task, whatever this one did
+            if script:
+                line = len(scenario.user_script) - len(script)
+                text = script.pop(0)
+            continue
         if approver.delivered >= max_user_turns or turn.stop_reason not in HANDED_BACK:
             continue
         if asked_question(turn):

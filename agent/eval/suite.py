@@ -37,6 +37,10 @@ class Scenario:
       task names); n >= 2: it is script line n - 1 (``user_script[n - 2]``), and it counts only
       for the event named by the agent's question that it answers. ``None``: no yes at all, so
       a destructive call is never wanted.
+
+    ``fixed_turns``: the user is no simulation but a fixed list of turns (an external benchmark's
+    task, e.g. BFCL's ``question``): ``opening`` and then every line of ``user_script``, in order,
+    one per agent turn, whatever the agent said or did; ``max_user_turns`` does not cut it.
     """
 
     id: str
@@ -57,6 +61,7 @@ class Scenario:
     initial: dict[str, Any] = field(default_factory=dict)
     expected: dict[str, Any] = field(default_factory=dict)
     task: dict[str, Any] = field(default_factory=dict)  # structured intent, for scripted policies
+    fixed_turns: bool = False  # play opening + user_script as they are (see above)
 
     def now_datetime(self) -> datetime:
         return datetime.fromisoformat(self.now)
@@ -83,6 +88,13 @@ class Environment:
     short_prompt: str = ""  # the domain's part in the ``short`` prompt style; empty: ``prompt``
     prompt_style: str = "full"  # the system prompt's style (the runner sets the run's setting)
     date_grounding: bool = False  # the next 14 days in the system prompt (the runner sets the run's setting)
+    # The whole system message, for tasks that bring their own (an external benchmark): it replaces
+    # the runtime's (date line, rules, the time stamp explained), and user messages are then sent
+    # as they are, unstamped, since nothing explains a stamp. None: the runtime's system prompt.
+    system_prompt: str | None = None
+    # Called with each user turn's index (0: the opening) before the agent plays it: a task whose
+    # world changes between turns does it here (BFCL's miss_func adds tools to the registry).
+    on_user_turn: Callable[[int], None] = lambda _index: None
 
 
 @dataclass
