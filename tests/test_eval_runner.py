@@ -205,3 +205,19 @@ def test_a_bad_setting_stops_eval_with_the_runtimes_one_line_error(
     runtime = subprocess.run([sys.executable, "-m", "agent", "eval", *argv], capture_output=True, text=True,
                              timeout=300)
     assert (runtime.returncode, runtime.stderr) == (2, line)
+
+
+def test_the_demos_two_arms_get_different_default_result_folders() -> None:
+    """`eval --demo` and `eval --demo --no-adapter` must not resume into each other's folder."""
+    import argparse
+
+    from agent.eval.cli import _label
+
+    settings = type("S", (), {"remote_model": None, "backend": "llama"})()
+
+    def label(**flags: object) -> str:
+        args = argparse.Namespace(policy=None, backend="llama", model_path=None, lora_path=None, demo=True, **flags)
+        return _label(args, settings)
+
+    assert label(no_adapter=None) == "llama-demo"
+    assert label(no_adapter=True) == "llama-demo-base"
