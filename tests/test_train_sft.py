@@ -26,7 +26,6 @@ from agent.train.base import prepare_base
 from agent.train.sft import assistant_spans, read_rows, tokenize_rows
 from models.check import check_adapter
 from tests import model_fixtures as mf
-from tests.model_fixtures import QWEN3_CHAT_TEMPLATE
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 PY = sys.executable
@@ -117,10 +116,19 @@ def test_truncation_keeps_the_start_and_drops_rows_without_assistant_tokens(toke
     assert none_left == {"no assistant tokens within --max-length": len(rows)}
 
 
-def test_qwen3_style_template_trains_each_turn_in_its_own_context(tokenizer: Any) -> None:
-    """Qwen3's template re-renders earlier turns without the think block: one text per turn."""
-    tokenizer = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)
-    tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
+@pytest.fixture(scope="module")
+def qwen3_tokenizer(tiny_qwen3_each: Path) -> Any:
+    """transformers' tokenizer of the tiny qwen3 of each variant, as ``train sft`` loads it (its
+    chat template comes from the GGUF through transformers, not from the runtime)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(prepare_base(tiny_qwen3_each, mf.cache_root() / "train-bases")))
+
+
+def test_qwen3_templates_train_each_turn_after_the_prompt_it_was_served(qwen3_tokenizer: Any, qwen3_variant: str) -> None:
+    """One text per conversation, and each trained span is exactly what the model wrote. With the
+    hybrid template the empty think block is the generation prompt (served, so not trained) and
+    stays before the earlier turn, as the runtime's prompt kept it; the 2507 template has none."""
     call = {"id": "c0", "type": "function", "function": {"name": "search_events", "arguments": {"date": "2027-01-08"}}}
     messages = [
         {"role": "system", "content": "You manage a calendar."},
@@ -129,12 +137,57 @@ def test_qwen3_style_template_trains_each_turn_in_its_own_context(tokenizer: Any
         {"role": "tool", "content": "[]", "tool_call_id": "c0", "name": "search_events"},
         {"role": "assistant", "content": "Nothing is planned."},
     ]
-    texts = assistant_spans(tokenizer, messages, [{"type": "function", "function": {"name": "search_events"}}])
-    assert len(texts) == 2
-    (first, [(s1, e1)]), (second, [(s2, e2)]) = texts
-    assert first[s1:e1] == '<think>\n\n</think>\n\n<tool_call>\n{"name": "search_events", "arguments": {"date": "2027-01-08"}}\n</tool_call><|im_end|>\n'
-    assert second[s2:e2] == "<think>\n\n</think>\n\nNothing is planned.<|im_end|>\n"
-    assert "<think>" not in second[:s2]  # the earlier turn as the runtime re-renders it
+    texts = assistant_spans(qwen3_tokenizer, messages, [{"type": "function", "function": {"name": "search_events"}}])
+    assert len(texts) == 1
+    [(text, [(s1, e1), (s2, e2)])] = texts
+    generation = mf.QWEN3_GENERATION_PROMPT[qwen3_variant]
+    wrote = '<tool_call>\n{"name": "search_events", "arguments": {"date": "2027-01-08"}}\n</tool_call>'
+    assert text[:s1].endswith("<|im_start|>user\nWhat is on tomorrow?<|im_end|>\n" + generation)
+    assert text[s1:e1] == wrote + "<|im_end|>\n"
+    assert text[e1:s2] == "<|im_start|>user\n<tool_response>\n[]\n</tool_response><|im_end|>\n" + generation
+    assert text[s2:e2] == "Nothing is planned.<|im_end|>\n" and e2 == len(text)
+
+
+def test_the_runtime_and_the_export_render_the_same_conversation_byte_for_byte(
+        tiny_qwen3_each: Path, qwen3_tokenizer: Any, tmp_path: Path) -> None:
+    """Real episodes (the oracle through the loop), exported as structured rows and read back as
+    ``train sft`` reads them: the training text up to each assistant turn is the prompt the llama
+    backend renders for that step from the stored history, the trained span is what the model
+    wrote there, and transformers' tokens of the text are llama.cpp's."""
+    from agent.backends.llama import LlamaBackend
+    from agent.export.episodes import read_episodes
+    from agent.export.sft import Selection, build_rows, write_sft
+    from tests.export_helpers import run, suite
+
+    s = suite()
+    scenarios = [sc for sc in s.scenarios(per_template=1) if sc.template in ("multi_attendee", "delete_request")]
+    run(s, tmp_path / "results", scenarios)
+    tools = cli_tools()
+    report = build_rows(read_episodes(tmp_path / "results"), Selection(success_only=True), "structured", default_tools=tools)
+    write_sft(report, tmp_path / "sft")
+    rows = read_rows(tmp_path / "sft", split=None)
+    episodes = {e.scenario_id: e for e in read_episodes(tmp_path / "results")}
+    backend = LlamaBackend(tiny_qwen3_each, n_ctx=4096, n_threads=1)
+    checked = 0
+    for row in rows:
+        stored = episodes[row["scenario_id"]].messages
+        [(text, spans)] = assistant_spans(qwen3_tokenizer, row["messages"], row["tools"])
+        steps = [i for i, m in enumerate(stored) if m["role"] == "assistant"]
+        assert len(spans) == len(steps) > 1
+        for i, (start, end) in zip(steps, spans):
+            assert text[:start] == backend.render(stored[:i], tools)
+            assert text[start:end] == stored[i]["content"] + "<|im_end|>\n"
+            checked += 1
+        ids = qwen3_tokenizer(text, add_special_tokens=False).input_ids
+        assert ids == backend.tokenize(text, add_bos=False)
+    assert checked >= 4
+
+
+def cli_tools() -> list[dict[str, Any]]:
+    from agent.config import Settings
+    from agent.export import cli as export_cli
+
+    return export_cli._default_tools(Settings())
 
 
 @pytest.mark.parametrize(

@@ -205,6 +205,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         max_length=args.max_length, split=args.split, limit=args.limit, save_steps=args.save_steps, seed=args.seed,
         resume=args.resume, convert=args.convert, progress=not args.no_progress, tool_block=settings.tool_block,
         prompt_style=settings.prompt_style, date_grounding=settings.date_grounding, bf16=args.bf16,
+        enable_thinking=settings.enable_thinking,
     )
     try:
         result = train_sft(opts)
