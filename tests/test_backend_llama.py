@@ -344,7 +344,7 @@ def test_steps_and_turns_reuse_the_prefix_with_either_template(qwen: LlamaBacken
         step = qwen.complete(messages, [DELETE], max_tokens=4, session_id="kim")
         assert step.finish_reason != "error", step.error
         new = step.prompt_tokens - len(written)
-        assert 0 < new < 40 and step.reused_tokens + step.evaluated_tokens == step.prompt_tokens
+        assert 0 < new < 60 and step.reused_tokens + step.evaluated_tokens == step.prompt_tokens
         assert step.evaluated_tokens <= new + 1, (step, new)  # at most the last token written is not in the cache
         steps.append((messages, step))
 

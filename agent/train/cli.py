@@ -266,6 +266,7 @@ def grpo_options(args: argparse.Namespace, settings: Settings, base: Path, targe
         batch_size=args.batch_size, grad_accum=args.grad_accum, temperature=args.temperature, top_p=args.top_p,
         beta=args.beta, save_steps=args.save_steps, seed=args.seed, resume=args.resume, convert=args.convert,
         use_vllm=args.use_vllm, vllm_mode=args.vllm_mode, progress=not args.no_progress, bf16=args.bf16, extra=extra,
+        enable_thinking=settings.enable_thinking,
     )
 
 
