@@ -352,6 +352,45 @@ def test_end_to_end_train_convert_load_and_eval(smollm2: Path, smol_base: Path, 
     assert json.loads((tmp_path / "eval" / "run.json").read_text())["adapter_sha256"]
 
 
+@pytest.mark.slow
+def test_end_to_end_on_the_hybrid_qwen3_template(tiny_qwen3: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The production format end to end, with the hybrid Qwen3 template (the calendar-rlvr base's):
+    oracle episodes with a tool call, ``export sft --model`` (structured rows, as the template
+    renders tools), one LoRA step on one text per conversation, convert; the adapter passes the
+    checks and moves llama.cpp's logits on the prompt the runtime serves for the row's first step."""
+    from agent.export import cli as export_cli
+    from tests.renderers import renderer_for
+
+    monkeypatch.setenv("ILJEONG_TRAIN_CACHE", str(mf.cache_root() / "train-bases"))
+    monkeypatch.setenv("AGENT_TOOL_BLOCK", "compact")  # a short row: one step is quick on a CPU
+    run = subprocess.run([PY, "-m", "agent", "eval", "--policy", "oracle", "--split", "train", "--templates",
+                          "delete_request", "--limit", "1", "--out", str(tmp_path / "oracle"), "--no-progress"],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "AGENT_TOOL_BLOCK": "compact"})
+    assert run.returncode == 0, run.stderr
+    assert _cli(export_cli, ["export", "sft", "--from", str(tmp_path / "oracle"), "--out", str(tmp_path / "sft"),
+                             "--success-only", "--model", str(tiny_qwen3)]) == 0
+    [row] = read_rows(tmp_path / "sft")
+    assert row["assistant_format"] == "structured" and any(m.get("tool_calls") for m in row["messages"])
+    out = tmp_path / "lora"
+    argv = ["train", "sft", "--base", str(tiny_qwen3), "--data", str(tmp_path / "sft"), "--out", str(out),
+            "--max-steps", "1", "--lr", "5e-2", "--rank", "4", "--alpha", "8", "--convert", "--no-progress"]
+    assert _cli(train_cli, argv) == 0
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["steps"] == 1 and summary["examples"] == 1 and np.isfinite(summary["final_loss"])
+    gguf = out / "adapter.gguf"
+    check = check_adapter(gguf, tiny_qwen3)
+    assert check.ok, check.reason
+
+    stored = json.loads(next((tmp_path / "oracle" / "episodes").glob("*.json")).read_text())["messages"]
+    first = next(i for i, m in enumerate(stored) if m["role"] == "assistant")
+    prompt = renderer_for(tiny_qwen3, tool_block="compact").render(stored[:first], row["tools"])
+    assert prompt.endswith(mf.QWEN3_GENERATION_PROMPT["hybrid"])
+    llm = Llama(model_path=str(tiny_qwen3), vocab_only=True, verbose=False)
+    tokens = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+    base, adapted = _logits(tiny_qwen3, None, tokens), _logits(tiny_qwen3, gguf, tokens)
+    assert np.abs(adapted - base).max() > 1e-3
+
+
 def test_the_loss_on_trained_positions_only_equals_the_models_own_loss(smol_base: Path, greeting_export: Path,
                                                                      tokenizer: Any) -> None:
     """The head runs on the positions whose next token is trained, and the loss is the same number
