@@ -30,12 +30,14 @@ def run_doctor(settings: Settings, *, demo: bool = False, generate: bool = True)
     if settings.backend == "openai" and not demo:
         return _doctor_openai(settings, generate)
 
-    from models.check import check_adapter, check_model
+    from models.check import check_adapter, check_model, template_line
     from models.resolve import resolve_or_exit
 
     model_path, lora_path = resolve_or_exit(settings.model_choice(), demo=demo)
     model = check_model(model_path)
     print(f"model: {model_path}\n  {'ok' if model.ok else 'REFUSED: ' + model.reason}  {model.info}")
+    if model.ok:
+        print(f"  chat template: {template_line(model.info)}")
     if lora_path is not None:
         adapter = check_adapter(lora_path, model_path)
         print(f"adapter: {lora_path}\n  {'ok' if adapter.ok else 'REFUSED: ' + adapter.reason}  {adapter.info}")

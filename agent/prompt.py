@@ -27,34 +27,16 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import jinja2
-import jinja2.ext
-from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from agent.formats.hermes import HERMES, HermesFormat
 from agent.formats.tool_view import shown_tools
+from models.templates import compile_template, template_family
 
 _SENTINEL = "\x00IJ_SPLICE_7f3a\x00"
-_SENTINEL_TOOL = "ij_sentinel_tool_7f3a"
 
 
 class PromptError(ValueError):
     """The chat template cannot be used as it is (missing, raises, or drops content)."""
-
-
-class _IgnoreGenerationTags(jinja2.ext.Extension):
-    """HF's ``{% generation %}`` tag is a training marker; render its body unchanged."""
-
-    tags = {"generation"}
-
-    def parse(self, parser: Any) -> Any:
-        parser.stream.skip(1)
-        return parser.parse_statements(("name:endgeneration",), drop_needle=True)
-
-
-def _tojson(x: Any, ensure_ascii: bool = False, indent: int | None = None,
-            separators: tuple[str, str] | None = None, sort_keys: bool = False) -> str:
-    """Same JSON rendering as transformers' chat templates (non-ASCII kept)."""
-    return json.dumps(x, ensure_ascii=ensure_ascii, indent=indent, separators=separators, sort_keys=sort_keys)
 
 
 def _raise_exception(message: str) -> None:
@@ -73,13 +55,8 @@ class PromptRenderer:
                  chat_format: HermesFormat = HERMES) -> None:
         if not template:
             raise PromptError("the model has no chat template (tokenizer.chat_template is empty)")
-        env = ImmutableSandboxedEnvironment(
-            loader=jinja2.BaseLoader(), trim_blocks=True, lstrip_blocks=True,
-            extensions=[_IgnoreGenerationTags, jinja2.ext.loopcontrols],
-        )
-        env.filters["tojson"] = _tojson
         try:
-            self._template = env.from_string(template)
+            self._template = compile_template(template)
         except jinja2.TemplateError as exc:
             raise PromptError(f"chat template does not compile: {exc}") from exc
         self.template_source = template
@@ -89,7 +66,10 @@ class PromptRenderer:
         shown_tools([], tool_block)  # refuse an unknown setting here, not at the first turn
         self.tool_block = tool_block
         self.chat_format = chat_format
-        self.native_tools = self._detect_native_tools()
+        # Which template this is (``models.templates``), and whether it renders ``tools``: the
+        # same probe that ``models verify`` and ``agent doctor`` report.
+        self.family = template_family(template)
+        self.native_tools = self.family.renders_tools
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, str], token_text: Any, *,
@@ -120,16 +100,6 @@ class PromptRenderer:
             raise
         except Exception as exc:  # template bugs surface as one clear error
             raise PromptError(f"chat template failed: {type(exc).__name__}: {exc}") from exc
-
-    def _detect_native_tools(self) -> bool:
-        """Does the template render ``tools``? Render once with a sentinel tool and look for it."""
-        probe = [{"type": "function", "function": {"name": _SENTINEL_TOOL, "description": "probe",
-                                                   "parameters": {"type": "object", "properties": {}}}}]
-        try:
-            text = self._call([{"role": "user", "content": "hi"}], probe, True)
-        except PromptError:
-            return False
-        return _SENTINEL_TOOL in text
 
     # -- message preparation --------------------------------------------------------------
 

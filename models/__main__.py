@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from models.check import CheckResult, check_adapter, check_model
+from models.check import CheckResult, check_adapter, check_model, template_line
 from models.config import load_choice
 from models.profiles import DEFAULT_PROFILE, PROFILES, Profile, UnknownProfile, get_profile
 from models.resolve import find_profile_adapter, find_pulled, models_dir, resolve
@@ -85,7 +85,7 @@ def describe(result: CheckResult) -> list[str]:
             f"  architecture: {i.get('architecture')}" + (f"  ({i['name']})" if i.get("name") else ""),
             f"  quantization: {i.get('quantization')}  size: {_size(i['size_bytes'])}",
             f"  context length: {i.get('context_length')}",
-            f"  chat template: {'yes' if i.get('chat_template') else 'no'}",
+            f"  chat template: {template_line(i)}",
             f"  tensors: {i.get('tensor_count')}  vocabulary: {i.get('vocab_size')}",
         ]
     if i.get("note"):

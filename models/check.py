@@ -19,6 +19,7 @@ from typing import Any
 from gguf import LlamaFileType
 
 from models.gguf_header import HeaderReader, TensorInfo
+from models.templates import TemplateFamily, template_family
 
 KNOWN_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3"})
 GGUF_MAGIC = b"GGUF"
@@ -96,8 +97,17 @@ def _file_type_name(reader: HeaderReader) -> str:
     return types.most_common(1)[0][0].name if types else "unknown"
 
 
+def chat_template_of(reader: HeaderReader) -> str:
+    """The GGUF's ``tokenizer.chat_template`` as text ("" when it has none)."""
+    template = reader.value("tokenizer.chat_template")
+    if isinstance(template, bytes):
+        template = template.decode("utf-8", errors="replace")
+    return str(template or "")
+
+
 def _base_info(reader: HeaderReader, size: int) -> dict[str, Any]:
     arch = reader.value("general.architecture")
+    family = template_family(chat_template_of(reader))
     return {
         "kind": reader.value("general.type") or "model",
         "architecture": arch,
@@ -106,9 +116,20 @@ def _base_info(reader: HeaderReader, size: int) -> dict[str, Any]:
         "size_bytes": size,
         "context_length": reader.value(f"{arch}.context_length") if arch else None,
         "chat_template": bool(reader.value("tokenizer.chat_template")),
+        # which template family it is and whether it renders the tools (models.templates)
+        "template_family": family.name,
+        "template_renders_tools": family.renders_tools,
         "vocab_size": reader.array_length("tokenizer.ggml.tokens"),
         "tensor_count": len(reader.tensor_infos),
     }
+
+
+def template_line(info: dict[str, Any]) -> str:
+    """A model check's chat template line: its family and who renders the tools (``models verify``
+    and ``agent doctor`` print it)."""
+    if not info.get("chat_template"):
+        return "none in the file"
+    return TemplateFamily(info["template_family"], info["template_renders_tools"]).describe()
 
 
 def check_model(path: str | os.PathLike[str]) -> CheckResult:
@@ -269,4 +290,5 @@ __all__ = [
     "check_model",
     "check_pair",
     "require_loadable",
+    "template_line",
 ]

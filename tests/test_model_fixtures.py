@@ -82,7 +82,27 @@ def test_tiny_qwen3_metadata(qwen_llm: Llama) -> None:
     assert qwen_llm.n_vocab() == 151_936
     assert qwen_llm.n_embd() == 64
     assert int(meta["qwen3.block_count"]) == 2
-    assert meta["tokenizer.chat_template"] == mf.QWEN3_CHAT_TEMPLATE
+    assert meta["tokenizer.chat_template"] == mf.qwen3_chat_template("hybrid")
+
+
+def test_each_variant_carries_its_real_template_byte_for_byte(tiny_qwen3_each: Path, qwen3_variant: str) -> None:
+    """The template in the GGUF is TRL's package file, unchanged (not a copy kept in this repository)."""
+    import importlib.resources
+
+    source = importlib.resources.files("trl") / "chat_templates" / mf.QWEN3_TEMPLATE_FILES[qwen3_variant]
+    llm = Llama(model_path=str(tiny_qwen3_each), vocab_only=True, verbose=False)
+    assert llm.metadata["tokenizer.chat_template"].encode() == source.read_bytes()
+
+
+def test_a_missing_trl_is_an_error_that_says_how_to_install_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_trl(anchor: str) -> None:
+        raise ModuleNotFoundError(f"No module named {anchor!r}")
+
+    monkeypatch.setattr(mf.importlib.resources, "files", no_trl)
+    with pytest.raises(RuntimeError, match=r"qwen3_instruct_2507\.jinja is not installed.*\[test,train\]"):
+        mf.qwen3_chat_template("2507")
+    with pytest.raises(ValueError, match="unknown Qwen3 template variant 'thinking'"):
+        mf.qwen3_chat_template("thinking")
 
 
 @pytest.mark.parametrize("text", mf.QWEN_SPECIAL_TOKENS)
@@ -128,10 +148,10 @@ def test_tiny_qwen3_build_is_deterministic(tiny_qwen3: Path, tmp_path: Path) -> 
 # --------------------------------------------------------------------------- chat template
 
 
-def _render(messages: list[dict], **kwargs: object) -> str:
+def _render(messages: list[dict], variant: str = "hybrid", **kwargs: object) -> str:
     """Render like llama-cpp-python and transformers do (sandboxed, trim/lstrip blocks)."""
     env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    return env.from_string(mf.QWEN3_CHAT_TEMPLATE).render(messages=messages, **kwargs)
+    return env.from_string(mf.qwen3_chat_template(variant)).render(messages=messages, **kwargs)
 
 
 TOOL = {
@@ -144,8 +164,9 @@ TOOL = {
 }
 
 
-def test_template_renders_the_tools_block_in_the_system_turn() -> None:
-    text = _render([{"role": "system", "content": "You are 일정."}, {"role": "user", "content": "hi"}], tools=[TOOL])
+@pytest.mark.parametrize("variant", mf.QWEN3_VARIANTS)
+def test_template_renders_the_tools_block_in_the_system_turn(variant: str) -> None:
+    text = _render([{"role": "system", "content": "You are 일정."}, {"role": "user", "content": "hi"}], variant, tools=[TOOL])
     head, _, rest = text.partition("<tools>\n")
     assert head == (
         "<|im_start|>system\nYou are 일정.\n\n# Tools\n\nYou may call one or more functions to assist with the "
@@ -161,7 +182,10 @@ def test_template_renders_the_tools_block_in_the_system_turn() -> None:
     )
 
 
-def test_template_renders_a_tool_round_trip() -> None:
+@pytest.mark.parametrize("variant", mf.QWEN3_VARIANTS)
+def test_template_renders_a_tool_round_trip(variant: str) -> None:
+    """The two real templates differ here only in the last answer: the hybrid one writes it after
+    an empty think block (it is the last turn after the query), the 2507 one never writes one."""
     messages = [
         {"role": "user", "content": "내일 일정?"},
         {
@@ -172,23 +196,26 @@ def test_template_renders_a_tool_round_trip() -> None:
         {"role": "tool", "content": '{"events": []}'},
         {"role": "assistant", "content": "일정이 없습니다."},
     ]
-    assert _render(messages) == (
+    think = "<think>\n\n</think>\n\n" if variant == "hybrid" else ""
+    assert _render(messages, variant) == (
         "<|im_start|>user\n내일 일정?<|im_end|>\n"
         '<|im_start|>assistant\n<tool_call>\n{"name": "list_events", "arguments": {"day": "2026-12-01"}}\n'
         "</tool_call><|im_end|>\n"
         '<|im_start|>user\n<tool_response>\n{"events": []}\n</tool_response><|im_end|>\n'
-        "<|im_start|>assistant\n<think>\n\n</think>\n\n일정이 없습니다.<|im_end|>\n"
+        f"<|im_start|>assistant\n{think}일정이 없습니다.<|im_end|>\n"
     )
 
 
-def test_template_dict_arguments_are_json() -> None:
+@pytest.mark.parametrize("variant", mf.QWEN3_VARIANTS)
+def test_template_dict_arguments_are_json(variant: str) -> None:
     call = {"function": {"name": "f", "arguments": {"day": "mon"}}}
-    text = _render([{"role": "user", "content": "x"}, {"role": "assistant", "content": None, "tool_calls": [call]}, {"role": "user", "content": "y"}])
+    text = _render([{"role": "user", "content": "x"}, {"role": "assistant", "content": None, "tool_calls": [call]},
+                    {"role": "user", "content": "y"}], variant)
     body = text.split("<tool_call>\n")[1].split("\n</tool_call>")[0]
     assert json.loads(body) == {"name": "f", "arguments": {"day": "mon"}}
 
 
-def test_template_thinking() -> None:
+def test_the_hybrid_template_drops_old_reasoning_and_adds_an_empty_think_block_with_thinking_off() -> None:
     history = [
         {"role": "user", "content": "a"},
         {"role": "assistant", "content": "<think>\nold reasoning\n</think>\n\nold answer"},
@@ -201,6 +228,17 @@ def test_template_thinking() -> None:
     assert no_think == plain + "<think>\n\n</think>\n\n"
     kept = _render(history[:1] + [{"role": "assistant", "content": "answer", "reasoning_content": "why"}])
     assert kept.endswith("<|im_start|>assistant\n<think>\nwhy\n</think>\n\nanswer<|im_end|>\n")
+
+
+def test_the_2507_template_keeps_every_turn_as_written_and_never_adds_a_think_block() -> None:
+    history = [
+        {"role": "user", "content": "a"},
+        {"role": "assistant", "content": "<think>\nold reasoning\n</think>\n\nold answer"},
+        {"role": "user", "content": "b"},
+    ]
+    text = _render(history, "2507", add_generation_prompt=True, enable_thinking=False)
+    assert text == ("<|im_start|>user\na<|im_end|>\n<|im_start|>assistant\n<think>\nold reasoning\n</think>\n\n"
+                    "old answer<|im_end|>\n<|im_start|>user\nb<|im_end|>\n<|im_start|>assistant\n")
 
 
 def test_rendered_prompt_tokenizes_to_qwen_special_ids(qwen_llm: Llama) -> None:

@@ -141,8 +141,53 @@ def test_verify_prints_what_it_found(tiny_qwen3: Path, tiny_qwen3_lora: Path, tm
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert f"model: {tiny_qwen3}" in out and "architecture: qwen3" in out
-    assert "chat template: yes" in out and "context length:" in out and "quantization:" in out
+    assert "chat template: hybrid: " in out and "context length:" in out and "quantization:" in out
     assert f"adapter: {tiny_qwen3_lora}" in out and "rank: 4  alpha: 8.0" in out
+
+
+TEMPLATE_FAMILIES = {  # fixture -> (family, renders the tools itself)
+    "smollm2": ("chatml", False),
+    "2507": ("2507", True),
+    "hybrid": ("hybrid", True),
+}
+
+
+@pytest.mark.parametrize("model", sorted(TEMPLATE_FAMILIES))
+def test_the_template_family_is_named_with_who_renders_the_tools(model: str, tmp_path: Path) -> None:
+    """The check names what the GGUF's template renders, and the runtime's renderer agrees on the
+    tools: SmolLM2's ChatML gets the runtime's own tool block, both Qwen3 templates render theirs."""
+    from agent.prompt import PromptRenderer
+    from models.check import chat_template_of
+
+    path = mf.smollm2_path() if model == "smollm2" else mf.tiny_qwen3_path(model)
+    family, renders_tools = TEMPLATE_FAMILIES[model]
+    result = check_model(path)
+    assert (result.info["template_family"], result.info["template_renders_tools"]) == (family, renders_tools)
+    reader = HeaderReader(path)
+    try:
+        assert PromptRenderer(chat_template_of(reader)).native_tools is renders_tools
+    finally:
+        reader.close()
+    proc = run_models("verify", "--model", path, "--no-adapter", tmp=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    [line] = [line for line in proc.stdout.splitlines() if "chat template:" in line]
+    assert line.startswith(f"  chat template: {family}: ")
+    assert line.endswith("tools rendered by the template" if renders_tools else "the runtime writes its own tool block")
+
+
+@pytest.mark.parametrize(("template", "family"), [
+    ("", "unknown"),
+    ("{% for m in messages %}", "unknown"),  # does not compile
+    ("{{ raise_exception('no') }}", "unknown"),
+    ("{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}", "unknown"),  # not ChatML
+    ("{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"
+     "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}", "chatml"),
+])
+def test_templates_of_no_known_family_are_unknown_and_never_raise(template: str, family: str) -> None:
+    from models.templates import template_family
+
+    found = template_family(template)
+    assert found.name == family and found.renders_tools is False
 
 
 def test_help_lists_subcommands(tmp_path: Path) -> None:
@@ -219,3 +264,14 @@ def test_header_parse_of_full_qwen_vocabulary(tiny_qwen3: Path) -> None:
     t0 = time.perf_counter()
     check_model(tiny_qwen3)
     print(f"check of tiny qwen3 (full vocabulary): {(time.perf_counter() - t0) * 1000:.1f} ms")
+
+
+@pytest.mark.parametrize("variant", mf.QWEN3_VARIANTS)
+def test_doctor_prints_the_template_family(variant: str, tmp_path: Path) -> None:
+    path = mf.tiny_qwen3_path(variant)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")} | {"AGENT_DATA_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "agent", "doctor", "--no-generate", "--model", str(path), "--no-adapter"],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert f"  chat template: {variant}: " in proc.stdout
+    assert "tools rendered by the template" in proc.stdout

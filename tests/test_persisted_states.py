@@ -93,6 +93,26 @@ def test_a_warm_start_replies_as_a_cold_start_and_evaluates_only_the_message(fir
           f"cold evaluated {cold_reply.evaluated_tokens}")
 
 
+def test_a_warm_start_evaluates_only_the_message_with_either_qwen3_template(tiny_qwen3_each, tmp_path) -> None:
+    """The static prefix (system prompt and tool block) is found by rendering probes through the
+    model's template; with either production template the saved prefix is all of the prompt but
+    the user's message and the generation prompt (the hybrid one's empty think block included)."""
+    states = tmp_path / "states"
+    assert start(tiny_qwen3_each, states).warm_up_result == "built"
+    warm = start(tiny_qwen3_each, states)
+    assert warm.warm_up_result == "loaded"
+    messages = SYSTEM + [user("What is on my calendar tomorrow?")]
+    reply = warm.complete(messages, TOOLS, max_tokens=4)
+    assert reply.error is None
+    prefix = len(warm.cache.static)
+    prompt = warm.render(messages, TOOLS)
+    stamped = messages[-1]["content"]
+    framing = warm.tokenize(prompt.split(stamped, 1)[1], add_bos=False)  # turn end and generation prompt
+    assert reply.reused_tokens == prefix > 150
+    assert reply.evaluated_tokens == reply.prompt_tokens - prefix
+    assert reply.evaluated_tokens <= len(warm.tokenize(stamped, add_bos=False)) + len(framing)
+
+
 def test_a_turn_that_gets_the_lock_before_the_warm_up_saves_the_prefix_itself(smollm2, tmp_path) -> None:
     states = tmp_path / "states"
     backend = LlamaBackend(smollm2, n_ctx=CTX, n_threads=1, state_dir=states)

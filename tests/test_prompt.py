@@ -13,6 +13,7 @@ import pytest
 from agent.formats import HERMES, format_tool_call
 from agent.formats.tool_view import compact_tools, short_description
 from agent.prompt import PromptError, PromptRenderer, stamp_user_text, system_prompt, unstamp_user_text
+from tests import model_fixtures as mf
 from tests.renderers import renderer_for
 
 hermes_tool_block = HERMES.tool_block
@@ -82,33 +83,49 @@ def test_smollm2_prefix_property(smollm2: Path) -> None:
     assert assert_prefix_property(renderer_for(smollm2), history()) == 4
 
 
-def test_qwen3_template_renders_tools_natively(tiny_qwen3: Path) -> None:
-    renderer = renderer_for(tiny_qwen3)
+def test_qwen3_templates_render_tools_natively(tiny_qwen3_each: Path, qwen3_variant: str) -> None:
+    renderer = renderer_for(tiny_qwen3_each)
     assert renderer.native_tools is True
     text = renderer.render(history()[:2], TOOLS)
     assert "You are provided with function signatures within <tools></tools>" in text
     assert "Function signatures:" not in text  # our own block is not added on top
-    assert text.endswith("<|im_start|>assistant\n<think>\n\n</think>\n\n")  # enable_thinking=False
+    # enable_thinking=False: only the hybrid template writes an empty think block here
+    assert text.endswith("<|im_end|>\n" + mf.QWEN3_GENERATION_PROMPT[qwen3_variant])
 
 
 @pytest.mark.parametrize("thinking", [False, True])
-def test_qwen3_prefix_property(tiny_qwen3: Path, thinking: bool) -> None:
-    """The template alone breaks this: it drops the empty think block (and old reasoning) from
-    earlier turns. The splice keeps what the model saw and wrote."""
-    renderer = renderer_for(tiny_qwen3, enable_thinking=thinking)
+def test_qwen3_prefix_property(tiny_qwen3_each: Path, qwen3_variant: str, thinking: bool) -> None:
+    """The hybrid template alone breaks this: it drops the empty think block (and old reasoning)
+    from earlier turns. The splice keeps what the model saw and wrote, with either template."""
+    renderer = renderer_for(tiny_qwen3_each, enable_thinking=thinking)
     messages = history(thinking=thinking)
     assert assert_prefix_property(renderer, messages) == 4
-    if not thinking:
-        # the raw template would render the first assistant turn without the empty think block
-        raw = renderer._call(renderer._prepare(messages, TOOLS), TOOLS, True)
-        step = renderer.render(messages[:2], TOOLS) + messages[2]["content"]
-        assert not raw.startswith(step)
+    raw = renderer._call(renderer._prepare(messages, TOOLS), TOOLS, True)
+    step = renderer.render(messages[:2], TOOLS) + messages[2]["content"]
+    # the raw hybrid template renders the first turn without the empty think block (or the
+    # reasoning) the model saw; the 2507 one renders it as it was: it has neither to drop
+    assert raw.startswith(step) == (qwen3_variant == "2507")
 
 
-def test_qwen3_groups_consecutive_tool_results_in_one_user_turn(tiny_qwen3: Path) -> None:
-    text = renderer_for(tiny_qwen3).render(history()[:9], TOOLS)
+def test_qwen3_groups_consecutive_tool_results_in_one_user_turn(tiny_qwen3_each: Path, qwen3_variant: str) -> None:
+    text = renderer_for(tiny_qwen3_each).render(history()[:9], TOOLS)
     assert text.endswith("</tool_response>\n<tool_response>\n"
-                         '{"ok": true, "data": []}\n</tool_response><|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n')
+                         '{"ok": true, "data": []}\n</tool_response><|im_end|>\n' + mf.QWEN3_GENERATION_PROMPT[qwen3_variant])
+
+
+def test_the_stored_history_renders_exactly_as_each_step_was_served(tiny_qwen3_each: Path, qwen3_variant: str) -> None:
+    """The whole conversation, rendered from the stored history, is each step's prompt followed by
+    what the model wrote there: for the hybrid template every assistant turn keeps the empty think
+    block it was generated after, for the 2507 template none has one."""
+    renderer = renderer_for(tiny_qwen3_each)
+    messages = history()
+    text = renderer.render(messages, TOOLS, add_generation_prompt=False)
+    generation = mf.QWEN3_GENERATION_PROMPT[qwen3_variant]
+    turns = [m["content"] for m in messages if m["role"] == "assistant"]
+    assert text.count(generation) == len(turns) == 4
+    for content in turns:
+        assert f"{generation}{content}<|im_end|>\n" in text
+    assert text.count("<think>") == (len(turns) if qwen3_variant == "hybrid" else 0)
 
 
 def test_template_that_drops_assistant_content_is_refused() -> None:

@@ -152,15 +152,16 @@ def two_turns_seven_minutes_apart(tmp_path: Path, backend) -> tuple:
     return runtime, first, second
 
 
-def test_a_turn_minutes_later_renders_the_earlier_prompt_and_reply_unchanged(tmp_path, tiny_qwen3):
-    """Qwen3's template puts the tool block after the system text: a time of day there would
+def test_a_turn_minutes_later_renders_the_earlier_prompt_and_reply_unchanged(tmp_path, tiny_qwen3_each):
+    """Qwen3's templates put the tool block after the system text: a time of day there would
     change the whole prefix every minute. Text before the new user message must be the last
-    prompt of the previous turn plus the model's reply, byte for byte."""
+    prompt of the previous turn plus the model's reply, byte for byte (with either template:
+    the hybrid one would re-render the earlier reply without its empty think block)."""
     backend = ScriptedBackend([CREATE, "Booked lunch.", "You have lunch at 12:00."])
     runtime, first, second = two_turns_seven_minutes_apart(tmp_path, backend)
     tools = runtime.domain.registry.schemas()
     runtime.close()
-    renderer = renderer_for(tiny_qwen3)
+    renderer = renderer_for(tiny_qwen3_each)
     earlier = renderer.render(backend.calls[1], tools) + "Booked lunch."  # last step of turn 1 and its output
     later = renderer.render(backend.calls[2], tools)
     assert later.startswith(earlier)

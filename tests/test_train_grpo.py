@@ -95,13 +95,82 @@ def _forcing_bias(base: Path, row: dict[str, Any]) -> list[list[Any]]:
     tokenizer = prepare_tokenizer(AutoTokenizer.from_pretrained(str(prepare_base(base, mf.cache_root() / "train-bases"))))
     render = lambda messages: _ids(tokenizer.apply_chat_template(  # noqa: E731 - TRL's rendering of a prompt
         messages, add_generation_prompt=True, tokenize=True, enable_thinking=False))
-    key = render(row["prompt"])[-6:]  # user's last token, <|im_end|>, \n, <|im_start|>, assistant, \n
+    opening = render(row["prompt"])
+    turn_end = len(opening) - 1 - opening[::-1].index(tokenizer.convert_tokens_to_ids("<|im_end|>"))
+    # user's last token, <|im_end|>, \n, <|im_start|>, assistant, \n (and the hybrid template's empty think block)
+    key = opening[turn_end - 1:]
     after_tool = render([*row["prompt"], {"role": "assistant", "content": "", "tool_calls": [
         {"type": "function", "function": FORCED_CALL}]}, {"role": "tool", "name": "search_events", "content": "{}"}])
     assert after_tool[-6:] != key  # the bias cannot fire again after the tool result
     text = f"<tool_call>\n{json.dumps(FORCED_CALL, ensure_ascii=False)}\n</tool_call>"
     forced = tokenizer.encode(text, add_special_tokens=False) + [tokenizer.convert_tokens_to_ids("<|im_end|>")]
     return [[key + forced[: i + 1], BIAS] for i in range(len(forced))]
+
+
+def _grpo_tokenizer(base: Path, template: str | None = None) -> Any:
+    """The tokenizer ``train grpo`` prepares for ``base`` (optionally given another chat template first)."""
+    from transformers import AutoTokenizer
+
+    from agent.train.base import prepare_base
+    from agent.train.grpo import prepare_tokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(prepare_base(base, mf.cache_root() / "train-bases")))
+    if template is not None:
+        tokenizer.chat_template = template
+    return prepare_tokenizer(tokenizer)
+
+
+def test_grpo_keeps_each_real_template_and_renders_rollouts_as_the_runtime_serves_them(
+        tiny_qwen3_each: Path, qwen3_variant: str) -> None:
+    """TRL knows both production templates as they are: nothing is swapped, tool calls parse, and the
+    template GRPOTrainer renders multi-step rollouts with (its prefix-preserving training variant
+    for the hybrid one) writes a call and its result byte for byte as the runtime's prompt does,
+    the hybrid's empty think block before the earlier turn included."""
+    from trl.chat_template_utils import get_training_chat_template, is_chat_template_prefix_preserving, parse_response
+
+    from agent.formats import format_tool_call
+    from tests.renderers import renderer_for
+
+    tokenizer = _grpo_tokenizer(tiny_qwen3_each)
+    assert tokenizer.chat_template == mf.qwen3_chat_template(qwen3_variant)
+    # what GRPOTrainer.__init__ picks for rollouts with tools
+    template = None if is_chat_template_prefix_preserving(tokenizer) else get_training_chat_template(tokenizer)
+    assert (template is None) == (qwen3_variant == "2507")
+    tools = [{"type": "function", "function": {"name": "search_events", "description": "Find events.", "parameters": {
+        "type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}}}]
+    opening = [{"role": "system", "content": "You manage a calendar."}, {"role": "user", "content": "치과 언제야?"}]
+    prompt_ids = _ids(tokenizer.apply_chat_template(opening, tools=tools, chat_template=template, tokenize=True,
+                                                    add_generation_prompt=True, enable_thinking=False))
+    written = format_tool_call(FORCED_CALL["name"], FORCED_CALL["arguments"])
+    ids = tokenizer.encode(written + "<|im_end|>", add_special_tokens=False)
+    [parsed] = parse_response(tokenizer, ids, prefix=prompt_ids, tools=tools)["tool_calls"]  # as GRPOTrainer parses
+    assert parsed["function"]["name"] == FORCED_CALL["name"] and parsed["function"]["arguments"] == FORCED_CALL["arguments"]
+    result = {"role": "tool", "name": "search_events", "content": "{}"}
+    rollout = opening + [{"role": "assistant", "content": "", "tool_calls": [{"type": "function", "function": FORCED_CALL}]}, result]
+    trl_text = tokenizer.apply_chat_template(rollout, tools=tools, chat_template=template, tokenize=False,
+                                             add_generation_prompt=True, enable_thinking=False)
+    served = renderer_for(tiny_qwen3_each).render(opening + [{"role": "assistant", "content": written}, result], tools)
+    assert trl_text == served
+    assert served.count("<think>") == (2 if qwen3_variant == "hybrid" else 0)
+
+
+def test_a_republished_qwen3_template_gets_trls_copy_of_its_own_family(tiny_qwen3_each: Path, qwen3_variant: str) -> None:
+    """A GGUF's template that renders like a Qwen3 one but is not byte-identical to TRL's (here: one
+    more comment) is swapped for TRL's copy of the same family, never of the other: a hybrid base
+    given 2507's template would train on prompts without the think block the runtime serves."""
+    copy = mf.qwen3_chat_template(qwen3_variant) + "{#- re-published -#}"
+    assert _grpo_tokenizer(tiny_qwen3_each, copy).chat_template == mf.qwen3_chat_template(qwen3_variant)
+
+
+def test_a_hermes_template_of_no_known_family_is_refused(tiny_qwen3: Path) -> None:
+    """Qwen3-Thinking-style: the generation prompt opens a think block. Neither TRL copy renders it."""
+    from agent.train.sft import TrainError
+
+    thinking = mf.qwen3_chat_template("2507").replace("{{- '<|im_start|>assistant\\n' }}\n{%- endif %}",
+                                                     "{{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}")
+    assert thinking != mf.qwen3_chat_template("2507")
+    with pytest.raises(TrainError, match="renders as neither Qwen3 template"):
+        _grpo_tokenizer(tiny_qwen3, thinking)
 
 
 @pytest.mark.slow

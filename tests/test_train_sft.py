@@ -26,7 +26,6 @@ from agent.train.base import prepare_base
 from agent.train.sft import assistant_spans, read_rows, tokenize_rows
 from models.check import check_adapter
 from tests import model_fixtures as mf
-from tests.model_fixtures import QWEN3_CHAT_TEMPLATE
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 PY = sys.executable
@@ -117,10 +116,19 @@ def test_truncation_keeps_the_start_and_drops_rows_without_assistant_tokens(toke
     assert none_left == {"no assistant tokens within --max-length": len(rows)}
 
 
-def test_qwen3_style_template_trains_each_turn_in_its_own_context(tokenizer: Any) -> None:
-    """Qwen3's template re-renders earlier turns without the think block: one text per turn."""
-    tokenizer = tokenizer.__class__.from_pretrained(tokenizer.name_or_path)
-    tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
+@pytest.fixture(scope="module")
+def qwen3_tokenizer(tiny_qwen3_each: Path) -> Any:
+    """transformers' tokenizer of the tiny qwen3 of each variant, as ``train sft`` loads it (its
+    chat template comes from the GGUF through transformers, not from the runtime)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(str(prepare_base(tiny_qwen3_each, mf.cache_root() / "train-bases")))
+
+
+def test_qwen3_templates_train_each_turn_after_the_prompt_it_was_served(qwen3_tokenizer: Any, qwen3_variant: str) -> None:
+    """One text per conversation, and each trained span is exactly what the model wrote. With the
+    hybrid template the empty think block is the generation prompt (served, so not trained) and
+    stays before the earlier turn, as the runtime's prompt kept it; the 2507 template has none."""
     call = {"id": "c0", "type": "function", "function": {"name": "search_events", "arguments": {"date": "2027-01-08"}}}
     messages = [
         {"role": "system", "content": "You manage a calendar."},
@@ -129,12 +137,57 @@ def test_qwen3_style_template_trains_each_turn_in_its_own_context(tokenizer: Any
         {"role": "tool", "content": "[]", "tool_call_id": "c0", "name": "search_events"},
         {"role": "assistant", "content": "Nothing is planned."},
     ]
-    texts = assistant_spans(tokenizer, messages, [{"type": "function", "function": {"name": "search_events"}}])
-    assert len(texts) == 2
-    (first, [(s1, e1)]), (second, [(s2, e2)]) = texts
-    assert first[s1:e1] == '<think>\n\n</think>\n\n<tool_call>\n{"name": "search_events", "arguments": {"date": "2027-01-08"}}\n</tool_call><|im_end|>\n'
-    assert second[s2:e2] == "<think>\n\n</think>\n\nNothing is planned.<|im_end|>\n"
-    assert "<think>" not in second[:s2]  # the earlier turn as the runtime re-renders it
+    texts = assistant_spans(qwen3_tokenizer, messages, [{"type": "function", "function": {"name": "search_events"}}])
+    assert len(texts) == 1
+    [(text, [(s1, e1), (s2, e2)])] = texts
+    generation = mf.QWEN3_GENERATION_PROMPT[qwen3_variant]
+    wrote = '<tool_call>\n{"name": "search_events", "arguments": {"date": "2027-01-08"}}\n</tool_call>'
+    assert text[:s1].endswith("<|im_start|>user\nWhat is on tomorrow?<|im_end|>\n" + generation)
+    assert text[s1:e1] == wrote + "<|im_end|>\n"
+    assert text[e1:s2] == "<|im_start|>user\n<tool_response>\n[]\n</tool_response><|im_end|>\n" + generation
+    assert text[s2:e2] == "Nothing is planned.<|im_end|>\n" and e2 == len(text)
+
+
+def test_the_runtime_and_the_export_render_the_same_conversation_byte_for_byte(
+        tiny_qwen3_each: Path, qwen3_tokenizer: Any, tmp_path: Path) -> None:
+    """Real episodes (the oracle through the loop), exported as structured rows and read back as
+    ``train sft`` reads them: the training text up to each assistant turn is the prompt the llama
+    backend renders for that step from the stored history, the trained span is what the model
+    wrote there, and transformers' tokens of the text are llama.cpp's."""
+    from agent.backends.llama import LlamaBackend
+    from agent.export.episodes import read_episodes
+    from agent.export.sft import Selection, build_rows, write_sft
+    from tests.export_helpers import run, suite
+
+    s = suite()
+    scenarios = [sc for sc in s.scenarios(per_template=1) if sc.template in ("multi_attendee", "delete_request")]
+    run(s, tmp_path / "results", scenarios)
+    tools = cli_tools()
+    report = build_rows(read_episodes(tmp_path / "results"), Selection(success_only=True), "structured", default_tools=tools)
+    write_sft(report, tmp_path / "sft")
+    rows = read_rows(tmp_path / "sft", split=None)
+    episodes = {e.scenario_id: e for e in read_episodes(tmp_path / "results")}
+    backend = LlamaBackend(tiny_qwen3_each, n_ctx=4096, n_threads=1)
+    checked = 0
+    for row in rows:
+        stored = episodes[row["scenario_id"]].messages
+        [(text, spans)] = assistant_spans(qwen3_tokenizer, row["messages"], row["tools"])
+        steps = [i for i, m in enumerate(stored) if m["role"] == "assistant"]
+        assert len(spans) == len(steps) > 1
+        for i, (start, end) in zip(steps, spans):
+            assert text[:start] == backend.render(stored[:i], tools)
+            assert text[start:end] == stored[i]["content"] + "<|im_end|>\n"
+            checked += 1
+        ids = qwen3_tokenizer(text, add_special_tokens=False).input_ids
+        assert ids == backend.tokenize(text, add_bos=False)
+    assert checked >= 4
+
+
+def cli_tools() -> list[dict[str, Any]]:
+    from agent.config import Settings
+    from agent.export import cli as export_cli
+
+    return export_cli._default_tools(Settings())
 
 
 @pytest.mark.parametrize(
@@ -297,6 +350,45 @@ def test_end_to_end_train_convert_load_and_eval(smollm2: Path, smol_base: Path, 
     assert run.returncode == 0, run.stderr[-2000:]
     assert len(list((tmp_path / "eval" / "episodes").glob("*.json"))) == 1
     assert json.loads((tmp_path / "eval" / "run.json").read_text())["adapter_sha256"]
+
+
+@pytest.mark.slow
+def test_end_to_end_on_the_hybrid_qwen3_template(tiny_qwen3: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The production format end to end, with the hybrid Qwen3 template (the calendar-rlvr base's):
+    oracle episodes with a tool call, ``export sft --model`` (structured rows, as the template
+    renders tools), one LoRA step on one text per conversation, convert; the adapter passes the
+    checks and moves llama.cpp's logits on the prompt the runtime serves for the row's first step."""
+    from agent.export import cli as export_cli
+    from tests.renderers import renderer_for
+
+    monkeypatch.setenv("ILJEONG_TRAIN_CACHE", str(mf.cache_root() / "train-bases"))
+    monkeypatch.setenv("AGENT_TOOL_BLOCK", "compact")  # a short row: one step is quick on a CPU
+    run = subprocess.run([PY, "-m", "agent", "eval", "--policy", "oracle", "--split", "train", "--templates",
+                          "delete_request", "--limit", "1", "--out", str(tmp_path / "oracle"), "--no-progress"],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "AGENT_TOOL_BLOCK": "compact"})
+    assert run.returncode == 0, run.stderr
+    assert _cli(export_cli, ["export", "sft", "--from", str(tmp_path / "oracle"), "--out", str(tmp_path / "sft"),
+                             "--success-only", "--model", str(tiny_qwen3)]) == 0
+    [row] = read_rows(tmp_path / "sft")
+    assert row["assistant_format"] == "structured" and any(m.get("tool_calls") for m in row["messages"])
+    out = tmp_path / "lora"
+    argv = ["train", "sft", "--base", str(tiny_qwen3), "--data", str(tmp_path / "sft"), "--out", str(out),
+            "--max-steps", "1", "--lr", "5e-2", "--rank", "4", "--alpha", "8", "--convert", "--no-progress"]
+    assert _cli(train_cli, argv) == 0
+    summary = json.loads((out / "train_summary.json").read_text())
+    assert summary["steps"] == 1 and summary["examples"] == 1 and np.isfinite(summary["final_loss"])
+    gguf = out / "adapter.gguf"
+    check = check_adapter(gguf, tiny_qwen3)
+    assert check.ok, check.reason
+
+    stored = json.loads(next((tmp_path / "oracle" / "episodes").glob("*.json")).read_text())["messages"]
+    first = next(i for i, m in enumerate(stored) if m["role"] == "assistant")
+    prompt = renderer_for(tiny_qwen3, tool_block="compact").render(stored[:first], row["tools"])
+    assert prompt.endswith(mf.QWEN3_GENERATION_PROMPT["hybrid"])
+    llm = Llama(model_path=str(tiny_qwen3), vocab_only=True, verbose=False)
+    tokens = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+    base, adapted = _logits(tiny_qwen3, None, tokens), _logits(tiny_qwen3, gguf, tokens)
+    assert np.abs(adapted - base).max() > 1e-3
 
 
 def test_the_loss_on_trained_positions_only_equals_the_models_own_loss(smol_base: Path, greeting_export: Path,

@@ -151,7 +151,7 @@ def qwen3(bench: Bench, constrained_figures: bool = True) -> None:
             from tests import model_fixtures as mf
 
             progress("building/loading the tiny qwen3 fixture (151k vocabulary)")
-            path = str(mf.cached_build("tiny-qwen3.gguf", mf.build_tiny_qwen3))
+            path = str(mf.tiny_qwen3_path())
         except Exception as exc:  # fixtures are a test-only dependency; absent in an installed copy
             for key, text in (("grammar_lazy_151k", "own choice"), ("grammar_valid_writer_151k", "valid writer")):
                 bench.report.add(key, f"{label}: tok/s runtime grammar ÷ unconstrained ({text})", None, ">= 0.9",

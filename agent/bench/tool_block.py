@@ -46,7 +46,7 @@ def sizes(bench: Bench, backend: Any) -> None:
         try:
             from tests import model_fixtures as mf
 
-            path = str(mf.cached_build("tiny-qwen3.gguf", mf.build_tiny_qwen3))
+            path = str(mf.tiny_qwen3_path())
         except Exception as exc:  # fixtures are a test-only dependency; absent in an installed copy
             for key in ("tool_block_full_tokens_151k", "tool_block_compact_tokens_151k", "tool_block_compact_share_151k"):
                 bench.report.add(key, f"vocab 151936: {key}", None,

@@ -86,6 +86,28 @@ def to_structured(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     return out, noncanonical
 
 
+def served_messages(structured: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The inverse of ``to_structured``: each assistant turn back as the raw text the runtime keeps.
+
+    The runtime's history holds what the model wrote (reasoning, content, call blocks), and its
+    renderer splices that text into later prompts; training renders rows through the same
+    renderer (``agent.train.sft.assistant_spans``), so it needs the same text back. For the
+    turns ``to_structured`` found canonical (``noncanonical_turns`` counts the others) this is
+    byte for byte what the model wrote."""
+    out: list[dict[str, Any]] = []
+    for m in structured:
+        if m.get("role") != "assistant":
+            out.append(dict(m))
+            continue
+        calls = [(c["function"]["name"], _arguments(c["function"]["arguments"])) for c in m.get("tool_calls") or []]
+        text = canonical_text(str(m.get("content") or ""), calls)
+        reasoning = m.get("reasoning_content")
+        if reasoning:
+            text = f"{HERMES.think_open}\n{reasoning}\n{HERMES.think_close}\n\n{text}"
+        out.append({"role": "assistant", "content": text})
+    return out
+
+
 def to_exact(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
              tool_block: str = "full") -> list[dict[str, Any]]:
     """The messages a tool-less template must see to render exactly the runtime's prompt."""
@@ -247,10 +269,12 @@ def write_sft(report: SftReport, out: Path) -> dict[str, Any]:
 
 def template_renders_tools(model_path: Path) -> bool:
     """Does this GGUF's chat template render ``tools``? (Decides the default assistant format.)"""
-    from agent.prompt import PromptRenderer
+    from models.check import chat_template_of
     from models.gguf_header import HeaderReader
+    from models.templates import template_family
 
-    template = HeaderReader(model_path).value("tokenizer.chat_template")
-    if isinstance(template, bytes):
-        template = template.decode("utf-8")
-    return PromptRenderer(str(template or "")).native_tools
+    reader = HeaderReader(model_path)
+    try:
+        return template_family(chat_template_of(reader)).renders_tools
+    finally:
+        reader.close()

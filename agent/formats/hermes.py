@@ -187,8 +187,12 @@ class _Scanner:
         return ParsedReply(reasoning=reasoning, content=content, tool_calls=self.calls, problems=self.problems)
 
     def _leading_reasoning(self) -> int:
-        """Qwen3 templates put ``<think>`` in the prompt: text before a lone ``</think>`` is reasoning.
+        """Text before a lone ``</think>`` is reasoning: for templates whose generation prompt opens
+        the think block (Qwen3-Thinking-2507's ``<think>\n``; a remote server's output for one).
 
+        Neither production template does: 2507's generation prompt has no think block, the hybrid
+        Qwen3's is closed (empty, thinking off) or absent (thinking on, the model writes ``<think>``).
+        For them a lone ``</think>`` is stray, yet the text before it is still taken as reasoning.
         A ``</think>`` that sits inside a well-formed call's JSON strings is data, not a tag.
         """
         text, f = self.text, self.fmt

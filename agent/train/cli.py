@@ -205,6 +205,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         max_length=args.max_length, split=args.split, limit=args.limit, save_steps=args.save_steps, seed=args.seed,
         resume=args.resume, convert=args.convert, progress=not args.no_progress, tool_block=settings.tool_block,
         prompt_style=settings.prompt_style, date_grounding=settings.date_grounding, bf16=args.bf16,
+        enable_thinking=settings.enable_thinking,
     )
     try:
         result = train_sft(opts)
@@ -265,6 +266,7 @@ def grpo_options(args: argparse.Namespace, settings: Settings, base: Path, targe
         batch_size=args.batch_size, grad_accum=args.grad_accum, temperature=args.temperature, top_p=args.top_p,
         beta=args.beta, save_steps=args.save_steps, seed=args.seed, resume=args.resume, convert=args.convert,
         use_vllm=args.use_vllm, vllm_mode=args.vllm_mode, progress=not args.no_progress, bf16=args.bf16, extra=extra,
+        enable_thinking=settings.enable_thinking,
     )
 
 

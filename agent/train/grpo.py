@@ -21,13 +21,18 @@ What TRL 1.16.0 (installed here; read in ``trl/trainer/grpo_trainer.py`` and
   with weight 1. With ``reward_funcs=[reward_func]`` that would count the verifier's reward twice,
   so this wrapper sets that column's weight to 0 (it is still logged: it must equal the total).
 - Tool calls are parsed from the generated text with a response template that TRL knows only for
-  a fixed list of chat templates (Qwen2.5/Qwen3, Llama 3.1, ...); any other template raises. A
-  template that renders Hermes ``<tool_call>`` blocks (the Qwen3 family, the tiny Qwen3 test
-  fixture) but is not one TRL recognises gets TRL's Qwen3-Instruct-2507 template instead (same
-  text for system/user/assistant/tool turns). SmolLM2's ChatML ignores tools altogether: TRL
-  refuses it ("does not support tool calling"), so GRPO needs a Qwen3-family model.
-- A template that is not prefix-preserving (Qwen3's drops earlier think blocks) is replaced for
-  training by TRL's prefix-preserving variant (``get_training_chat_template``).
+  chat templates byte-identical to its own copies (Qwen2.5/Qwen3, Llama 3.1, ...); any other
+  template raises. A GGUF's template that is not byte-identical (a re-published copy) but renders
+  as one of the two Qwen3 families (``models.templates.template_family``) gets TRL's copy of *that
+  family*: ``qwen3.jinja`` for the hybrid Qwen3, ``qwen3_instruct_2507.jinja`` for 2507. Mapping
+  every Hermes template to 2507's (as this did before) trained a hybrid base on prompts without
+  the empty think block the runtime serves it. Any other template is refused. SmolLM2's ChatML
+  ignores tools altogether: TRL refuses it ("does not support tool calling"), so GRPO needs a
+  Qwen3-family model.
+- A template that is not prefix-preserving (the hybrid Qwen3's drops earlier think blocks) is
+  replaced for training by TRL's prefix-preserving variant (``get_training_chat_template``), which
+  writes the think block, empty with thinking off, before every assistant turn: the text the
+  runtime's prompt keeps (``agent.prompt``). Rollouts render with the runtime's ``enable_thinking``.
 
 How TRL 1.16.0 turns the rewards into a step (``_generate_and_score_completions``, ``_compute_loss``),
 with the defaults this wrapper keeps (``multi_objective_aggregation="sum_then_normalize"``,
@@ -60,7 +65,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.formats import HERMES
 from agent.train.sft import DEFAULT_TARGETS, TrainError, load_base_model, lora_config, resume_point, train_and_save, shared_trainer_args
 
 SUMMARY = "grpo_summary.json"
@@ -95,6 +99,7 @@ class GrpoOptions:
     progress: bool = True
     cache: Path | None = None
     bf16: bool = False  # base weights in bfloat16 and bf16 autocast (LoRA weights and optimizer stay float32), as train sft
+    enable_thinking: bool = False  # the runtime's setting: the hybrid Qwen3's generation prompt depends on it
     extra: dict[str, Any] = field(default_factory=dict)  # further GRPOConfig fields (--config-json)
 
 
@@ -123,9 +128,18 @@ def domain_hooks(domain: str) -> Any:
     return module
 
 
+def trl_template_of_family(template: str) -> str | None:
+    """TRL's copy of the Qwen3 template ``template`` renders as (``models.templates``), or None."""
+    from trl.chat_template_utils import qwen3_chat_template, qwen3_instruct_2507_chat_template
+
+    from models.templates import template_family
+
+    return {"hybrid": qwen3_chat_template, "2507": qwen3_instruct_2507_chat_template}.get(template_family(template).name)
+
+
 def prepare_tokenizer(tokenizer: Any) -> Any:
     """Give the tokenizer a response template TRL can parse tool calls with (see the module docstring)."""
-    from trl.chat_template_utils import add_response_schema, qwen3_instruct_2507_chat_template, supports_tool_calling
+    from trl.chat_template_utils import add_response_schema, supports_tool_calling
 
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
@@ -137,10 +151,11 @@ def prepare_tokenizer(tokenizer: Any) -> Any:
     try:
         return add_response_schema(tokenizer)
     except ValueError:
-        if HERMES.call_open not in (tokenizer.chat_template or ""):
+        known = trl_template_of_family(tokenizer.chat_template or "")
+        if known is None:
             raise TrainError("TRL cannot parse tool calls for this chat template (it knows Qwen2.5/Qwen3, Llama 3.1, "
-                             "GLM-4, gpt-oss, ...)") from None
-        tokenizer.chat_template = qwen3_instruct_2507_chat_template  # Hermes calls: the Qwen3 text
+                             "GLM-4, gpt-oss, ...), and it renders as neither Qwen3 template") from None
+        tokenizer.chat_template = known  # the same text as the GGUF's: TRL's copy of its family
         return add_response_schema(tokenizer)
 
 
@@ -162,7 +177,7 @@ def grpo_config(opts: GrpoOptions, components: int) -> Any:
         "top_p": opts.top_p,
         "beta": opts.beta,
         "reward_weights": [1.0] + [0.0] * components,  # components are logged, the total trains
-        "chat_template_kwargs": {"enable_thinking": False},
+        "chat_template_kwargs": {"enable_thinking": opts.enable_thinking},
         **shared_trainer_args(opts.save_steps, opts.seed, opts.progress),
         "bf16": opts.bf16,
         "use_vllm": opts.use_vllm,

@@ -3,7 +3,8 @@
 Assistant-only loss without ``{% generation %}`` markers: TRL's ``assistant_only_loss`` needs
 a chat template with generation markers, which neither SmolLM2's ChatML nor Qwen3's template
 in the GGUF has, and a rewritten template could render different tokens from the ones the
-runtime shows the model. So the rows are tokenized here with the model's own template, and
+runtime shows the model. So the rows are rendered here by the runtime's renderer with the
+model's own template (``assistant_spans``), and
 each assistant turn's span is found by rendering the conversation up to it: the text the
 template adds for message i (after the generation prompt) is what the model wrote. Those
 tokens get ``assistant_masks`` = 1; TRL turns the mask into labels (-100 elsewhere).
@@ -56,6 +57,7 @@ class SftOptions:
     tool_block: str = "full"  # the runtime's setting; rows made with another block are refused
     prompt_style: str = "full"  # the runtime's setting; rows played with another system prompt are refused
     date_grounding: bool = False  # the runtime's setting; rows played with(out) the list of days are refused
+    enable_thinking: bool = False  # the runtime's setting: the hybrid Qwen3's generation prompt depends on it
     init_adapter: Path | None = None  # a PEFT adapter folder to keep training (expert iteration's continue)
     bf16: bool = False  # base weights in bfloat16 and bf16 autocast (LoRA weights and optimizer stay float32)
 
@@ -104,18 +106,32 @@ def _tools(row: dict[str, Any]) -> list[dict[str, Any]] | None:
     return tools or None
 
 
-def assistant_spans(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None) -> list[tuple[str, list[tuple[int, int]]]]:
+def assistant_spans(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *,
+                    enable_thinking: bool = False) -> list[tuple[str, list[tuple[int, int]]]]:
     """Training texts for a conversation, each with the character spans the model wrote.
 
-    At inference, assistant turn i is generated after ``render(messages[:i], generation
-    prompt)``; what ``render(messages[:i + 1])`` adds after that is the turn. When the template
-    renders every such text as a prefix of the whole conversation (ChatML), one text carries
-    all turns. Templates that re-render earlier turns differently (Qwen3 drops the empty think
-    block of earlier turns) get one text per assistant turn, so each turn is trained in the
-    exact context the runtime shows the model.
+    The texts are rendered by the runtime's own renderer (``agent.prompt.PromptRenderer``) with
+    the base's chat template and the runtime's ``enable_thinking``, so a row trains on the bytes
+    the runtime serves. The template alone would not: the hybrid Qwen3's re-renders an earlier
+    turn without the empty think block the runtime's prompt kept before it, and its generation
+    prompt (``<think>\n\n</think>\n\n`` with thinking off) would be trained as if the model
+    wrote it. At inference, assistant turn i is generated after ``render(messages[:i],
+    generation prompt)``; what ``render(messages[:i + 1])`` adds after that is the turn. The
+    renderer keeps every such text a prefix of the whole conversation, so one text carries all
+    turns; a template for which it cannot gets one text per assistant turn.
     """
+    from agent.export.sft import served_messages
+    from agent.prompt import PromptRenderer
+
+    renderer = PromptRenderer(tokenizer.chat_template or "", bos_token=tokenizer.bos_token or "",
+                              eos_token=tokenizer.eos_token or "", enable_thinking=enable_thinking)
+    if renderer.native_tools:  # structured rows: the calls back as the text the model wrote
+        messages, shown = served_messages(messages), list(tools or [])
+    else:  # exact rows already hold the tool block and results as the runtime writes them
+        shown = []
+
     def render(msgs: list[dict[str, Any]], gen: bool) -> str:
-        return tokenizer.apply_chat_template(msgs, tools=tools, tokenize=False, add_generation_prompt=gen)
+        return renderer.render(msgs, shown, add_generation_prompt=gen)
 
     full = render(messages, False)
     turns: list[tuple[str, tuple[int, int]]] = []
@@ -136,13 +152,14 @@ def _bump(counter: dict[str, int], key: str) -> None:
     counter[key] = counter.get(key, 0) + 1
 
 
-def tokenize_rows(tokenizer: Any, rows: list[dict[str, Any]], max_length: int) -> tuple[list[dict[str, list[int]]], dict[str, int]]:
+def tokenize_rows(tokenizer: Any, rows: list[dict[str, Any]], max_length: int, *,
+                  enable_thinking: bool = False) -> tuple[list[dict[str, list[int]]], dict[str, int]]:
     """``input_ids`` + ``assistant_masks`` per training text (truncated to ``max_length``), and what was dropped."""
     out: list[dict[str, list[int]]] = []
     dropped: dict[str, int] = {}
     for row in rows:
         try:
-            texts = assistant_spans(tokenizer, row["messages"], _tools(row))
+            texts = assistant_spans(tokenizer, row["messages"], _tools(row), enable_thinking=enable_thinking)
         except TrainError:
             _bump(dropped, "template renders no generation prompt prefix")
             continue
@@ -392,7 +409,7 @@ def train_sft(opts: SftOptions) -> SftResult:
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
-    examples, dropped = tokenize_rows(tokenizer, rows, opts.max_length)
+    examples, dropped = tokenize_rows(tokenizer, rows, opts.max_length, enable_thinking=opts.enable_thinking)
     if not examples:
         raise TrainError(f"{opts.data}: no usable rows ({dropped})")
     dataset = Dataset.from_list(examples)
