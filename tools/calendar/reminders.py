@@ -58,7 +58,7 @@ def _candidates(store: CalendarStore, now: datetime, grace: timedelta) -> list[R
         due = start - timedelta(minutes=minutes)
         if due > now or (event_id, minutes, to_utc_text(due)) in settled:
             continue
-        event = store.get_event(event_id)
+        event = store.event_at(event_id, start)  # a series' occurrence: its own start and title
         if event is not None:
             found.append(Reminder(event, minutes, due))
     for snooze_id, event_id, due in store.ledger.open_snoozes():
@@ -175,7 +175,7 @@ def upcoming_text(store: CalendarStore, now: datetime, limit: int = 10) -> str:
         return "No upcoming reminders."
     lines = ["Upcoming reminders:"]
     for due, event_id, kind in rows[:limit]:
-        event = store.get_event(event_id)
+        event = store.get_event(event_id)  # a series' title (an occurrence retitled alone shows the series')
         if event is not None:
             lines.append(f"{_when(due.astimezone(zone), local_now)} – '{event.title}' ({kind})")
     return "\n".join(lines)
