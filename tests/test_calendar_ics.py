@@ -59,13 +59,29 @@ def test_export_range_only_includes_overlapping_events(source: CalendarStore, tm
     assert str(event["summary"]) == "엄마 생신 저녁"
 
 
-def test_importing_the_same_file_twice_skips_duplicates(source: CalendarStore, tmp_path: Path) -> None:
+def test_importing_the_same_file_twice_updates_by_uid_instead_of_duplicating(source: CalendarStore, tmp_path: Path) -> None:
     path = tmp_path / "cal.ics"
     export_ics(source, path)
+    before = source.snapshot(with_ids=True)
     report = import_ics(source, path)
-    assert report.count == 0 and len(report.skipped) == 3
-    assert all("already" in line for line in report.skipped)
-    assert len(source.all_events()) == 3
+    assert (report.count, report.updated, report.skipped) == (0, 3, [])
+    assert source.snapshot(with_ids=True) == before
+
+
+def test_an_event_moved_in_another_app_comes_back_as_the_same_event(source: CalendarStore, tmp_path: Path) -> None:
+    """Import matches by UID, not by title and time: the moved event replaces the old one."""
+    path = tmp_path / "cal.ics"
+    export_ics(source, path)
+    calendar = icalendar.Calendar.from_ical(path.read_bytes())
+    [dinner] = [v for v in calendar.walk("VEVENT") if str(v["summary"]) == "엄마 생신 저녁"]
+    dinner["dtstart"].dt = at(6, 19)
+    dinner["dtend"].dt = at(6, 21)
+    path.write_bytes(calendar.to_ical())
+    [kept] = [e for e in source.all_events() if e.title == "엄마 생신 저녁"]
+    report = import_ics(source, path)
+    assert (report.count, report.updated) == (0, 3)
+    [moved] = [e for e in source.all_events() if e.title == "엄마 생신 저녁"]
+    assert (moved.id, moved.uid, moved.start, moved.location) == (kept.id, kept.uid, at(6, 19), kept.location)
 
 
 FOREIGN = """BEGIN:VCALENDAR
@@ -117,11 +133,13 @@ def test_import_reads_foreign_files_and_reports_what_it_skips(tmp_path: Path) ->
     path.write_text(FOREIGN.replace("\n", "\r\n"), encoding="utf-8")
     with CalendarStore(tmp_path / "c.sqlite3") as store:
         report = import_ics(store, path)
-        assert report.count == 2
-        assert len(report.skipped) == 3
-        joined = " | ".join(report.skipped)
-        assert "all-day" in joined and "recurring" in joined and "no DTEND" in joined
-        standup, floating = store.all_events()
+        assert report.count == 4
+        [skipped] = report.skipped
+        assert skipped.startswith("'No end' 20261209T140000Z: no DTEND or DURATION")
+        standup, weekly, floating, christmas = store.all_events()
+        assert (christmas.title, christmas.all_day, christmas.start, christmas.end) == (
+            "Christmas Eve", True, at(24, 0), at(25, 0))
+        assert (weekly.recurrence, weekly.uid) == ("RRULE:FREQ=WEEKLY", "c@google.com")
         assert (standup.title, standup.start, standup.end) == ("Standup", at(3, 14), at(3, 14, 45))
         assert standup.attendees == ("bob@example.com", "Jane Doe")  # names sort ignoring case
         assert (floating.start, floating.tz) == (at(8, 14), "Asia/Seoul")  # zone-less time read as local

@@ -91,7 +91,9 @@ def import_file(store: CalendarStore, path_text: str) -> str:
         report = import_ics(store, path)
     except ValueError as exc:  # icalendar's parse errors are ValueErrors
         raise ValueError(f"{path}: not a readable .ics file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from exc
-    lines = [f"imported {report.count} event{'s' if report.count != 1 else ''} from {path}"]
+    lines = [f"imported {report.count} event{'s' if report.count != 1 else ''} from {path}"
+             + (f", updated {report.updated} already here (same UID)" if report.updated else "")
+             + (f", {report.exceptions} changed occurrence{'s' if report.exceptions != 1 else ''}" if report.exceptions else "")]
     lines += [f"  skipped {reason}" for reason in report.skipped]
     return "\n".join(lines)
 

@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 from zoneinfo import ZoneInfo
 
 from agent.sqlite import Database
@@ -136,6 +136,15 @@ class CalendarStore:
         """BEGIN IMMEDIATE … COMMIT, or ROLLBACK on any exception. Nested calls join the outer one."""
         with self.db.transaction():
             yield
+
+    @contextmanager
+    def savepoint(self) -> Iterator[Callable[[], None]]:
+        """Inside a transaction: a savepoint, and a function that rolls back to it (an import
+        drops one broken VEVENT and keeps the rest)."""
+        with self.transaction():
+            self._conn.execute("SAVEPOINT part")
+            yield lambda: self._conn.execute("ROLLBACK TO part")
+            self._conn.execute("RELEASE part")
 
     # -- people ------------------------------------------------------------------------------
 
@@ -446,6 +455,11 @@ class CalendarStore:
             )
             self._conn.execute("UPDATE events SET updated_at = ? WHERE id = ?", (now_text(), event_id))
             return self.occurrence(event_id, original_start)
+
+    def clear_overrides(self, event_id: int) -> None:
+        """Forget the series' moved occurrences (an import replaces them with the file's)."""
+        with self.transaction():
+            self._conn.execute("DELETE FROM event_overrides WHERE event_id = ?", (event_id,))
 
     def overrides(self, event_id: int) -> list[Event]:
         """The series' overridden occurrences, by original start."""
