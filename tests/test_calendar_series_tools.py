@@ -162,3 +162,21 @@ def test_until_is_the_last_local_day(store: CalendarStore, registry: Registry) -
                                                "duration_minutes": 30})
     assert result.data["occurrences"] == 5  # 12-01 … 12-05, 23:30 Seoul is 14:30 UTC the same day
     assert store.occurrence_on(result.data["id"], date(2026, 12, 5)) is not None
+
+
+def test_today_week_and_the_agenda_list_all_day_events_first_and_mark_a_series(store: CalendarStore,
+                                                                             registry: Registry) -> None:
+    from tools.calendar.domain import agenda, week
+    from tools.calendar.reminders import agenda_text
+
+    call(registry, "create_event", **WEEKLY_MEETING)
+    call(registry, "create_event", title="치과", date="2026-12-07", start_time="08:00", duration_minutes=30)
+    call(registry, "create_event", title="엄마 생일", date="2026-12-07", all_day=True)
+    lines = agenda(store, "2026-12-07").splitlines()
+    assert [line.split("'")[1] for line in lines[1:]] == ["엄마 생일", "치과", "팀 회의"]
+    assert "(all day)" in lines[1] and lines[3].endswith("10:00-11:00 (매주 월 10:00)")
+    assert agenda_text(store, date(2026, 12, 7)).splitlines()[1:] == [
+        "all day 엄마 생일", "08:00-08:30 치과", "10:00-11:00 팀 회의 (매주 월 10:00)"]
+    monday = week(store, "2026-12-07", now=NOW).splitlines()
+    assert sum("팀 회의" in line for line in monday) == 1  # one occurrence in the week
+    assert "매주" in week(store, "2026-12-14", now=NOW)

@@ -17,7 +17,7 @@ from datetime import date, datetime, time, timedelta, timezone
 
 from agent.domain import Notice
 from tools.calendar.store import CalendarStore, Event, to_utc_text
-from tools.calendar.tools import event_words
+from tools.calendar.tools import event_words, events_on_day
 
 log = logging.getLogger(__name__)
 
@@ -146,8 +146,7 @@ def _duration(minutes: int) -> str:
 def agenda_text(store: CalendarStore, day: date) -> str:
     """The day's events in local time, for the morning message."""
     zone = store.zone
-    start = datetime.combine(day, time(0), zone)
-    events = store.events_between(start, start + timedelta(days=1))
+    events = events_on_day(store, day)
     head = f"📅 Agenda for {_WEEKDAYS[day.weekday()]} {day.isoformat()}"
     if not events:
         return f"{head}: nothing scheduled."
@@ -155,7 +154,9 @@ def agenda_text(store: CalendarStore, day: date) -> str:
     for event in events:
         s, e = event.start.astimezone(zone), event.end.astimezone(zone)
         where = f" @ {event.location}" if event.location else ""
-        lines.append(f"{s.strftime('%H:%M')}-{e.strftime('%H:%M')} {event.title}{where}")
+        series = f" ({event.series_words(korean=True)})" if event.is_series else ""
+        when = "all day" if event.all_day else f"{s.strftime('%H:%M')}-{e.strftime('%H:%M')}"
+        lines.append(f"{when} {event.title}{where}{series}")
     return "\n".join(lines)
 
 

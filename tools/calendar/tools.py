@@ -120,6 +120,14 @@ def span_words(start: datetime, end: datetime, zone: ZoneInfo, all_day: bool = F
     return f"{_WEEKDAYS[start.weekday()]} {start.date().isoformat()} {_hhmm(start)}-{tail}"
 
 
+def events_on_day(store: CalendarStore, day: date) -> list[Event]:
+    """The events and occurrences of one local day, all-day ones first (as calendars show them):
+    what /today, /events, /week and the daily agenda list."""
+    start = datetime.combine(day, datetime.min.time(), tzinfo=store.zone)
+    found = store.events_between(start, start + timedelta(days=1))
+    return sorted(found, key=lambda e: (not e.all_day, e.start, e.id))
+
+
 def _with_reminders(view: dict[str, Any], event: Event, asked: list[int] | None) -> dict[str, Any]:
     """When the call set reminders, the result confirms them (otherwise results stay as before)."""
     if asked is not None:
