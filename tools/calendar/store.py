@@ -84,6 +84,8 @@ class Busy:
     label: str | None = None
 
 
+SNAPSHOT_WINDOW = timedelta(days=400)  # a series' snapshot lists its occurrences over this span from its start ...
+SNAPSHOT_OCCURRENCES = 60  # ... at most this many (a weekly series' first year and more)
 REMINDER_HORIZON = timedelta(days=15)  # a series' reminders are looked for this far ahead (reminders are at most a week before)
 
 
@@ -625,10 +627,18 @@ class CalendarStore:
 
     def _series_snapshot(self, event: Event) -> dict[str, Any]:
         """A series', an all-day or a transparent event's own keys (absent on a plain event, so
-        snapshots of calendars without them are as before). Overrides by original start."""
+        snapshots of calendars without them are as before). Overrides by original start; a
+        series also lists its expanded occurrences (the verifier compares those, not the rule's
+        spelling)."""
         extra: dict[str, Any] = {}
         if event.recurrence:
             extra["recurrence"] = event.recurrence
+            extra["tz"] = event.tz
+            first = event.start
+            extra["occurrences"] = [
+                [o.start.astimezone(self.zone).isoformat(), o.end.astimezone(self.zone).isoformat(), o.title]
+                for o in sorted(self._occurrences(event, first, first + SNAPSHOT_WINDOW), key=lambda o: o.start)
+            ][:SNAPSHOT_OCCURRENCES]
             extra["overrides"] = [
                 {"original": o.original_start.astimezone(self.zone).isoformat() if o.original_start else None,
                  "title": o.title, "start": o.start.astimezone(self.zone).isoformat(),
