@@ -154,3 +154,14 @@ def test_each_occurrence_is_reminded_once_across_restarts_and_dst(tmp_path: Path
                         sent.append(reminder.key)
     assert sent == [f"rem:{series}:10:2026-10-26T13:50:00Z", f"rem:{series}:10:2026-11-02T14:50:00Z",
                     f"rem:{series}:10:2026-11-09T14:50:00Z"]
+
+
+def test_two_series_of_one_instant_in_two_zones_keep_their_own_wall_times(tmp_path: Path) -> None:
+    """Aware datetimes of one instant are equal across zones: the expansion must not mix them up."""
+    first = datetime(2026, 10, 26, 10, tzinfo=NEW_YORK)
+    with store_in(tmp_path, "America/New_York") as store:
+        local = store.add_event("local", first, first + timedelta(hours=1), recurrence="RRULE:FREQ=WEEKLY;COUNT=2")
+        in_utc = store.add_event("utc", first, first + timedelta(hours=1), tz="UTC", recurrence="RRULE:FREQ=WEEKLY;COUNT=2")
+        second = {e.title: e.start.astimezone(NEW_YORK).strftime("%H:%M")
+                  for e in store.events_between(first + timedelta(days=6), first + timedelta(days=8))}
+    assert (local.tz, in_utc.tz, second) == ("America/New_York", "UTC", {"local": "10:00", "utc": "09:00"})

@@ -148,9 +148,15 @@ def check(text: str | None, start: datetime) -> str | None:
     return recurrence.text()
 
 
-@lru_cache(maxsize=4096)
 def _ruleset(text: str, start: datetime) -> du.rruleset:
-    """``dateutil``'s set for the text, DTSTART included (cached: a day search reuses it)."""
+    """``dateutil``'s set for the text, DTSTART included (cached: a day search reuses it). The
+    zone is part of the cache key: aware datetimes of one instant compare (and hash) equal
+    across zones, but a rule run in UTC and one run in New York are different series."""
+    return _cached_ruleset(text, start, start.tzinfo)
+
+
+@lru_cache(maxsize=4096)
+def _cached_ruleset(text: str, start: datetime, zone: object) -> du.rruleset:
     recurrence = parse(text)
     rules = du.rruleset()
     rules.rdate(start)
