@@ -165,3 +165,12 @@ def test_two_series_of_one_instant_in_two_zones_keep_their_own_wall_times(tmp_pa
         second = {e.title: e.start.astimezone(NEW_YORK).strftime("%H:%M")
                   for e in store.events_between(first + timedelta(days=6), first + timedelta(days=8))}
     assert (local.tz, in_utc.tz, second) == ("America/New_York", "UTC", {"local": "10:00", "utc": "09:00"})
+
+
+def test_the_series_bench_figure_searches_the_same_day_in_both_calendars() -> None:
+    """The figure's shape and counts (never its timings): a weekly calendar has n/7 occurrences a day."""
+    from tools.calendar.bench import figure
+
+    result = figure(n=70, repeats=2)
+    assert result["series_found_per_day"] == 10 and result["singles_found_per_day"] <= 1
+    assert result["series_day_search_ms"] > 0 and result["singles_day_search_ms"] > 0 and result["goal"] == 3

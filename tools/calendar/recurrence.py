@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta, timezone
+from bisect import bisect_left
 from functools import lru_cache
 from typing import Iterable, Iterator
 
@@ -172,11 +173,33 @@ def _cached_ruleset(text: str, start: datetime, zone: object) -> du.rruleset:
     return rules
 
 
+class _Expansion:
+    """The starts ``dateutil`` yields for one series, kept in order as far as they were needed, so
+    a later search bisects instead of walking the rule from DTSTART again (the expansion is still
+    dateutil's; this only remembers it)."""
+
+    def __init__(self, rules: du.rruleset) -> None:
+        self._next = iter(rules)
+        self.starts: list[datetime] = []
+        self.complete = False
+
+    def between(self, lower: datetime, upper: datetime) -> list[datetime]:
+        while not self.complete and (not self.starts or self.starts[-1] < upper):
+            try:
+                self.starts.append(next(self._next))
+            except StopIteration:
+                self.complete = True
+        return self.starts[bisect_left(self.starts, lower):bisect_left(self.starts, upper)]
+
+
+@lru_cache(maxsize=4096)
+def _expansion(text: str, start: datetime, zone: object) -> _Expansion:
+    return _Expansion(_cached_ruleset(text, start, zone))
+
+
 def starts_between(text: str, start: datetime, lower: datetime, upper: datetime) -> list[datetime]:
     """Original starts of the series (first one ``start``, aware in the series' zone) in [lower, upper)."""
-    zone = start.tzinfo
-    found = _ruleset(text, start).between(lower.astimezone(zone), upper.astimezone(zone), inc=True)
-    return [moment for moment in found if moment < upper]
+    return _expansion(text, start, start.tzinfo).between(lower, upper)
 
 
 def iter_starts(text: str, start: datetime) -> Iterator[datetime]:

@@ -363,6 +363,8 @@ class CalendarStore:
                     f"SELECT * FROM events WHERE id IN ({','.join('?' * len(moved_in - seen))})", sorted(moved_in - seen)
                 ).fetchall()
             for row in series:
+                if int(row["id"]) not in moved_in and not _may_occur(row, start, end):
+                    continue  # most series of a big calendar: no occurrence that day, no row built
                 events += self._occurrences(self._event_from_row(row), start, end)
         events.sort(key=lambda e: (e.start, e.id))
         return _matching(events, query)
@@ -694,6 +696,14 @@ class CalendarStore:
             transparent=bool(row["transparent"]),
             ics_extra=row["ics_extra"],
         )
+
+
+def _may_occur(row: sqlite3.Row, start: datetime, end: datetime) -> bool:
+    """Whether the series in ``row`` has an original start that could overlap [start, end)."""
+    zone = ZoneInfo(row["tz"])
+    first = from_utc_text(row["start_utc"]).astimezone(zone)
+    length = from_utc_text(row["end_utc"]) - from_utc_text(row["start_utc"])
+    return bool(rec.starts_between(row["recurrence"], first, start - length, end))
 
 
 def _overridden(series: Event, original: datetime, row: sqlite3.Row | None) -> Event:
