@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 
 from agent.sqlite import split_sql
 
@@ -187,7 +187,13 @@ def to_utc_text(moment: datetime) -> str:
 
 
 def from_utc_text(text: str) -> datetime:
-    return datetime.strptime(text, _UTC_FORMAT).replace(tzinfo=timezone.utc)
+    """The instant of a stored time. ``fromisoformat`` reads the fixed-width "…Z" form (Python
+    3.11+) several times faster than ``strptime``; a day search over a calendar of series reads
+    thousands of them."""
+    moment = datetime.fromisoformat(text)
+    if moment.utcoffset() != timedelta(0):
+        raise ValueError(f"{text!r} is not a stored UTC time")
+    return moment.astimezone(timezone.utc)
 
 
 def now_text() -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
+from functools import lru_cache
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
@@ -700,10 +701,15 @@ class CalendarStore:
 
 def _may_occur(row: sqlite3.Row, start: datetime, end: datetime) -> bool:
     """Whether the series in ``row`` has an original start that could overlap [start, end)."""
-    zone = ZoneInfo(row["tz"])
-    first = from_utc_text(row["start_utc"]).astimezone(zone)
-    length = from_utc_text(row["end_utc"]) - from_utc_text(row["start_utc"])
+    first, length = _first_and_length(row["start_utc"], row["end_utc"], row["tz"])
     return bool(rec.starts_between(row["recurrence"], first, start - length, end))
+
+
+@lru_cache(maxsize=8192)
+def _first_and_length(start_utc: str, end_utc: str, tz: str) -> tuple[datetime, timedelta]:
+    """A series row's first start (in its zone) and length, parsed once per stored value."""
+    first = from_utc_text(start_utc)
+    return first.astimezone(ZoneInfo(tz)), from_utc_text(end_utc) - first
 
 
 def _overridden(series: Event, original: datetime, row: sqlite3.Row | None) -> Event:
