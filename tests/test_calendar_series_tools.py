@@ -13,7 +13,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.tools import Registry, ToolResult
+from agent.tools import Registry
+from tests.calendar_calls import call
 from tools.calendar import CalendarStore, build_registry
 
 SEOUL = ZoneInfo("Asia/Seoul")
@@ -25,13 +26,6 @@ WEEKLY_MEETING = {"title": "팀 회의", "date": "2026-12-01", "start_time": "10
 @pytest.fixture
 def registry(store: CalendarStore) -> Registry:
     return build_registry(store, now=lambda: NOW)
-
-
-def call(registry: Registry, name: str, **arguments: Any) -> ToolResult:
-    validated = registry.validate(name, arguments)
-    if isinstance(validated, ToolResult):
-        return validated
-    return registry.execute(name, validated)
 
 
 def describe(registry: Registry, name: str, **arguments: Any) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from tools.calendar import CALENDAR_TOOL_NAMES, DOMAIN_PROMPT, CalendarStore, build_registry
 from agent.tools import Registry, ToolResult
+from tests.calendar_calls import call
 
 SEOUL = ZoneInfo("Asia/Seoul")
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=SEOUL)
@@ -23,14 +24,6 @@ def at(day: int, hour: int, minute: int = 0) -> datetime:
 @pytest.fixture
 def registry(store: CalendarStore) -> Registry:
     return build_registry(store, now=lambda: NOW)
-
-
-def call(registry: Registry, name: str, **arguments: Any) -> ToolResult:
-    """Validate then execute, exactly like the loop does."""
-    validated = registry.validate(name, arguments)
-    if isinstance(validated, ToolResult):
-        return validated
-    return registry.execute(name, validated)
 
 
 def fails_without_change(store: CalendarStore, registry: Registry, code: str, name: str, **arguments: Any) -> ToolResult:

@@ -324,10 +324,16 @@ class CreateEventArgs(ToolArgs):
         return self
 
 
-class UpdateEventArgs(ToolArgs):
+class EventTargetArgs(ToolArgs):
+    """Which event a change acts on: its id and, for a series, which occurrences (the fields
+    come first in the call, in this order)."""
+
     event_id: EventId = Field(description="id from search_events.")
     occurrence_date: IsoDate | None = Field(None, description=OCCURRENCE_HELP)
     scope: Scope = Field("this", description=SCOPE_HELP)
+
+
+class UpdateEventArgs(EventTargetArgs):
     title: Title | None = Field(None, description="New title.")
     date: IsoDate | None = Field(None, description="New day YYYY-MM-DD (keeps the time unless given).")
     start_time: IsoTime | None = Field(None, description="New start HH:MM (keeps the length unless given).")
@@ -351,7 +357,5 @@ class UpdateEventArgs(ToolArgs):
         return self
 
 
-class DeleteEventArgs(ToolArgs):
-    event_id: EventId = Field(description="id from search_events.")
-    occurrence_date: IsoDate | None = Field(None, description=OCCURRENCE_HELP)
-    scope: Scope = Field("this", description=SCOPE_HELP)
+class DeleteEventArgs(EventTargetArgs):
+    pass

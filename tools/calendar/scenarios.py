@@ -400,10 +400,8 @@ def _cancel_one_occurrence(c: _Ctx) -> Built:
          f'{d} "{title}"은 못 가. 그날 것만 지워줘.'),
     )[c.lang == "ko"][c.phrasing]
     consent = "Yes, only that one." if c.lang == "en" else "응, 그날 것만."
-    initial = {"events": [series, *c.noise(day, title)], "busy": []}
-    return dict(opening=opening, user_script=(consent,), mutation_after=2, consent_after=2, call_budget=4,
-                followup=_FOLLOWUP[c.lang], initial=initial, effects={"cancel": [(series, at(day, start).isoformat())]},
-                task={"target": {"title": title, "date": day.isoformat(), "start": _hhmm(start)}, "scope": "this"})
+    return _occurrence_change(c, series, day, start, opening, consent,
+                              {"cancel": [(series, at(day, start).isoformat())]}, {})
 
 
 def _move_one_occurrence(c: _Ctx) -> Built:
@@ -421,13 +419,20 @@ def _move_one_occurrence(c: _Ctx) -> Built:
          f'반복 전체 말고 {d} "{title}"만 {t}로 미뤄줘.'),
     )[c.lang == "ko"][c.phrasing]
     consent = "Yes, go ahead." if c.lang == "en" else "응, 그렇게 해줘."
-    initial = {"events": [series, *c.noise(day, title)], "busy": []}
     moved = (series, at(day, start).isoformat(), at(day, new_start).isoformat(),
              (at(day, new_start) + timedelta(hours=1)).isoformat())
+    return _occurrence_change(c, series, day, start, opening, consent, {"move": [moved]},
+                              {"new_start": _hhmm(new_start)})
+
+
+def _occurrence_change(c: _Ctx, series: dict[str, Any], day: date, start: time, opening: str, consent: str,
+                       effects: dict[str, Any], task: dict[str, Any]) -> Built:
+    """One occurrence of ``series`` (on ``day`` at ``start``) changed after the agent asked and the user said yes."""
+    initial = {"events": [series, *c.noise(day, series["title"])], "busy": []}
+    target = {"title": series["title"], "date": day.isoformat(), "start": _hhmm(start)}
     return dict(opening=opening, user_script=(consent,), mutation_after=2, consent_after=2, call_budget=4,
-                followup=_FOLLOWUP[c.lang], initial=initial, effects={"move": [moved]},
-                task={"target": {"title": title, "date": day.isoformat(), "start": _hhmm(start)},
-                      "new_start": _hhmm(new_start), "scope": "this"})
+                followup=_FOLLOWUP[c.lang], initial=initial, effects=effects,
+                task={"target": target, **task, "scope": "this"})
 
 
 def _delete_series_after_approval(c: _Ctx) -> Built:
