@@ -174,3 +174,16 @@ def test_the_series_bench_figure_searches_the_same_day_in_both_calendars() -> No
     result = figure(n=70, repeats=2)
     assert result["series_found_per_day"] == 10 and result["singles_found_per_day"] <= 1
     assert result["series_day_search_ms"] > 0 and result["singles_day_search_ms"] > 0 and result["goal"] == 3
+
+
+def test_a_snoozed_reminder_of_an_occurrence_names_that_occurrence(tmp_path: Path) -> None:
+    from tools.calendar.reminders import reminder_text
+
+    with store_in(tmp_path, "Asia/Seoul") as store:
+        series = weekly(store, SEOUL, datetime(2026, 11, 2, 10), remind_minutes_before=(10,))
+        now = datetime(2026, 11, 23, 9, 55, tzinfo=SEOUL)  # the fourth Monday, after its reminder
+        assert store.ledger.add_snooze(series, now + timedelta(minutes=10))
+        sent = due_reminders(store, now + timedelta(minutes=10), timedelta(minutes=30)).send
+        [snoozed] = [r for r in sent if r.snooze_id is not None]
+        assert snoozed.event.start == datetime(2026, 11, 23, 10, tzinfo=SEOUL)
+        assert "'팀 회의' at 10:00" in reminder_text(snoozed, store, now + timedelta(minutes=10))

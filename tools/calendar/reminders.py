@@ -62,11 +62,21 @@ def _candidates(store: CalendarStore, now: datetime, grace: timedelta) -> list[R
         if event is not None:
             found.append(Reminder(event, minutes, due))
     for snooze_id, event_id, due in store.ledger.open_snoozes():
-        event = store.get_event(event_id)
+        event = _snoozed(store, event_id, due)
         if due <= now and event is not None:
             found.append(Reminder(event, None, due, snooze_id))
     found.sort(key=lambda r: (r.due, r.event.id))
     return found
+
+
+def _snoozed(store: CalendarStore, event_id: int, due: datetime) -> Event | None:
+    """The event a snooze is about; for a series, the occurrence nearest the snooze's time (a
+    snooze follows a reminder of an occurrence that starts at most a week later, or began lately)."""
+    event = store.get_event(event_id)
+    if event is None or not event.is_series:
+        return event
+    near = store.occurrences(event_id, due - timedelta(days=1), due + timedelta(days=8))
+    return min(near, key=lambda o: abs(o.start - due), default=event)
 
 
 def due_reminders(store: CalendarStore, now: datetime, grace: timedelta) -> DueReminders:
