@@ -152,3 +152,86 @@ def test_failed_import_changes_nothing(source: CalendarStore, tmp_path: Path) ->
     with pytest.raises(ValueError):
         import_ics(source, path)
     assert source.snapshot() == before
+
+
+KEPT = """BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//Apple Inc.//macOS 15//EN
+BEGIN:VEVENT
+UID:weekly-1@example.com
+DTSTAMP:20261101T000000Z
+DTSTART;TZID=Asia/Seoul:20261207T100000
+DTEND;TZID=Asia/Seoul:20261207T110000
+RRULE:FREQ=WEEKLY;BYDAY=MO;COUNT=6
+EXDATE;TZID=Asia/Seoul:20261214T100000
+SUMMARY:팀 회의
+CATEGORIES:WORK,WEEKLY
+ORGANIZER;CN=Jane:mailto:jane@example.com
+X-APPLE-TRAVEL-ADVISORY-BEHAVIOR:AUTOMATIC
+BEGIN:VALARM
+ACTION:DISPLAY
+DESCRIPTION:Reminder
+TRIGGER:-PT15M
+END:VALARM
+END:VEVENT
+END:VCALENDAR
+BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//Google Inc//Google Calendar 70.9054//EN
+BEGIN:VEVENT
+UID:weekly-1@example.com
+DTSTAMP:20261101T000000Z
+RECURRENCE-ID;TZID=Asia/Seoul:20261221T100000
+DTSTART;TZID=Asia/Seoul:20261222T150000
+DTEND;TZID=Asia/Seoul:20261222T160000
+SUMMARY:팀 회의 (moved)
+END:VEVENT
+BEGIN:VEVENT
+UID:birthday@example.com
+DTSTAMP:20261101T000000Z
+DTSTART;VALUE=DATE:20261212
+DTEND;VALUE=DATE:20261213
+RRULE:FREQ=YEARLY
+TRANSP:TRANSPARENT
+SUMMARY:엄마 생신
+END:VEVENT
+END:VCALENDAR
+"""
+
+
+def test_a_series_with_its_exceptions_and_unknown_properties_survives_a_round_trip(tmp_path: Path) -> None:
+    """Two VCALENDARs in one file, the exception before nothing and after its series' calendar,
+    VALARM/CATEGORIES/ORGANIZER/X- kept; export then import into a fresh calendar gives the same
+    occurrences and the same properties."""
+    path = tmp_path / "apple.ics"
+    path.write_text(KEPT.replace("\n", "\r\n"), encoding="utf-8")
+    with CalendarStore(tmp_path / "a.sqlite3") as store:
+        report = import_ics(store, path)
+        assert (report.count, report.exceptions, report.skipped) == (2, 1, [])
+        window = (at(1, 0), datetime(2027, 1, 31, tzinfo=SEOUL))
+        first = [(e.title, e.start, e.transparent) for e in store.events_between(*window)]
+        assert [(t, s.strftime("%m-%d %H:%M")) for t, s, _ in first] == [
+            ("팀 회의", "12-07 10:00"), ("엄마 생신", "12-12 00:00"), ("팀 회의 (moved)", "12-22 15:00"),
+            ("팀 회의", "12-28 10:00"), ("팀 회의", "01-04 10:00"), ("팀 회의", "01-11 10:00")]
+        out = tmp_path / "out.ics"
+        export_ics(store, out)
+    text = out.read_text(encoding="utf-8")
+    for kept in ("UID:weekly-1@example.com", "CATEGORIES:WORK,WEEKLY", "ORGANIZER;CN=Jane:mailto:jane@example.com",
+                 "X-APPLE-TRAVEL-ADVISORY-BEHAVIOR:AUTOMATIC", "BEGIN:VALARM", "TRIGGER:-PT15M", "TRANSP:TRANSPARENT",
+                 "RECURRENCE-ID;TZID=Asia/Seoul:20261221T100000", "DTSTART;VALUE=DATE:20261212"):
+        assert kept in text, kept
+    with CalendarStore(tmp_path / "b.sqlite3") as again:
+        assert import_ics(again, out).count == 2
+        assert [(e.title, e.start, e.transparent) for e in again.events_between(*window)] == first
+        assert {e.uid for e in again.all_events()} == {"weekly-1@example.com", "birthday@example.com"}
+
+
+def test_a_broken_vevent_is_named_and_the_rest_of_the_file_is_imported(tmp_path: Path) -> None:
+    broken = FOREIGN.replace("DURATION:PT45M", "DURATION:soon")
+    path = tmp_path / "broken.ics"
+    path.write_text(broken.replace("\n", "\r\n"), encoding="utf-8")
+    with CalendarStore(tmp_path / "c.sqlite3") as store:
+        report = import_ics(store, path)
+        assert report.count == 3
+        assert any(line.startswith("'Standup'") and "DURATION" in line for line in report.skipped), report.skipped
+        assert "Standup" not in {e.title for e in store.all_events()}
