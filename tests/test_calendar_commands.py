@@ -88,7 +88,7 @@ def test_calendar_export_then_import_copies_the_events(tmp_path: Path) -> None:
         (event,) = s.all_events()
     assert (event.title, event.location, event.attendees) == ("치과", "강남역", ("Mina",))
     again = run_agent(tmp_path, "b", "calendar", "import", str(ics))
-    assert again.returncode == 0 and "imported 0 events" in again.stdout and "already in the calendar" in again.stdout
+    assert again.returncode == 0 and "imported 0 events" in again.stdout and "updated 1 already here (same UID)" in again.stdout
 
 
 @pytest.mark.parametrize("content", [None, "not an ics file"])

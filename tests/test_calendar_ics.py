@@ -59,13 +59,29 @@ def test_export_range_only_includes_overlapping_events(source: CalendarStore, tm
     assert str(event["summary"]) == "엄마 생신 저녁"
 
 
-def test_importing_the_same_file_twice_skips_duplicates(source: CalendarStore, tmp_path: Path) -> None:
+def test_importing_the_same_file_twice_updates_by_uid_instead_of_duplicating(source: CalendarStore, tmp_path: Path) -> None:
     path = tmp_path / "cal.ics"
     export_ics(source, path)
+    before = source.snapshot(with_ids=True)
     report = import_ics(source, path)
-    assert report.count == 0 and len(report.skipped) == 3
-    assert all("already" in line for line in report.skipped)
-    assert len(source.all_events()) == 3
+    assert (report.count, report.updated, report.skipped) == (0, 3, [])
+    assert source.snapshot(with_ids=True) == before
+
+
+def test_an_event_moved_in_another_app_comes_back_as_the_same_event(source: CalendarStore, tmp_path: Path) -> None:
+    """Import matches by UID, not by title and time: the moved event replaces the old one."""
+    path = tmp_path / "cal.ics"
+    export_ics(source, path)
+    calendar = icalendar.Calendar.from_ical(path.read_bytes())
+    [dinner] = [v for v in calendar.walk("VEVENT") if str(v["summary"]) == "엄마 생신 저녁"]
+    dinner["dtstart"].dt = at(6, 19)
+    dinner["dtend"].dt = at(6, 21)
+    path.write_bytes(calendar.to_ical())
+    [kept] = [e for e in source.all_events() if e.title == "엄마 생신 저녁"]
+    report = import_ics(source, path)
+    assert (report.count, report.updated) == (0, 3)
+    [moved] = [e for e in source.all_events() if e.title == "엄마 생신 저녁"]
+    assert (moved.id, moved.uid, moved.start, moved.location) == (kept.id, kept.uid, at(6, 19), kept.location)
 
 
 FOREIGN = """BEGIN:VCALENDAR
@@ -117,11 +133,13 @@ def test_import_reads_foreign_files_and_reports_what_it_skips(tmp_path: Path) ->
     path.write_text(FOREIGN.replace("\n", "\r\n"), encoding="utf-8")
     with CalendarStore(tmp_path / "c.sqlite3") as store:
         report = import_ics(store, path)
-        assert report.count == 2
-        assert len(report.skipped) == 3
-        joined = " | ".join(report.skipped)
-        assert "all-day" in joined and "recurring" in joined and "no DTEND" in joined
-        standup, floating = store.all_events()
+        assert report.count == 4
+        [skipped] = report.skipped
+        assert skipped.startswith("'No end' 20261209T140000Z: no DTEND or DURATION")
+        standup, weekly, floating, christmas = store.all_events()
+        assert (christmas.title, christmas.all_day, christmas.start, christmas.end) == (
+            "Christmas Eve", True, at(24, 0), at(25, 0))
+        assert (weekly.recurrence, weekly.uid) == ("RRULE:FREQ=WEEKLY", "c@google.com")
         assert (standup.title, standup.start, standup.end) == ("Standup", at(3, 14), at(3, 14, 45))
         assert standup.attendees == ("bob@example.com", "Jane Doe")  # names sort ignoring case
         assert (floating.start, floating.tz) == (at(8, 14), "Asia/Seoul")  # zone-less time read as local
@@ -134,3 +152,86 @@ def test_failed_import_changes_nothing(source: CalendarStore, tmp_path: Path) ->
     with pytest.raises(ValueError):
         import_ics(source, path)
     assert source.snapshot() == before
+
+
+KEPT = """BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//Apple Inc.//macOS 15//EN
+BEGIN:VEVENT
+UID:weekly-1@example.com
+DTSTAMP:20261101T000000Z
+DTSTART;TZID=Asia/Seoul:20261207T100000
+DTEND;TZID=Asia/Seoul:20261207T110000
+RRULE:FREQ=WEEKLY;BYDAY=MO;COUNT=6
+EXDATE;TZID=Asia/Seoul:20261214T100000
+SUMMARY:팀 회의
+CATEGORIES:WORK,WEEKLY
+ORGANIZER;CN=Jane:mailto:jane@example.com
+X-APPLE-TRAVEL-ADVISORY-BEHAVIOR:AUTOMATIC
+BEGIN:VALARM
+ACTION:DISPLAY
+DESCRIPTION:Reminder
+TRIGGER:-PT15M
+END:VALARM
+END:VEVENT
+END:VCALENDAR
+BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//Google Inc//Google Calendar 70.9054//EN
+BEGIN:VEVENT
+UID:weekly-1@example.com
+DTSTAMP:20261101T000000Z
+RECURRENCE-ID;TZID=Asia/Seoul:20261221T100000
+DTSTART;TZID=Asia/Seoul:20261222T150000
+DTEND;TZID=Asia/Seoul:20261222T160000
+SUMMARY:팀 회의 (moved)
+END:VEVENT
+BEGIN:VEVENT
+UID:birthday@example.com
+DTSTAMP:20261101T000000Z
+DTSTART;VALUE=DATE:20261212
+DTEND;VALUE=DATE:20261213
+RRULE:FREQ=YEARLY
+TRANSP:TRANSPARENT
+SUMMARY:엄마 생신
+END:VEVENT
+END:VCALENDAR
+"""
+
+
+def test_a_series_with_its_exceptions_and_unknown_properties_survives_a_round_trip(tmp_path: Path) -> None:
+    """Two VCALENDARs in one file, the exception before nothing and after its series' calendar,
+    VALARM/CATEGORIES/ORGANIZER/X- kept; export then import into a fresh calendar gives the same
+    occurrences and the same properties."""
+    path = tmp_path / "apple.ics"
+    path.write_text(KEPT.replace("\n", "\r\n"), encoding="utf-8")
+    with CalendarStore(tmp_path / "a.sqlite3") as store:
+        report = import_ics(store, path)
+        assert (report.count, report.exceptions, report.skipped) == (2, 1, [])
+        window = (at(1, 0), datetime(2027, 1, 31, tzinfo=SEOUL))
+        first = [(e.title, e.start, e.transparent) for e in store.events_between(*window)]
+        assert [(t, s.strftime("%m-%d %H:%M")) for t, s, _ in first] == [
+            ("팀 회의", "12-07 10:00"), ("엄마 생신", "12-12 00:00"), ("팀 회의 (moved)", "12-22 15:00"),
+            ("팀 회의", "12-28 10:00"), ("팀 회의", "01-04 10:00"), ("팀 회의", "01-11 10:00")]
+        out = tmp_path / "out.ics"
+        export_ics(store, out)
+    text = out.read_text(encoding="utf-8")
+    for kept in ("UID:weekly-1@example.com", "CATEGORIES:WORK,WEEKLY", "ORGANIZER;CN=Jane:mailto:jane@example.com",
+                 "X-APPLE-TRAVEL-ADVISORY-BEHAVIOR:AUTOMATIC", "BEGIN:VALARM", "TRIGGER:-PT15M", "TRANSP:TRANSPARENT",
+                 "RECURRENCE-ID;TZID=Asia/Seoul:20261221T100000", "DTSTART;VALUE=DATE:20261212"):
+        assert kept in text, kept
+    with CalendarStore(tmp_path / "b.sqlite3") as again:
+        assert import_ics(again, out).count == 2
+        assert [(e.title, e.start, e.transparent) for e in again.events_between(*window)] == first
+        assert {e.uid for e in again.all_events()} == {"weekly-1@example.com", "birthday@example.com"}
+
+
+def test_a_broken_vevent_is_named_and_the_rest_of_the_file_is_imported(tmp_path: Path) -> None:
+    broken = FOREIGN.replace("DURATION:PT45M", "DURATION:soon")
+    path = tmp_path / "broken.ics"
+    path.write_text(broken.replace("\n", "\r\n"), encoding="utf-8")
+    with CalendarStore(tmp_path / "c.sqlite3") as store:
+        report = import_ics(store, path)
+        assert report.count == 3
+        assert any(line.startswith("'Standup'") and "DURATION" in line for line in report.skipped), report.skipped
+        assert "Standup" not in {e.title for e in store.all_events()}

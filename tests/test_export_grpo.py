@@ -63,6 +63,8 @@ def json_type(hint: Any) -> tuple[str, bool]:
     if typing.get_origin(hint) is list:
         assert args and args[0] in (str, int), hint
         return "array", False
+    if typing.get_origin(hint) is dict:  # create_event's repeat object
+        return "object", False
     return JSON_TYPES[hint], False
 
 
@@ -102,7 +104,8 @@ def test_every_calendar_tool_is_a_method_with_a_schema_matching_the_registry() -
 def test_rows_name_their_scenario_and_leave_out_dialogue_tasks(rows: list[dict[str, Any]]) -> None:
     assert rows and all(r["split"] == "train" and not r["needs_dialogue"] for r in rows)
     assert {r["template"] for r in rows} == {"conflict_create", "delete_after_approval", "multi_attendee", "no_tool",
-                                             "conflict_free", "multi_attendee_one_busy"}
+                                             "conflict_free", "multi_attendee_one_busy", "recurring_create",
+                                             "delete_series_after_approval", "create_over_series", "all_day_create"}
     for row in rows:
         scenario = build_scenario(row["template"], row["index"], row["seed"])
         assert scenario.id == row["scenario_id"] and scenario.seed == row["scenario_seed"]

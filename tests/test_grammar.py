@@ -444,3 +444,36 @@ def test_every_call_the_oracle_makes_on_all_scenarios_is_admitted(llm: Llama, ca
     assert len(calls) > 300
     refused = [c for c in sorted(calls) if not grammar_accepts(llm, calendar_gbnf, after_tag(*json.loads(c)))]
     assert refused == []
+
+
+def _create(**arguments: Any) -> str:
+    return after_tag("create_event", {"title": "요가", "date": "2026-12-01", "start_time": "19:00",
+                                      "duration_minutes": 60, **arguments})
+
+
+@pytest.mark.parametrize(
+    ("why", "text", "accepted"),
+    [
+        ("a weekly series", _create(repeat={"freq": "weekly", "by_weekday": ["TU"], "count": 52}), True),
+        ("every weekday, until a day", _create(repeat={"freq": "weekly", "interval": 2,
+                                                        "by_weekday": ["MO", "TU", "WE", "TH", "FR", "SA", "SU"],
+                                                        "until": "2027-06-30"}), True),
+        ("an hourly series", _create(repeat={"freq": "hourly"}), False),
+        ("a weekday name", _create(repeat={"freq": "weekly", "by_weekday": ["Tuesday"]}), False),
+        ("eight weekdays", _create(repeat={"freq": "weekly", "by_weekday": ["MO"] * 8}), False),
+        ("501 occurrences", _create(repeat={"freq": "daily", "count": 501}), False),
+        ("an interval of 31", _create(repeat={"freq": "daily", "interval": 31}), False),
+        ("an unknown repeat field", _create(repeat={"freq": "daily", "forever": True}), False),
+        ("an all-day event", after_tag("create_event", {"title": "휴가", "date": "2026-12-04", "all_day": True,
+                                                         "end_date": "2026-12-07"}), True),
+        ("scope all", after_tag("delete_event", {"event_id": 3, "scope": "all"}), True),
+        ("scope of one occurrence", after_tag("delete_event", {"event_id": 3, "occurrence_date": "2026-12-07",
+                                                                "scope": "this"}), True),
+        ("an unknown scope", after_tag("delete_event", {"event_id": 3, "scope": "some"}), False),
+        ("a date-time occurrence", after_tag("update_event", {"event_id": 3, "occurrence_date": "2026-12-07T10:00",
+                                                               "title": "x"}), False),
+    ],
+)
+def test_repeat_and_scope_are_bounded_in_the_grammar(vocab: Llama, calendar_gbnf: str, why: str, text: str,
+                                                     accepted: bool) -> None:
+    assert grammar_accepts(vocab, calendar_gbnf, text) == accepted, why

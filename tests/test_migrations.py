@@ -339,3 +339,28 @@ def test_the_bot_file_of_main_keeps_pending_updates_and_queued_replies(tmp_path:
     outbox.close()
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA user_version").fetchone()[0] == 1
+
+
+@pytest.mark.parametrize("version", [3, 5])
+def test_each_event_of_an_older_calendar_file_gets_its_uid_once_and_keeps_its_id(tmp_path: Path, version: int) -> None:
+    """Version 6 adds series, all-day events and UIDs; a file of today's schema (5) or an older
+    one keeps every event and id, each gets a distinct ``…@iljeong`` UID, and reopening keeps it."""
+    from agent.sqlite import Database
+    from tools.calendar.schema import MIGRATIONS, legacy_version
+
+    path = tmp_path / "calendar.sqlite3"
+    calendar_file_of_main(path, 4 if version == 5 else 3)
+    if version == 5:
+        Database(path, MIGRATIONS[:5], legacy_version=legacy_version).close()
+        with sqlite3.connect(path) as raw:
+            assert raw.execute("PRAGMA user_version").fetchone()[0] == 5
+    with CalendarStore(path) as store:
+        events = store.all_events()
+        uids = [e.uid for e in events]
+        assert [e.id for e in events] == [1, 2, 5]
+        assert all(e.recurrence is None and not e.all_day and not e.transparent for e in events)
+    assert len(set(uids)) == 3 and all(u.endswith("@iljeong") for u in uids)
+    with CalendarStore(path) as store:
+        assert [e.uid for e in store.all_events()] == uids
+        with pytest.raises(sqlite3.IntegrityError):  # a UID names one event
+            store.add_event("copy", datetime(2027, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, 1, tzinfo=UTC), uid=uids[0])

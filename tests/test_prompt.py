@@ -219,13 +219,15 @@ def test_the_compact_block_keeps_names_types_and_what_is_required() -> None:
     [create] = [t for t in compact_tools(calendar_tools()) if t["function"]["name"] == "create_event"]
     parameters = create["function"]["parameters"]
     assert create["function"]["description"] == "Add an event."  # the rest of the sentence is a detail
-    assert parameters["required"] == ["title", "date", "start_time"]
+    assert parameters["required"] == ["title", "date"]  # start_time: not for an all-day event
     assert parameters["properties"]["attendees"] == {"type": "array", "items": {"type": "string"}}
     text = json.dumps(parameters)
     assert not any(word in text for word in ('"pattern"', '"maxLength"', '"default"', '"maximum"', '"description"'))
     block = hermes_tool_block(calendar_tools(), "compact")
-    assert ("create_event(title: string, date: string, start_time: string, duration_minutes?: integer, "
-            "end_time?: string, attendees?: string[],") in block
+    assert ("create_event(title: string, date: string, start_time?: string, duration_minutes?: integer, "
+            "end_time?: string, all_day?: boolean, end_date?: string, repeat?: {freq: "
+            '"daily"|"weekly"|"monthly"|"yearly", interval?: integer, by_weekday?: '
+            '"MO"|"TU"|"WE"|"TH"|"FR"|"SA"|"SU"[], until?: string, count?: integer}, attendees?: string[],') in block
 
 
 def test_short_descriptions_drop_examples_and_later_sentences() -> None:

@@ -70,16 +70,23 @@ def _type_words(schema: dict[str, Any]) -> str:
     kind = schema.get("type", "any")
     if kind == "array":
         return _type_words(schema.get("items") or {}) + "[]"
+    if kind == "object" and schema.get("properties"):
+        return "{" + _fields(schema) + "}"  # a nested argument (e.g. a calendar's repeat): its fields, not "object"
     return "|".join(kind) if isinstance(kind, list) else str(kind)
 
 
+def _fields(parameters: dict[str, Any]) -> str:
+    required = set(parameters.get("required", []))
+    return ", ".join(f"{name}{'' if name in required else '?'}: {_type_words(prop)}"
+                     for name, prop in (parameters.get("properties") or {}).items())
+
+
 def tool_signature(tool: dict[str, Any]) -> str:
-    """One line: ``name(required: type, optional?: type) - description``."""
+    """One line: ``name(required: type, optional?: type) - description``; a nested object's
+    fields are written inside braces."""
     function = tool.get("function", tool)
     parameters = function.get("parameters") or {}
-    required = set(parameters.get("required", []))
-    args = ", ".join(f"{name}{'' if name in required else '?'}: {_type_words(prop)}"
-                     for name, prop in (parameters.get("properties") or {}).items())
+    args = _fields(parameters)
     description = function.get("description")
     return f"{function['name']}({args})" + (f" - {description}" if description else "")
 

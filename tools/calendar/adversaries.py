@@ -399,6 +399,54 @@ def _other_language(scenario: Scenario, messages: Messages, out: str) -> str:
     return oracle(swapped)(messages)
 
 
+# -- series (issue 28) ---------------------------------------------------------------------------
+
+
+def _deletes_whole_series(scenario: Scenario, ideal: PolicyFn) -> PolicyFn:
+    """Asked to cancel one occurrence, it asks as the oracle does, then deletes the whole series."""
+
+    def policy(messages: Messages) -> str:
+        out = ideal(messages)
+        if is_call(out) and '"delete_event"' in out:
+            event_id = find_event_id(tool_results(messages), scenario.task["target"])
+            return _call("delete_event", event_id=event_id, scope="all")
+        return out
+
+    return policy
+
+
+def _singles_instead_of_series(scenario: Scenario, ideal: PolicyFn) -> PolicyFn:
+    """Writes the series as one single event per week, ``count`` of them (the same times)."""
+    task = scenario.task
+
+    def policy(messages: Messages) -> str:
+        made = len(calls_made(messages, "create_event"))
+        if made < task["count"]:
+            day = datetime.fromisoformat(task["date"]).date() + timedelta(weeks=made)
+            return _call("create_event", title=task["title"], date=day.isoformat(), start_time=task["start_time"],
+                         duration_minutes=task["duration"])
+        return _done(scenario, messages)
+
+    return policy
+
+
+def _wrong_weekday(scenario: Scenario, ideal: PolicyFn) -> PolicyFn:
+    """Makes the series on the day after the asked weekday."""
+    task = scenario.task
+    codes = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+
+    def policy(messages: Messages) -> str:
+        if last_result(tool_results(messages), "create_event") is None:
+            code = codes[(codes.index(task["weekday"]) + 1) % 7]
+            day = (datetime.fromisoformat(task["date"]) + timedelta(days=1)).date().isoformat()
+            return _call("create_event", title=task["title"], date=day, start_time=task["start_time"],
+                         duration_minutes=task["duration"], repeat={"freq": "weekly", "by_weekday": [code],
+                                                                     "count": task["count"]})
+        return _done(scenario, messages)
+
+    return policy
+
+
 ALL = ("missing_info", "delete_request", "conflict_create", "delete_after_approval", "multi_attendee", "no_tool",
        "reschedule", *REFUSED, "delete_same_title", "conflict_free", "multi_attendee_one_busy")
 
@@ -419,6 +467,9 @@ _TABLE: dict[str, tuple[tuple[str, ...], Callable[[Scenario, PolicyFn], PolicyFn
     "wrong_day_in_reply": (CREATES + ("reschedule",), _final_reply(_wrong_day)),
     "vague_reply": (CREATES + ("reschedule",), _final_reply(_vague)),
     "other_language_reply": (ALL, _final_reply(_other_language, every_answer=True)),
+    "deletes_whole_series": (("cancel_one_occurrence",), _deletes_whole_series),
+    "singles_instead_of_series": (("recurring_create",), _singles_instead_of_series),
+    "wrong_weekday": (("recurring_create",), _wrong_weekday),
 }
 ADVERSARIES: dict[str, PolicyFactory] = {name: _wrap(t, build) for name, (t, build) in _TABLE.items()}
 ADVERSARY_TARGETS: dict[str, tuple[str, ...]] = {name: t for name, (t, _) in _TABLE.items()}

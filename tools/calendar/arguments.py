@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from datetime import date, time
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, WithJsonSchema, model_validator
 
@@ -30,6 +30,9 @@ MAX_ATTENDEES = 20
 MAX_LOCATION = 200
 MAX_NOTES = 500
 MAX_QUERY = 100
+MAX_INTERVAL = 30  # every 30 days/weeks/months/years at most
+MAX_COUNT = 500  # occurrences of a series with a count (daily for over a year)
+MAX_ALL_DAY_DAYS = 31  # an all-day event spans at most a month (a vacation, not a semester)
 
 # The canonical forms, as JSON-schema patterns (anchored; plain character classes, because
 # llama-cpp-python's pattern converter copies ``\d`` through as a literal). The validators below
@@ -136,7 +139,28 @@ class ToolArgs(BaseModel):
 
 
 def compact_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """Collapse ``anyOf: [X, null]`` + ``default: null`` into X: shorter for small models."""
+    """Collapse ``anyOf: [X, null]`` + ``default: null`` into X: shorter for small models. A
+    nested model (``repeat``) is written in place instead of through ``$defs``/``$ref``, so the
+    schema stays one plain object a small model reads top to bottom."""
+    defs = schema.pop("$defs", {})
+    for nested in defs.values():
+        compact_schema(nested)
+
+    def inline(node: Any) -> Any:
+        if isinstance(node, list):
+            return [inline(n) for n in node]
+        if not isinstance(node, dict):
+            return node
+        if "$ref" in node:
+            target = dict(defs[node["$ref"].rsplit("/", 1)[-1]])
+            target.pop("title", None)
+            target["properties"] = {k: {f: v for f, v in p.items() if f != "title"}
+                                    for k, p in target.get("properties", {}).items()}
+            return {**inline(target), **{k: inline(v) for k, v in node.items() if k != "$ref"}}
+        return {k: inline(v) for k, v in node.items()}
+
+    if defs:
+        schema.update(inline({k: v for k, v in schema.items()}))
     props = schema.get("properties", {})
     for name, prop in list(props.items()):
         options = prop.get("anyOf")
@@ -233,12 +257,40 @@ class FindCommonFreeTimeArgs(WorkingHoursArgs, _PeriodAndPeople):
     pass
 
 
+Weekday = Literal["MO", "TU", "WE", "TH", "FR", "SA", "SU"]
+Scope = Literal["this", "following", "all"]
+OCCURRENCE_HELP = "Repeating event: occurrence_date from search_events."
+SCOPE_HELP = "Repeating event: this occurrence, following ones too, or all."
+
+
+# A series: 매주 화요일 → {"freq": "weekly", "by_weekday": ["TU"]}; it ends at ``until`` or after
+# ``count`` occurrences, or never. (A comment, not a docstring: the docstring would go into the
+# schema every prompt carries.)
+class RepeatArgs(ToolArgs):
+    freq: Literal["daily", "weekly", "monthly", "yearly"]
+    interval: int = Field(1, ge=1, le=MAX_INTERVAL, description="2 = 격주.")
+    by_weekday: list[Weekday] | None = Field(None, max_length=7, description="e.g. ['TU'].")
+    until: IsoDate | None = Field(None, description="Last day.")
+    count: int | None = Field(None, ge=1, le=MAX_COUNT, description="Occurrences.")
+
+    @model_validator(mode="after")
+    def _one_end(self) -> RepeatArgs:
+        if self.until is not None and self.count is not None:
+            raise ValueError("repeat: give until or count, not both")
+        if self.by_weekday and self.freq != "weekly":
+            raise ValueError("repeat.by_weekday is for weekly series only")
+        return self
+
+
 class CreateEventArgs(ToolArgs):
     title: Title = Field(description="Short title, e.g. '치과 예약' or 'Team sync'.")
     date: IsoDate = Field(description="YYYY-MM-DD. 내일 오후 3시 → date=2026-12-01, start_time=15:00.")
-    start_time: IsoTime = Field(description="Local 24-hour HH:MM, e.g. 15:00.")
+    start_time: IsoTime | None = Field(None, description="Local 24-hour HH:MM, e.g. 15:00.")
     duration_minutes: Minutes | None = Field(None, description="Length in minutes (give this or end_time).")
     end_time: IsoTime | None = Field(None, description="Local end HH:MM on the same day (or duration_minutes).")
+    all_day: bool = Field(False, description="Whole-day event (휴가): no times.")
+    end_date: IsoDate | None = Field(None, description="Last day of a multi-day all_day event.")
+    repeat: RepeatArgs | None = Field(None, description="Only for a repeating event (매주 ...).")
     attendees: Attendees | None = Field(None, description="Names of people attending, e.g. ['민수'].")
     location: str | None = Field(None, max_length=MAX_LOCATION, description="Where, e.g. '강남역'.")
     notes: str | None = Field(None, max_length=MAX_NOTES, description="Free-text notes.")
@@ -247,6 +299,20 @@ class CreateEventArgs(ToolArgs):
 
     @model_validator(mode="after")
     def _one_length(self) -> CreateEventArgs:
+        if self.all_day:
+            if self.start_time is not None or self.end_time is not None or self.duration_minutes is not None:
+                raise ValueError("an all_day event has no start_time, end_time or duration_minutes")
+            if self.end_date is not None:
+                days = (parse_date(self.end_date) - parse_date(self.date)).days
+                if days < 0:
+                    raise ValueError("end_date is before date")
+                if days >= MAX_ALL_DAY_DAYS:
+                    raise ValueError(f"an all_day event spans at most {MAX_ALL_DAY_DAYS} days")
+            return self
+        if self.end_date is not None:
+            raise ValueError("end_date is for all_day events; a timed event past midnight uses duration_minutes")
+        if self.start_time is None:
+            raise ValueError("missing start_time (or all_day=true for a whole-day event)")
         if self.duration_minutes is not None and self.end_time is not None:
             raise ValueError("give either duration_minutes or end_time, not both")
         if self.duration_minutes is None and self.end_time is None:
@@ -258,8 +324,16 @@ class CreateEventArgs(ToolArgs):
         return self
 
 
-class UpdateEventArgs(ToolArgs):
+class EventTargetArgs(ToolArgs):
+    """Which event a change acts on: its id and, for a series, which occurrences (the fields
+    come first in the call, in this order)."""
+
     event_id: EventId = Field(description="id from search_events.")
+    occurrence_date: IsoDate | None = Field(None, description=OCCURRENCE_HELP)
+    scope: Scope = Field("this", description=SCOPE_HELP)
+
+
+class UpdateEventArgs(EventTargetArgs):
     title: Title | None = Field(None, description="New title.")
     date: IsoDate | None = Field(None, description="New day YYYY-MM-DD (keeps the time unless given).")
     start_time: IsoTime | None = Field(None, description="New start HH:MM (keeps the length unless given).")
@@ -277,11 +351,11 @@ class UpdateEventArgs(ToolArgs):
     def _something_to_change(self) -> UpdateEventArgs:
         if self.duration_minutes is not None and self.end_time is not None:
             raise ValueError("give either duration_minutes or end_time, not both")
-        changes = self.model_dump(exclude={"event_id", "allow_conflict"}, exclude_none=True)
+        changes = self.model_dump(exclude={"event_id", "allow_conflict", "occurrence_date", "scope"}, exclude_none=True)
         if not changes:
             raise ValueError("nothing to change: give at least one field to update")
         return self
 
 
-class DeleteEventArgs(ToolArgs):
-    event_id: EventId = Field(description="id from search_events.")
+class DeleteEventArgs(EventTargetArgs):
+    pass

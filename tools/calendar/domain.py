@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date, datetime, time, timedelta
+from datetime import date, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
@@ -11,7 +11,7 @@ from agent.domain import Document, Domain
 from tools.calendar.reminders import CalendarNotifier
 from tools.calendar.settings import load_settings
 from tools.calendar.store import CalendarStore
-from tools.calendar.tools import DOMAIN_PROMPT, DOMAIN_PROMPT_SHORT, build_registry, event_words
+from tools.calendar.tools import DOMAIN_PROMPT, DOMAIN_PROMPT_SHORT, build_registry, event_words, events_on_day
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -53,8 +53,7 @@ def agenda(store: CalendarStore, day_text: str = "", now: datetime | None = None
     day = parse_day(day_text, (now or datetime.now(zone)).astimezone(zone).date())
     if day is None:
         return f"Not a day: {day_text!r}. {DAY_HINT[0].upper()}{DAY_HINT[1:]}."
-    start = datetime.combine(day, time(0), zone)
-    events = store.events_between(start, start + timedelta(days=1))
+    events = events_on_day(store, day)
     if not events:
         return f"No events on {day.isoformat()}."
     return "\n".join([f"{day.isoformat()}:"] + [f"  {event_words(e, zone)}" for e in events])
@@ -69,8 +68,7 @@ def week(store: CalendarStore, day_text: str = "", now: datetime | None = None) 
     lines = [f"Week of {first.isoformat()} ({store.tz}):"]
     for offset in range(7):
         day = first + timedelta(days=offset)
-        start = datetime.combine(day, time(0), zone)
-        events = store.events_between(start, start + timedelta(days=1))
+        events = events_on_day(store, day)
         lines.append(f"{WEEKDAY_NAMES[day.weekday()][0].capitalize()[:3]} {day.isoformat()}" + ("" if events else ": nothing"))
         for e in events:
             details = [f"@ {e.location}"] if e.location else []
@@ -91,7 +89,9 @@ def import_file(store: CalendarStore, path_text: str) -> str:
         report = import_ics(store, path)
     except ValueError as exc:  # icalendar's parse errors are ValueErrors
         raise ValueError(f"{path}: not a readable .ics file ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from exc
-    lines = [f"imported {report.count} event{'s' if report.count != 1 else ''} from {path}"]
+    lines = [f"imported {report.count} event{'s' if report.count != 1 else ''} from {path}"
+             + (f", updated {report.updated} already here (same UID)" if report.updated else "")
+             + (f", {report.exceptions} changed occurrence{'s' if report.exceptions != 1 else ''}" if report.exceptions else "")]
     lines += [f"  skipped {reason}" for reason in report.skipped]
     return "\n".join(lines)
 

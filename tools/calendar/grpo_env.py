@@ -142,10 +142,11 @@ class CalendarGRPOEnv:
         """
         return self._call("search_events", date=date, start_date=start_date, end_date=end_date, query=query)
 
-    def create_event(self, title: str, date: str, start_time: str, duration_minutes: int | None = None,
-                     end_time: str | None = None, attendees: list[str] | None = None, location: str | None = None,
-                     notes: str | None = None, remind_minutes_before: list[int] | None = None,
-                     allow_conflict: bool = False) -> str:
+    def create_event(self, title: str, date: str, start_time: str | None = None, duration_minutes: int | None = None,
+                     end_time: str | None = None, all_day: bool = False, end_date: str | None = None,
+                     repeat: dict[str, Any] | None = None, attendees: list[str] | None = None,
+                     location: str | None = None, notes: str | None = None,
+                     remind_minutes_before: list[int] | None = None, allow_conflict: bool = False) -> str:
         """Add an event. Refuses to overlap another event unless allow_conflict=true.
 
         Args:
@@ -154,6 +155,9 @@ class CalendarGRPOEnv:
             start_time: Local 24-hour HH:MM, e.g. 15:00.
             duration_minutes: Length in minutes (give this or end_time).
             end_time: Local end HH:MM on the same day (or duration_minutes).
+            all_day: Whole-day event (휴가): no times.
+            end_date: Last day of a multi-day all_day event.
+            repeat: Only for a repeating event: freq (daily|weekly|monthly|yearly), interval, by_weekday, until or count.
             attendees: Names of the people invited.
             location: Where.
             notes: Free-text notes.
@@ -164,11 +168,12 @@ class CalendarGRPOEnv:
             The tool result as JSON text: ok, and the created event or the conflict.
         """
         return self._call("create_event", title=title, date=date, start_time=start_time,
-                          duration_minutes=duration_minutes, end_time=end_time, attendees=attendees,
-                          location=location, notes=notes, remind_minutes_before=remind_minutes_before,
-                          allow_conflict=allow_conflict)
+                          duration_minutes=duration_minutes, end_time=end_time, all_day=all_day or None,
+                          end_date=end_date, repeat=repeat, attendees=attendees, location=location, notes=notes,
+                          remind_minutes_before=remind_minutes_before, allow_conflict=allow_conflict)
 
-    def update_event(self, event_id: int, title: str | None = None, date: str | None = None,
+    def update_event(self, event_id: int, occurrence_date: str | None = None, scope: str | None = None,
+                     title: str | None = None, date: str | None = None,
                      start_time: str | None = None, duration_minutes: int | None = None, end_time: str | None = None,
                      attendees: list[str] | None = None, location: str | None = None, notes: str | None = None,
                      remind_minutes_before: list[int] | None = None, allow_conflict: bool = False) -> str:
@@ -176,6 +181,8 @@ class CalendarGRPOEnv:
 
         Args:
             event_id: id from search_events.
+            occurrence_date: Repeating event: occurrence_date from search_events.
+            scope: Repeating event: this occurrence, following ones too, or all.
             title: New title.
             date: New day YYYY-MM-DD (keeps the time unless given).
             start_time: New start HH:MM (keeps the length unless given).
@@ -190,21 +197,24 @@ class CalendarGRPOEnv:
         Returns:
             The tool result as JSON text: ok, and the updated event.
         """
-        return self._call("update_event", event_id=event_id, title=title, date=date, start_time=start_time,
+        return self._call("update_event", event_id=event_id, occurrence_date=occurrence_date, scope=scope,
+                          title=title, date=date, start_time=start_time,
                           duration_minutes=duration_minutes, end_time=end_time, attendees=attendees,
                           location=location, notes=notes, remind_minutes_before=remind_minutes_before,
                           allow_conflict=allow_conflict)
 
-    def delete_event(self, event_id: int) -> str:
+    def delete_event(self, event_id: int, occurrence_date: str | None = None, scope: str | None = None) -> str:
         """Delete an event by id. Needs the user's confirmation.
 
         Args:
             event_id: id from search_events.
+            occurrence_date: Repeating event: occurrence_date from search_events.
+            scope: Repeating event: this occurrence, following ones too, or all.
 
         Returns:
             The tool result as JSON text: ok, and the deleted event.
         """
-        return self._call("delete_event", event_id=event_id)
+        return self._call("delete_event", event_id=event_id, occurrence_date=occurrence_date, scope=scope)
 
     def find_free_slots(self, duration_minutes: int, date: str | None = None, start_date: str | None = None,
                         end_date: str | None = None, working_hours_start: str = "09:00",

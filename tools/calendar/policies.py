@@ -115,6 +115,12 @@ def oracle(scenario: Scenario) -> PolicyFn:
         "multi_attendee": _oracle_multi_attendee,
         "multi_attendee_one_busy": _oracle_multi_attendee,
         "no_tool": _oracle_no_tool,
+        "recurring_create": _oracle_recurring_create,
+        "cancel_one_occurrence": _oracle_confirmed_change,
+        "move_one_occurrence": _oracle_confirmed_change,
+        "delete_series_after_approval": _oracle_delete_approved,
+        "create_over_series": _oracle_conflict_create,
+        "all_day_create": _oracle_all_day_create,
     }[scenario.template]
 
     def policy(messages: list[dict[str, Any]]) -> str:
@@ -136,6 +142,12 @@ def _done(scenario: Scenario, messages: list[dict[str, Any]] | None = None) -> s
             continue
         event = data.get("deleted") if name == "delete_event" else data
         title, day, start = event.get("title"), event.get("date"), event.get("start")
+        if name == "delete_event" and data.get("scope") == "all" and event.get("repeats"):
+            return _say(scenario, f"Done: I deleted the whole '{title}' series ({event['repeats']}).",
+                        f"완료했어요: '{title}' 반복 일정({event['repeats']})을 모두 삭제했어요.")
+        if event.get("all_day"):
+            return _say(scenario, f"Done: '{title}' is on {day}, all day.",
+                        f"완료했어요: '{title}' 일정은 {_month_day(day)} 하루 종일이에요.")
         if name == "delete_event":
             return _say(scenario, f"Done: I deleted '{title}' on {day} at {start}.",
                         f"완료했어요: {_month_day(day)} {start} '{title}' 일정을 삭제했어요.")
@@ -158,9 +170,16 @@ def _oracle_missing_info(scenario: Scenario, task: dict[str, Any], messages: lis
 
 
 def _change_call(scenario: Scenario, task: dict[str, Any], event_id: int) -> str:
+    """The change the task asks for; on one occurrence of a series it names the occurrence and
+    the scope (``task["scope"]``)."""
+    which: dict[str, Any] = {}
+    if task.get("scope") == "this":
+        which = {"occurrence_date": task["target"]["date"], "scope": "this"}
+    elif task.get("scope"):
+        which = {"scope": task["scope"]}
     if "new_start" in task:
-        return _call("update_event", event_id=event_id, start_time=task["new_start"])
-    return _call("delete_event", event_id=event_id)
+        return _call("update_event", event_id=event_id, **which, start_time=task["new_start"])
+    return _call("delete_event", event_id=event_id, **which)
 
 
 def _oracle_confirmed_change(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
@@ -173,6 +192,8 @@ def _oracle_confirmed_change(scenario: Scenario, task: dict[str, Any], messages:
         return _say(scenario, "I could not find that event. Which one do you mean?", "그 일정을 찾지 못했어요. 어떤 일정인가요?")
     if not asked_user(messages):
         what = f"#{event_id} '{target['title']}' on {target['date']} {target['start']}"
+        if task.get("scope") == "this":
+            what += _say(scenario, " (only this occurrence)", " (이번 한 번만)")
         if "new_start" in task:
             return _say(scenario, f"Shall I move {what} to {task['new_start']}?",
                         f"{what} 일정을 {task['new_start']}로 옮길까요?")
@@ -193,7 +214,7 @@ def _oracle_delete_approved(scenario: Scenario, task: dict[str, Any], messages: 
         event_id = find_event_id(results, task["target"])
         if event_id is None:
             return _say(scenario, "I could not find that event. Which one do you mean?", "그 일정을 찾지 못했어요. 어떤 일정인가요?")
-        return _call("delete_event", event_id=event_id)
+        return _change_call(scenario, {**task, "scope": task.get("scope")}, event_id)
     return _done(scenario, messages)
 
 
@@ -229,6 +250,20 @@ def _oracle_multi_attendee(scenario: Scenario, task: dict[str, Any], messages: l
         return _say(scenario, "There is no common free time that day. Another day?", "그날은 다 같이 되는 시간이 없어요. 다른 날은요?")
     return _call("create_event", title=task["title"], date=task["date"], start_time=start,
                  duration_minutes=task["duration"], attendees=task["attendees"])
+
+
+def _oracle_recurring_create(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    if last_result(tool_results(messages), "create_event") is None:
+        return _call("create_event", title=task["title"], date=task["date"], start_time=task["start_time"],
+                     duration_minutes=task["duration"],
+                     repeat={"freq": "weekly", "by_weekday": [task["weekday"]], "count": task["count"]})
+    return _done(scenario, messages)
+
+
+def _oracle_all_day_create(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    if last_result(tool_results(messages), "create_event") is None:
+        return _call("create_event", title=task["title"], date=task["date"], all_day=True)
+    return _done(scenario, messages)
 
 
 def _oracle_no_tool(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:

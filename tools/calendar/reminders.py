@@ -17,7 +17,7 @@ from datetime import date, datetime, time, timedelta, timezone
 
 from agent.domain import Notice
 from tools.calendar.store import CalendarStore, Event, to_utc_text
-from tools.calendar.tools import event_words
+from tools.calendar.tools import event_words, events_on_day
 
 log = logging.getLogger(__name__)
 
@@ -58,15 +58,25 @@ def _candidates(store: CalendarStore, now: datetime, grace: timedelta) -> list[R
         due = start - timedelta(minutes=minutes)
         if due > now or (event_id, minutes, to_utc_text(due)) in settled:
             continue
-        event = store.get_event(event_id)
+        event = store.event_at(event_id, start)  # a series' occurrence: its own start and title
         if event is not None:
             found.append(Reminder(event, minutes, due))
     for snooze_id, event_id, due in store.ledger.open_snoozes():
-        event = store.get_event(event_id)
+        event = _snoozed(store, event_id, due)
         if due <= now and event is not None:
             found.append(Reminder(event, None, due, snooze_id))
     found.sort(key=lambda r: (r.due, r.event.id))
     return found
+
+
+def _snoozed(store: CalendarStore, event_id: int, due: datetime) -> Event | None:
+    """The event a snooze is about; for a series, the occurrence nearest the snooze's time (a
+    snooze follows a reminder of an occurrence that starts at most a week later, or began lately)."""
+    event = store.get_event(event_id)
+    if event is None or not event.is_series:
+        return event
+    near = store.occurrences(event_id, due - timedelta(days=1), due + timedelta(days=8))
+    return min(near, key=lambda o: abs(o.start - due), default=event)
 
 
 def due_reminders(store: CalendarStore, now: datetime, grace: timedelta) -> DueReminders:
@@ -146,8 +156,7 @@ def _duration(minutes: int) -> str:
 def agenda_text(store: CalendarStore, day: date) -> str:
     """The day's events in local time, for the morning message."""
     zone = store.zone
-    start = datetime.combine(day, time(0), zone)
-    events = store.events_between(start, start + timedelta(days=1))
+    events = events_on_day(store, day)
     head = f"📅 Agenda for {_WEEKDAYS[day.weekday()]} {day.isoformat()}"
     if not events:
         return f"{head}: nothing scheduled."
@@ -155,7 +164,9 @@ def agenda_text(store: CalendarStore, day: date) -> str:
     for event in events:
         s, e = event.start.astimezone(zone), event.end.astimezone(zone)
         where = f" @ {event.location}" if event.location else ""
-        lines.append(f"{s.strftime('%H:%M')}-{e.strftime('%H:%M')} {event.title}{where}")
+        series = f" ({event.series_words(korean=True)})" if event.is_series else ""
+        when = "all day" if event.all_day else f"{s.strftime('%H:%M')}-{e.strftime('%H:%M')}"
+        lines.append(f"{when} {event.title}{where}{series}")
     return "\n".join(lines)
 
 
@@ -175,7 +186,7 @@ def upcoming_text(store: CalendarStore, now: datetime, limit: int = 10) -> str:
         return "No upcoming reminders."
     lines = ["Upcoming reminders:"]
     for due, event_id, kind in rows[:limit]:
-        event = store.get_event(event_id)
+        event = store.get_event(event_id)  # a series' title (an occurrence retitled alone shows the series')
         if event is not None:
             lines.append(f"{_when(due.astimezone(zone), local_now)} – '{event.title}' ({kind})")
     return "\n".join(lines)

@@ -12,9 +12,56 @@ Times are stored as UTC instants in fixed-width ISO text, so string order is tim
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timezone
+import uuid
+from datetime import datetime, timedelta, timezone
+
+from agent.sqlite import split_sql
 
 _UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+
+
+def new_uid() -> str:
+    """An event's identity, made once: uuid4-based, as iCalendar's UID (RFC 5545 recommends
+    a globally unique, host-qualified value)."""
+    return f"{uuid.uuid4()}@iljeong"
+
+
+def _series_and_identity(conn: sqlite3.Connection) -> None:
+    """Version 6. Each event gets a stored UID (existing rows one each, here, once), a recurrence
+    (RRULE/RDATE/EXDATE lines, see ``recurrence``) with the last end of a finite series for
+    range queries, an all-day flag (start and end are then local midnights), TRANSP (a
+    transparent event is not busy), and the iCalendar properties we do not model (raw content
+    lines, written back on export). ``event_overrides`` holds one occurrence moved or retitled
+    (RECURRENCE-ID); a cancelled occurrence is an EXDATE of its series."""
+    for statement in split_sql(
+        """
+        ALTER TABLE events ADD COLUMN uid TEXT;
+        ALTER TABLE events ADD COLUMN recurrence TEXT;
+        ALTER TABLE events ADD COLUMN series_end_utc TEXT;
+        ALTER TABLE events ADD COLUMN all_day INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE events ADD COLUMN transparent INTEGER NOT NULL DEFAULT 0;
+        ALTER TABLE events ADD COLUMN ics_extra TEXT;
+        CREATE TABLE event_overrides (
+            event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
+            original_utc TEXT NOT NULL,
+            title TEXT,
+            start_utc TEXT NOT NULL,
+            end_utc TEXT NOT NULL,
+            location TEXT,
+            notes TEXT,
+            ics_extra TEXT,
+            PRIMARY KEY (event_id, original_utc),
+            CHECK (end_utc > start_utc)
+        );
+        CREATE INDEX event_overrides_start ON event_overrides(start_utc);
+        CREATE INDEX events_series ON events(start_utc) WHERE recurrence IS NOT NULL;
+        """
+    ):
+        conn.execute(statement)
+    for (event_id,) in conn.execute("SELECT id FROM events ORDER BY id").fetchall():
+        conn.execute("UPDATE events SET uid = ? WHERE id = ?", (new_uid(), event_id))
+    conn.execute("CREATE UNIQUE INDEX events_uid ON events(uid)")
+
 
 # Forward migrations (run by agent.sqlite.Database): MIGRATIONS[i] takes a file from version i
 # to version i + 1. Never edit a released step; append a new one.
@@ -118,6 +165,8 @@ MIGRATIONS: list[str] = [
     """
     DROP TABLE IF EXISTS schema_version;
     """,
+    # 6: calendars as people keep them (see _series_and_identity)
+    _series_and_identity,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -138,7 +187,13 @@ def to_utc_text(moment: datetime) -> str:
 
 
 def from_utc_text(text: str) -> datetime:
-    return datetime.strptime(text, _UTC_FORMAT).replace(tzinfo=timezone.utc)
+    """The instant of a stored time. ``fromisoformat`` reads the fixed-width "…Z" form (Python
+    3.11+) several times faster than ``strptime``; a day search over a calendar of series reads
+    thousands of them."""
+    moment = datetime.fromisoformat(text)
+    if moment.utcoffset() != timedelta(0):
+        raise ValueError(f"{text!r} is not a stored UTC time")
+    return moment.astimezone(timezone.utc)
 
 
 def now_text() -> str:

@@ -22,13 +22,20 @@ def _sorted(items: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(items, key=lambda i: json.dumps(i, sort_keys=True, ensure_ascii=False))
 
 
+# How a series is written down (its RRULE text, its zone, its exceptions' rows) is not compared:
+# its expanded occurrences are (``CalendarStore.snapshot``), so BYDAY=TU and a Tuesday DTSTART
+# without BYDAY are the same series, and a wrong weekday or an hour's drift at DST is not.
+_SPELLING = ("recurrence", "overrides", "tz")
+
+
 def normalized(snapshot: dict[str, Any], keep_ids: set[int] | frozenset[int] = frozenset()) -> dict[str, Any]:
     """Snapshot with titles and names folded (so '"Dentist"' vs 'dentist' is not a failure) and
     event ids kept only where they carry identity: ``keep_ids`` (the initial events not deleted
     in the episode); every other event's id is None, since a new event's id is the store's choice."""
     events = _sorted(
-        {**e, "id": e.get("id") if e.get("id") in keep_ids else None, "title": fold(e["title"]),
-         "attendees": sorted(fold(a) for a in e.get("attendees", []))}
+        {**{k: v for k, v in e.items() if k not in _SPELLING}, "id": e.get("id") if e.get("id") in keep_ids else None,
+         "title": fold(e["title"]), "attendees": sorted(fold(a) for a in e.get("attendees", [])),
+         **({"occurrences": [[s, end, fold(t)] for s, end, t in e["occurrences"]]} if "occurrences" in e else {})}
         for e in snapshot.get("events", [])
     )
     busy = _sorted({**b, "person": fold(b["person"])} for b in snapshot.get("busy", []))

@@ -13,15 +13,19 @@ from __future__ import annotations
 
 import sqlite3
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
+from dataclasses import dataclass, replace
+from functools import lru_cache
+from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 from zoneinfo import ZoneInfo
 
 from agent.sqlite import Database
+from tools.calendar import recurrence as rec
 from tools.calendar.ledger import DeliveryLedger
-from tools.calendar.schema import MIGRATIONS, SCHEMA_VERSION, from_utc_text, legacy_version, now_text, to_utc_text
+from tools.calendar.schema import (
+    MIGRATIONS, SCHEMA_VERSION, from_utc_text, legacy_version, new_uid, now_text, to_utc_text,
+)
 
 __all__ = [
     "MIGRATIONS", "SCHEMA_VERSION", "UNSET", "Busy", "CalendarStore", "Event", "Person",
@@ -50,6 +54,26 @@ class Event:
     created_at: datetime | None = None
     updated_at: datetime | None = None
     remind_minutes_before: tuple[int, ...] = ()  # ascending
+    uid: str = ""  # the iCalendar UID, made once (schema.new_uid) and kept through export and import
+    recurrence: str | None = None  # RRULE/RDATE/EXDATE lines (see tools.calendar.recurrence); None: one-off
+    all_day: bool = False  # start and end are local midnights; end is the day after the last day
+    transparent: bool = False  # TRANSP:TRANSPARENT (a birthday, a holiday): never busy
+    ics_extra: str | None = None  # iCalendar properties we do not model, as content lines
+    original_start: datetime | None = None  # set on an occurrence: its start as the series has it
+
+    @property
+    def is_series(self) -> bool:
+        return self.recurrence is not None
+
+    @property
+    def key(self) -> tuple[int, str | None]:
+        """An occurrence's stable identity: (series id, original start UTC text); (id, None) for one-off."""
+        return self.id, to_utc_text(self.original_start) if self.original_start is not None else None
+
+    def series_words(self, korean: bool = False) -> str:
+        """"weekly, Mon 10:00" (or "매주 월 10:00"); "" for a one-off event."""
+        first = self.original_start or self.start
+        return rec.describe(self.recurrence, first, korean=korean, all_day=self.all_day)
 
 
 @dataclass(frozen=True)
@@ -59,6 +83,11 @@ class Busy:
     start: datetime  # aware, UTC
     end: datetime
     label: str | None = None
+
+
+SNAPSHOT_WINDOW = timedelta(days=400)  # a series' snapshot lists its occurrences over this span from its start ...
+SNAPSHOT_OCCURRENCES = 60  # ... at most this many (a weekly series' first year and more)
+REMINDER_HORIZON = timedelta(days=15)  # a series' reminders are looked for this far ahead (reminders are at most a week before)
 
 
 class _Unset:
@@ -110,6 +139,15 @@ class CalendarStore:
         """BEGIN IMMEDIATE … COMMIT, or ROLLBACK on any exception. Nested calls join the outer one."""
         with self.db.transaction():
             yield
+
+    @contextmanager
+    def savepoint(self) -> Iterator[Callable[[], None]]:
+        """Inside a transaction: a savepoint, and a function that rolls back to it (an import
+        drops one broken VEVENT and keeps the rest)."""
+        with self.transaction():
+            self._conn.execute("SAVEPOINT part")
+            yield lambda: self._conn.execute("ROLLBACK TO part")
+            self._conn.execute("RELEASE part")
 
     # -- people ------------------------------------------------------------------------------
 
@@ -178,18 +216,30 @@ class CalendarStore:
         notes: str | None = None,
         attendees: Iterable[str] = (),
         remind_minutes_before: Iterable[int] = (),
+        recurrence: str | None = None,
+        all_day: bool = False,
+        transparent: bool = False,
+        uid: str | None = None,
+        ics_extra: str | None = None,
     ) -> Event:
+        """Add an event or, with ``recurrence``, a series whose first occurrence is [start, end).
+
+        A series runs in ``tz`` on local wall time; its recurrence is checked here (ValueError:
+        nothing is stored). ``uid`` is kept when given (an import), else made once."""
         start_text, end_text = to_utc_text(start), to_utc_text(end)
         if end_text <= start_text:
             raise ValueError("an event must end after it starts")
         zone_name = tz or self.tz
-        ZoneInfo(zone_name)
+        zone = ZoneInfo(zone_name)
+        recurrence, series_end = self._checked_recurrence(recurrence, start.astimezone(zone), end - start)
         now = now_text()
         with self.transaction():
             cur = self._conn.execute(
-                """INSERT INTO events (title, start_utc, end_utc, tz, location, notes, created_at, updated_at)
-                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
-                (title, start_text, end_text, zone_name, location, notes, now, now),
+                """INSERT INTO events (title, start_utc, end_utc, tz, location, notes, created_at, updated_at,
+                                       uid, recurrence, series_end_utc, all_day, transparent, ics_extra)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)""",
+                (title, start_text, end_text, zone_name, location, notes, now, now, uid or new_uid(),
+                 recurrence, series_end, int(all_day), int(transparent), ics_extra),
             )
             event_id = int(cur.lastrowid or 0)
             self._set_attendees(event_id, attendees)
@@ -214,10 +264,16 @@ class CalendarStore:
         notes: Any = UNSET,
         attendees: Any = UNSET,
         remind_minutes_before: Any = UNSET,
+        recurrence: Any = UNSET,
+        all_day: Any = UNSET,
+        transparent: Any = UNSET,
+        ics_extra: Any = UNSET,
     ) -> Event | None:
         """Change the given fields (``UNSET`` leaves one alone); None if there is no such event.
 
         Sent reminders are recorded by due time, so moving an event re-arms its reminders.
+        Moving a whole series moves its EXDATEs, RDATEs and overrides' original starts by the
+        same amount, so a cancelled occurrence stays cancelled.
         """
         with self.transaction():
             current = self.get_event(event_id)
@@ -228,8 +284,25 @@ class CalendarStore:
             start_text, end_text = to_utc_text(new_start), to_utc_text(new_end)
             if end_text <= start_text:
                 raise ValueError("an event must end after it starts")
+            text = current.recurrence if recurrence is UNSET else recurrence
+            shift = new_start - current.start
+            if text and shift and recurrence is UNSET:
+                text = rec.parse(text).shifted(shift).text()
+                for row in self._conn.execute(
+                    "SELECT original_utc FROM event_overrides WHERE event_id = ? ORDER BY original_utc DESC"
+                    if shift.total_seconds() > 0 else
+                    "SELECT original_utc FROM event_overrides WHERE event_id = ? ORDER BY original_utc",
+                    (event_id,),
+                ).fetchall():
+                    self._conn.execute(
+                        "UPDATE event_overrides SET original_utc = ? WHERE event_id = ? AND original_utc = ?",
+                        (to_utc_text(from_utc_text(row[0]) + shift), event_id, row[0]),
+                    )
+            zone = ZoneInfo(current.tz)
+            text, series_end = self._checked_recurrence(text, new_start.astimezone(zone), new_end - new_start)
             self._conn.execute(
-                """UPDATE events SET title = ?, start_utc = ?, end_utc = ?, location = ?, notes = ?, updated_at = ?
+                """UPDATE events SET title = ?, start_utc = ?, end_utc = ?, location = ?, notes = ?, updated_at = ?,
+                                     recurrence = ?, series_end_utc = ?, all_day = ?, transparent = ?, ics_extra = ?
                    WHERE id = ?""",
                 (
                     current.title if title is UNSET else title,
@@ -238,6 +311,11 @@ class CalendarStore:
                     current.location if location is UNSET else location,
                     current.notes if notes is UNSET else notes,
                     now_text(),
+                    text,
+                    series_end,
+                    int(current.all_day if all_day is UNSET else all_day),
+                    int(current.transparent if transparent is UNSET else transparent),
+                    current.ics_extra if ics_extra is UNSET else ics_extra,
                     event_id,
                 ),
             )
@@ -250,28 +328,193 @@ class CalendarStore:
             return self.get_event(event_id)
 
     def delete_event(self, event_id: int) -> bool:
+        """Delete an event, or a whole series with its overrides (by foreign key)."""
         with self.transaction():
             cur = self._conn.execute("DELETE FROM events WHERE id = ?", (event_id,))
         return cur.rowcount > 0
 
+    def find_uid(self, uid: str) -> Event | None:
+        with self._lock:
+            row = self._conn.execute("SELECT * FROM events WHERE uid = ?", (uid,)).fetchone()
+            return self._event_from_row(row) if row else None
+
     def events_between(self, start: datetime, end: datetime, query: str | None = None) -> list[Event]:
-        """Events overlapping [start, end), optionally only those whose text mentions ``query``."""
+        """Events and occurrences of series overlapping [start, end), optionally only those whose
+        text mentions ``query``; ordered by start. An occurrence carries its ``original_start``."""
+        lower, upper = to_utc_text(start), to_utc_text(end)
         with self._lock:
             rows = self._conn.execute(
-                "SELECT * FROM events WHERE start_utc < ? AND end_utc > ? ORDER BY start_utc, id",
-                (to_utc_text(end), to_utc_text(start)),
+                "SELECT * FROM events WHERE recurrence IS NULL AND start_utc < ? AND end_utc > ? ORDER BY start_utc, id",
+                (upper, lower),
             ).fetchall()
             events = [self._event_from_row(r) for r in rows]
+            series = self._conn.execute(
+                """SELECT * FROM events WHERE recurrence IS NOT NULL AND start_utc < ?
+                   AND (series_end_utc IS NULL OR series_end_utc > ?)""",
+                (upper, lower),
+            ).fetchall()
+            moved_in = {
+                int(r[0]) for r in self._conn.execute(
+                    "SELECT DISTINCT event_id FROM event_overrides WHERE start_utc < ? AND end_utc > ?", (upper, lower)
+                ).fetchall()
+            }
+            seen = {int(r["id"]) for r in series}
+            if moved_in - seen:
+                series += self._conn.execute(
+                    f"SELECT * FROM events WHERE id IN ({','.join('?' * len(moved_in - seen))})", sorted(moved_in - seen)
+                ).fetchall()
+            for row in series:
+                if int(row["id"]) not in moved_in and not _may_occur(row, start, end):
+                    continue  # most series of a big calendar: no occurrence that day, no row built
+                events += self._occurrences(self._event_from_row(row), start, end)
+        events.sort(key=lambda e: (e.start, e.id))
         return _matching(events, query)
 
     def all_events(self, query: str | None = None) -> list[Event]:
+        """Every stored event and series (a series once, as its first occurrence's row)."""
         with self._lock:
             rows = self._conn.execute("SELECT * FROM events ORDER BY start_utc, id").fetchall()
             events = [self._event_from_row(r) for r in rows]
         return _matching(events, query)
 
-    def conflicts(self, start: datetime, end: datetime, exclude_id: int | None = None) -> list[Event]:
-        return [e for e in self.events_between(start, end) if e.id != exclude_id]
+    def conflicts(self, start: datetime, end: datetime, exclude_id: int | None = None,
+                  exclude_key: tuple[int, str | None] | None = None) -> list[Event]:
+        """Busy events and occurrences overlapping [start, end): TRANSP:TRANSPARENT ones never are."""
+        return [e for e in self.events_between(start, end)
+                if not e.transparent and e.id != exclude_id and e.key != exclude_key]
+
+    # -- series ------------------------------------------------------------------------------
+
+    def occurrences(self, event_id: int, start: datetime, end: datetime) -> list[Event]:
+        """The series' occurrences overlapping [start, end) (the event itself if it is one-off)."""
+        event = self.get_event(event_id)
+        if event is None:
+            return []
+        if not event.is_series:
+            return [event] if event.start < end and event.end > start else []
+        with self._lock:
+            return sorted(self._occurrences(event, start, end), key=lambda e: e.start)
+
+    def occurrence(self, event_id: int, original_start: datetime) -> Event | None:
+        """The occurrence whose original start is ``original_start``, overrides applied; None if
+        the series has no such occurrence (or it was cancelled)."""
+        event = self.get_event(event_id)
+        if event is None or not event.is_series:
+            return None
+        moment = original_start.astimezone(ZoneInfo(event.tz))
+        starts = rec.starts_between(event.recurrence or "", event.start, moment, moment + timedelta(seconds=1))
+        if moment not in starts:
+            return None
+        return self._apply_override(event, moment)
+
+    def occurrence_on(self, event_id: int, day: date) -> Event | None:
+        """The first occurrence whose original start falls on ``day`` (the store's local day)."""
+        event = self.get_event(event_id)
+        if event is None or not event.is_series:
+            return None
+        first = datetime.combine(day, time(0), tzinfo=self.zone)
+        starts = rec.starts_between(event.recurrence or "", event.start, first, first + timedelta(days=1))
+        return self._apply_override(event, starts[0]) if starts else None
+
+    def occurrence_count(self, event_id: int, after: datetime | None = None) -> int | None:
+        """How many occurrences the series has (at or after ``after``); None if it is endless."""
+        event = self.get_event(event_id)
+        if event is None:
+            return 0
+        if not event.is_series:
+            return 1
+        return rec.count_from(event.recurrence or "", event.start, after)
+
+    def cancel_occurrence(self, event_id: int, original_start: datetime) -> bool:
+        """Cancel one occurrence (an EXDATE; its override, if any, goes). False if there is none."""
+        with self.transaction():
+            event = self.get_event(event_id)
+            if event is None or self.occurrence(event_id, original_start) is None:
+                return False
+            text = rec.parse(event.recurrence).with_exdate(original_start).text()
+            self._conn.execute("DELETE FROM event_overrides WHERE event_id = ? AND original_utc = ?",
+                               (event_id, to_utc_text(original_start)))
+            self.update_event(event_id, recurrence=text)
+        return True
+
+    def override_occurrence(
+        self, event_id: int, original_start: datetime, *, title: Any = UNSET, start: Any = UNSET, end: Any = UNSET,
+        location: Any = UNSET, notes: Any = UNSET, ics_extra: Any = UNSET,
+    ) -> Event | None:
+        """Move, retitle or re-describe one occurrence (a RECURRENCE-ID); None if there is none."""
+        with self.transaction():
+            current = self.occurrence(event_id, original_start)
+            if current is None:
+                return None
+            new_start = current.start if start is UNSET else start
+            new_end = current.end if end is UNSET else end
+            if to_utc_text(new_end) <= to_utc_text(new_start):
+                raise ValueError("an event must end after it starts")
+            self._conn.execute(
+                """INSERT OR REPLACE INTO event_overrides
+                   (event_id, original_utc, title, start_utc, end_utc, location, notes, ics_extra)
+                   VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+                (event_id, to_utc_text(original_start), current.title if title is UNSET else title,
+                 to_utc_text(new_start), to_utc_text(new_end), current.location if location is UNSET else location,
+                 current.notes if notes is UNSET else notes, current.ics_extra if ics_extra is UNSET else ics_extra),
+            )
+            self._conn.execute("UPDATE events SET updated_at = ? WHERE id = ?", (now_text(), event_id))
+            return self.occurrence(event_id, original_start)
+
+    def clear_overrides(self, event_id: int) -> None:
+        """Forget the series' moved occurrences (an import replaces them with the file's)."""
+        with self.transaction():
+            self._conn.execute("DELETE FROM event_overrides WHERE event_id = ?", (event_id,))
+
+    def overrides(self, event_id: int) -> list[Event]:
+        """The series' overridden occurrences, by original start."""
+        event = self.get_event(event_id)
+        if event is None:
+            return []
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT original_utc FROM event_overrides WHERE event_id = ? ORDER BY original_utc", (event_id,)
+            ).fetchall()
+            return [self._apply_override(event, from_utc_text(r[0]).astimezone(ZoneInfo(event.tz))) for r in rows]
+
+    def end_series_before(self, event_id: int, original_start: datetime) -> bool:
+        """Drop the occurrences from ``original_start`` on ("this and following"); the whole
+        series if that is its first. False if there is no such occurrence."""
+        with self.transaction():
+            event = self.get_event(event_id)
+            if event is None or self.occurrence(event_id, original_start) is None:
+                return False
+            if original_start <= event.start:
+                return self.delete_event(event_id)
+            self._conn.execute("DELETE FROM event_overrides WHERE event_id = ? AND original_utc >= ?",
+                               (event_id, to_utc_text(original_start)))
+            text = rec.parse(event.recurrence).with_until(original_start - timedelta(seconds=1)).text()
+            self.update_event(event_id, recurrence=text)
+        return True
+
+    def split_series(self, event_id: int, original_start: datetime) -> Event | None:
+        """Make the occurrences from ``original_start`` on a new series (new UID, same details,
+        overrides moved along) and end the old one before it; returns the new series. The
+        first occurrence: the series itself is returned unchanged."""
+        with self.transaction():
+            event = self.get_event(event_id)
+            if event is None or self.occurrence(event_id, original_start) is None:
+                return None
+            if original_start <= event.start:
+                return event
+            zone = ZoneInfo(event.tz)
+            moment = original_start.astimezone(zone)
+            last = rec.last_start(event.recurrence or "", event.start)
+            text = rec.parse(event.recurrence).from_start(moment, last).text()
+            created = self.add_event(
+                event.title, moment, moment + (event.end - event.start), tz=event.tz, location=event.location,
+                notes=event.notes, attendees=event.attendees, remind_minutes_before=event.remind_minutes_before,
+                recurrence=text, all_day=event.all_day, transparent=event.transparent, ics_extra=event.ics_extra,
+            )
+            self._conn.execute("UPDATE event_overrides SET event_id = ? WHERE event_id = ? AND original_utc >= ?",
+                               (created.id, event_id, to_utc_text(original_start)))
+            self.end_series_before(event_id, original_start)
+            return self.get_event(created.id)
 
     def snapshot(self, with_ids: bool = False) -> dict[str, Any]:
         """Canonical JSON-able content of everything the tools can change, for comparing stores.
@@ -292,6 +535,7 @@ class CalendarStore:
                     "notes": e.notes,
                     "attendees": sorted(e.attendees),
                     "reminders": list(e.remind_minutes_before),
+                    **self._series_snapshot(e),
                 }
                 for e in self.all_events()
             ]
@@ -313,17 +557,102 @@ class CalendarStore:
 
     # -- reminder offsets (what was delivered is in the ledger) ------------------------------
 
-    def reminder_rows(self, start_after: datetime) -> list[tuple[int, int, datetime]]:
-        """(event id, minutes before, event start UTC) of events starting after ``start_after``."""
+    def reminder_rows(self, start_after: datetime, horizon: timedelta = REMINDER_HORIZON) -> list[tuple[int, int, datetime]]:
+        """(event id, minutes before, start UTC) of events, and of series' occurrences, starting
+        after ``start_after``; a series' occurrences only up to ``horizon`` later (it may be endless).
+        The start identifies the occurrence, so each occurrence's reminder is settled once."""
         with self._lock:
             rows = self._conn.execute(
                 """SELECT r.event_id, r.minutes_before, e.start_utc FROM reminders r JOIN events e ON e.id = r.event_id
-                   WHERE e.start_utc > ? ORDER BY e.start_utc, r.event_id, r.minutes_before""",
+                   WHERE e.recurrence IS NULL AND e.start_utc > ? ORDER BY e.start_utc, r.event_id, r.minutes_before""",
                 (to_utc_text(start_after),),
             ).fetchall()
-        return [(int(r[0]), int(r[1]), from_utc_text(r[2])) for r in rows]
+            found = [(int(r[0]), int(r[1]), from_utc_text(r[2])) for r in rows]
+            minutes: dict[int, list[int]] = {}
+            for event_id, value in self._conn.execute(
+                """SELECT r.event_id, r.minutes_before FROM reminders r JOIN events e ON e.id = r.event_id
+                   WHERE e.recurrence IS NOT NULL ORDER BY r.minutes_before"""
+            ).fetchall():
+                minutes.setdefault(int(event_id), []).append(int(value))
+        if minutes:
+            for occurrence in self.events_between(start_after, start_after + horizon):
+                if occurrence.id in minutes and occurrence.original_start is not None and occurrence.start > start_after:
+                    found += [(occurrence.id, m, occurrence.start.astimezone(timezone.utc)) for m in minutes[occurrence.id]]
+            found.sort(key=lambda row: (row[2], row[0], row[1]))
+        return found
+
+    def event_at(self, event_id: int, start: datetime) -> Event | None:
+        """The event, or the occurrence of a series that starts at ``start`` (for a reminder)."""
+        event = self.get_event(event_id)
+        if event is None or not event.is_series:
+            return event
+        found = [e for e in self.occurrences(event_id, start, start + timedelta(seconds=1)) if e.start == start]
+        return found[0] if found else None
 
     # -- internals ---------------------------------------------------------------------------
+
+    def _checked_recurrence(self, text: str | None, start: datetime, length: timedelta) -> tuple[str | None, str | None]:
+        """The normalised recurrence text and the UTC end of its last occurrence (None if endless)."""
+        if not text:
+            return None, None
+        normalised = rec.check(text, start)
+        last = rec.last_start(normalised or "", start)
+        return normalised, to_utc_text(last + length) if last is not None else None
+
+    def _occurrences(self, series: Event, start: datetime, end: datetime) -> list[Event]:
+        """Occurrences of ``series`` overlapping [start, end), overrides applied (call under the lock)."""
+        length = series.end - series.start
+        overrides = {
+            str(r["original_utc"]): r for r in self._conn.execute(
+                "SELECT * FROM event_overrides WHERE event_id = ?", (series.id,)
+            ).fetchall()
+        }
+        found: list[Event] = []
+        for original in rec.starts_between(series.recurrence or "", series.start, start - length, end):
+            row = overrides.pop(to_utc_text(original), None)
+            occurrence = _overridden(series, original, row)
+            if occurrence.start < end and occurrence.end > start:
+                found.append(occurrence)
+        zone = ZoneInfo(series.tz)
+        for key, row in overrides.items():  # moved in from an original start outside the window
+            original = from_utc_text(key).astimezone(zone)
+            if row["start_utc"] < to_utc_text(end) and row["end_utc"] > to_utc_text(start) and rec.starts_between(
+                series.recurrence or "", series.start, original, original + timedelta(seconds=1)
+            ):
+                found.append(_overridden(series, original, row))
+        return found
+
+    def _apply_override(self, series: Event, original: datetime) -> Event:
+        row = self._conn.execute(
+            "SELECT * FROM event_overrides WHERE event_id = ? AND original_utc = ?", (series.id, to_utc_text(original))
+        ).fetchone()
+        return _overridden(series, original, row)
+
+    def _series_snapshot(self, event: Event) -> dict[str, Any]:
+        """A series', an all-day or a transparent event's own keys (absent on a plain event, so
+        snapshots of calendars without them are as before). Overrides by original start; a
+        series also lists its expanded occurrences (the verifier compares those, not the rule's
+        spelling)."""
+        extra: dict[str, Any] = {}
+        if event.recurrence:
+            extra["recurrence"] = event.recurrence
+            extra["tz"] = event.tz
+            first = event.start
+            extra["occurrences"] = [
+                [o.start.astimezone(self.zone).isoformat(), o.end.astimezone(self.zone).isoformat(), o.title]
+                for o in sorted(self._occurrences(event, first, first + SNAPSHOT_WINDOW), key=lambda o: o.start)
+            ][:SNAPSHOT_OCCURRENCES]
+            extra["overrides"] = [
+                {"original": o.original_start.astimezone(self.zone).isoformat() if o.original_start else None,
+                 "title": o.title, "start": o.start.astimezone(self.zone).isoformat(),
+                 "end": o.end.astimezone(self.zone).isoformat(), "location": o.location, "notes": o.notes}
+                for o in self.overrides(event.id)
+            ]
+        if event.all_day:
+            extra["all_day"] = True
+        if event.transparent:
+            extra["transparent"] = True
+        return extra
 
     def _set_reminders(self, event_id: int, minutes: Iterable[int]) -> None:
         for value in minutes:
@@ -362,7 +691,37 @@ class CalendarStore:
             created_at=from_utc_text(row["created_at"]),
             updated_at=from_utc_text(row["updated_at"]),
             remind_minutes_before=tuple(int(r[0]) for r in reminders),
+            uid=str(row["uid"] or ""),
+            recurrence=row["recurrence"],
+            all_day=bool(row["all_day"]),
+            transparent=bool(row["transparent"]),
+            ics_extra=row["ics_extra"],
         )
+
+
+def _may_occur(row: sqlite3.Row, start: datetime, end: datetime) -> bool:
+    """Whether the series in ``row`` has an original start that could overlap [start, end)."""
+    first, length = _first_and_length(row["start_utc"], row["end_utc"], row["tz"])
+    return bool(rec.starts_between(row["recurrence"], first, start - length, end))
+
+
+@lru_cache(maxsize=8192)
+def _first_and_length(start_utc: str, end_utc: str, tz: str) -> tuple[datetime, timedelta]:
+    """A series row's first start (in its zone) and length, parsed once per stored value."""
+    first = from_utc_text(start_utc)
+    return first.astimezone(ZoneInfo(tz)), from_utc_text(end_utc) - first
+
+
+def _overridden(series: Event, original: datetime, row: sqlite3.Row | None) -> Event:
+    """One occurrence of ``series`` at ``original``, with its override row if there is one."""
+    zone = ZoneInfo(series.tz)
+    if row is None:
+        return replace(series, start=original, end=original + (series.end - series.start), original_start=original)
+    return replace(
+        series, title=str(row["title"]), start=from_utc_text(row["start_utc"]).astimezone(zone),
+        end=from_utc_text(row["end_utc"]).astimezone(zone), location=row["location"], notes=row["notes"],
+        ics_extra=row["ics_extra"], original_start=original,
+    )
 
 
 def _busy_from_row(row: sqlite3.Row) -> Busy:

@@ -6,10 +6,12 @@ Every call runs in exactly one store transaction; a failure changes nothing.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import date, datetime, timedelta
 from typing import Any, Callable, Sequence
 from zoneinfo import ZoneInfo
 
+from tools.calendar import recurrence as rec
 from tools.calendar.arguments import (
     CreateEventArgs,
     DeleteEventArgs,
@@ -54,6 +56,11 @@ DOMAIN_PROMPT_SHORT = (
 
 DEFAULT_REMINDERS: tuple[int, ...] = (10,)  # minutes before; the remind_minutes setting (tools.calendar.settings) overrides
 MAX_LISTED = 50  # results beyond this are cut (with "truncated": true) to keep the context small
+SERIES_CONFLICT_WINDOW = timedelta(days=366)  # a new series is checked for conflicts over its first year
+
+
+def _occurrences_words(count: int | None) -> str:
+    return "no end date" if count is None else f"{count} occurrence{'s' if count != 1 else ''}"
 
 _WEEKDAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
 
@@ -63,18 +70,30 @@ def _hhmm(moment: datetime) -> str:
 
 
 def event_view(event: Event, zone: ZoneInfo) -> dict[str, Any]:
-    """The compact dict the model sees for one event (local times in the store's zone)."""
+    """The compact dict the model sees for one event or occurrence (local times in the store's
+    zone). An occurrence of a series carries ``occurrence_date`` (its original date: with the id,
+    the key update_event and delete_event take) and ``repeats``; an all-day event has no times."""
     start, end = event.start.astimezone(zone), event.end.astimezone(zone)
     view: dict[str, Any] = {
         "id": event.id,
         "title": event.title,
         "date": start.date().isoformat(),
         "weekday": _WEEKDAYS[start.weekday()],
-        "start": _hhmm(start),
-        "end": _hhmm(end),
     }
-    if end.date() != start.date():
-        view["end_date"] = end.date().isoformat()
+    if event.all_day:
+        view["all_day"] = True
+        last = (end - timedelta(days=1)).date()
+        if last != start.date():
+            view["end_date"] = last.isoformat()
+    else:
+        view["start"] = _hhmm(start)
+        view["end"] = _hhmm(end)
+        if end.date() != start.date():
+            view["end_date"] = end.date().isoformat()
+    if event.is_series:
+        view["repeats"] = event.series_words()
+        if event.original_start is not None:
+            view["occurrence_date"] = event.original_start.astimezone(zone).date().isoformat()
     if event.attendees:
         view["attendees"] = list(event.attendees)
     if event.location:
@@ -85,14 +104,28 @@ def event_view(event: Event, zone: ZoneInfo) -> dict[str, Any]:
 
 
 def event_words(event: Event, zone: ZoneInfo) -> str:
-    """One line a human can check: "#3 '치과' Tue 2026-12-01 15:00-16:00"."""
-    return f"#{event.id} '{event.title}' {span_words(event.start, event.end, zone)}"
+    """One line a human can check: "#3 '치과' Tue 2026-12-01 15:00-16:00"; a series' occurrence
+    adds its rule ("(매주 월 10:00)", "(매일 09:00)"), an all-day event shows days only."""
+    mark = f" ({event.series_words(korean=True)})" if event.is_series else ""
+    return f"#{event.id} '{event.title}' {span_words(event.start, event.end, zone, event.all_day)}{mark}"
 
 
-def span_words(start: datetime, end: datetime, zone: ZoneInfo) -> str:
+def span_words(start: datetime, end: datetime, zone: ZoneInfo, all_day: bool = False) -> str:
     start, end = start.astimezone(zone), end.astimezone(zone)
+    if all_day:
+        last = (end - timedelta(days=1)).date()
+        tail = "" if last == start.date() else f"–{_WEEKDAYS[last.weekday()]} {last.isoformat()}"
+        return f"{_WEEKDAYS[start.weekday()]} {start.date().isoformat()}{tail} (all day)"
     tail = _hhmm(end) if end.date() == start.date() else f"{end.date().isoformat()} {_hhmm(end)}"
     return f"{_WEEKDAYS[start.weekday()]} {start.date().isoformat()} {_hhmm(start)}-{tail}"
+
+
+def events_on_day(store: CalendarStore, day: date) -> list[Event]:
+    """The events and occurrences of one local day, all-day ones first (as calendars show them):
+    what /today, /events, /week and the daily agenda list."""
+    start = datetime.combine(day, datetime.min.time(), tzinfo=store.zone)
+    found = store.events_between(start, start + timedelta(days=1))
+    return sorted(found, key=lambda e: (not e.all_day, e.start, e.id))
 
 
 def _with_reminders(view: dict[str, Any], event: Event, asked: list[int] | None) -> dict[str, Any]:
@@ -153,14 +186,21 @@ class CalendarTools:
 
     def create_event(self, args: CreateEventArgs) -> ToolResult:
         day = parse_date(args.date)
-        start = self._local(day, args.start_time)
-        if args.duration_minutes is not None:
-            end = start + timedelta(minutes=args.duration_minutes)
+        if args.all_day:
+            start, end = rec.all_day_bounds(day, parse_date(args.end_date) if args.end_date else day, self.zone)
         else:
-            assert args.end_time is not None
-            end = self._local(day, args.end_time)
+            assert args.start_time is not None
+            start = self._local(day, args.start_time)
+            if args.duration_minutes is not None:
+                end = start + timedelta(minutes=args.duration_minutes)
+            else:
+                assert args.end_time is not None
+                end = self._local(day, args.end_time)
+        recurrence = None
+        if args.repeat is not None:
+            start, end, recurrence = self._series_start(args, start, end)
         with self.store.transaction():
-            conflicts = self.store.conflicts(start, end)
+            conflicts = [] if args.all_day else self._series_conflicts(start, end, recurrence)
             if conflicts and not args.allow_conflict:
                 return self._conflict_failure(conflicts)
             event = self.store.add_event(
@@ -174,10 +214,44 @@ class CalendarTools:
                 remind_minutes_before=(
                     self.default_reminders if args.remind_minutes_before is None else args.remind_minutes_before
                 ),
+                recurrence=recurrence,
+                all_day=args.all_day,
             )
-        return ToolResult.success(
-            _with_reminders(event_view(event, self.zone), event, args.remind_minutes_before), message=f"Created {event_words(event, self.zone)}."
-        )
+            count = self.store.occurrence_count(event.id) if event.is_series else None
+        view = _with_reminders(event_view(event, self.zone), event, args.remind_minutes_before)
+        message = f"Created {event_words(event, self.zone)}."
+        if event.is_series:
+            view["occurrences"] = count if count is not None else "no end"
+            message = f"Created {event_words(event, self.zone)}, {_occurrences_words(count)}."
+        return ToolResult.success(view, message=message)
+
+    def _series_start(self, args: CreateEventArgs, start: datetime, end: datetime) -> tuple[datetime, datetime, str]:
+        """The series' first occurrence (the first of its weekdays on or after ``date``) and its RRULE."""
+        repeat = args.repeat
+        assert repeat is not None
+        codes = [rec.WEEKDAY_CODES.index(d) for d in repeat.by_weekday or ()]
+        if codes:
+            ahead = min((c - start.weekday()) % 7 for c in codes)
+            start, end = start + timedelta(days=ahead), end + timedelta(days=ahead)
+        until = None
+        if repeat.until is not None:
+            until = datetime.combine(parse_date(repeat.until), datetime.max.time().replace(microsecond=0),
+                                     tzinfo=self.zone)
+        rule = rec.weekly_rule(repeat.freq.upper(), repeat.interval, repeat.by_weekday or (), repeat.count, until)
+        return start, end, f"RRULE:{rule}"
+
+    def _series_conflicts(self, start: datetime, end: datetime, recurrence: str | None,
+                          exclude_id: int | None = None) -> list[Event]:
+        """Busy events overlapping the event, or any occurrence of the series in its first year."""
+        if recurrence is None:
+            return self.store.conflicts(start, end, exclude_id=exclude_id)
+        found: list[Event] = []
+        length = end - start
+        for moment in rec.starts_between(rec.check(recurrence, start) or "", start, start, start + SERIES_CONFLICT_WINDOW):
+            found += [e for e in self.store.conflicts(moment, moment + length, exclude_id=exclude_id) if e not in found]
+            if len(found) >= MAX_LISTED:
+                break
+        return found
 
     def _new_times(self, args: UpdateEventArgs, event: Event) -> Interval | ToolResult:
         """Where the event would move to; the old length is kept unless a new one is given."""
@@ -200,45 +274,146 @@ class CalendarTools:
             )
         return start, end
 
+    def _target(self, args: UpdateEventArgs | DeleteEventArgs) -> tuple[Event, Event | None, str] | ToolResult:
+        """(the event or series, the occurrence named by occurrence_date or None, the scope that
+        applies): a one-off event is always scope "all"; for a series, "this" and "following"
+        need the occurrence's date, so a missing one is asked for, never guessed."""
+        event = self.store.get_event(args.event_id)
+        if event is None:
+            return self._not_found(args.event_id)
+        if not event.is_series:
+            return event, None, "all"
+        occurrence = None
+        if args.occurrence_date is not None:
+            occurrence = self.store.occurrence_on(event.id, parse_date(args.occurrence_date))
+            if occurrence is None:
+                return ToolResult.failure(
+                    "not_found",
+                    f"#{event.id} '{event.title}' ({event.series_words()}) has no occurrence on "
+                    f"{args.occurrence_date}. Use search_events to find its dates.",
+                )
+        elif args.scope != "all":
+            return ToolResult.failure(
+                "invalid_arguments",
+                f"#{event.id} '{event.title}' repeats ({event.series_words()}): give occurrence_date (the date "
+                "of the occurrence from search_events) with scope this or following, or scope=all for every occurrence.",
+            )
+        return event, occurrence, args.scope
+
     def update_event(self, args: UpdateEventArgs) -> ToolResult:
         with self.store.transaction():
-            event = self.store.get_event(args.event_id)
-            if event is None:
-                return self._not_found(args.event_id)
-            times = self._new_times(args, event)
+            target = self._target(args)
+            if isinstance(target, ToolResult):
+                return target
+            event, occurrence, scope = target
+            if occurrence is not None and scope == "this":
+                return self._update_occurrence(args, event, occurrence)
+            # the whole event or series (or, for "following", the series from that occurrence on)
+            base_start = occurrence.original_start if occurrence and occurrence.original_start else event.start
+            base = replace(event, start=base_start, end=base_start + (event.end - event.start))
+            times = self._new_times(args, base)
             if isinstance(times, ToolResult):
                 return times
             start, end = times
-            moved = (start, end) != (event.start, event.end)
+            shift, length = start - base.start, end - start
+            recurrence = _moved_weekday(event, shift)
+            moved = (start, end) != (base.start, base.end)
             if moved:
-                conflicts = self.store.conflicts(start, end, exclude_id=event.id)
+                text = event.recurrence if recurrence is UNSET else recurrence
+                conflicts = self._series_conflicts(start, end, text, exclude_id=event.id)
                 if conflicts and not args.allow_conflict:
                     return self._conflict_failure(conflicts)
+            if occurrence is not None and scope == "following":
+                tail = self.store.split_series(event.id, base_start)
+                assert tail is not None
+                event = tail
             updated = self.store.update_event(
                 event.id,
                 title=args.title if args.title is not None else UNSET,
-                start=start,
-                end=end,
+                start=event.start + shift,
+                end=event.start + shift + length,
                 location=(args.location or None) if args.location is not None else UNSET,
                 notes=(args.notes or None) if args.notes is not None else UNSET,
                 attendees=args.attendees if args.attendees is not None else UNSET,
                 remind_minutes_before=(
                     args.remind_minutes_before if args.remind_minutes_before is not None else UNSET
                 ),
+                recurrence=recurrence,
             )
-        assert updated is not None
-        return ToolResult.success(
-            _with_reminders(event_view(updated, self.zone), updated, args.remind_minutes_before),
-            message=f"Updated {event_words(updated, self.zone)}.",
+            assert updated is not None
+            view = _with_reminders(event_view(updated, self.zone), updated, args.remind_minutes_before)
+            if updated.is_series:
+                view["scope"] = scope
+                view["occurrences"] = self.store.occurrence_count(updated.id) or "no end"
+        return ToolResult.success(view, message=f"Updated {event_words(updated, self.zone)}.")
+
+    def _update_occurrence(self, args: UpdateEventArgs, event: Event, occurrence: Event) -> ToolResult:
+        """One occurrence moved, retitled or given a new place or notes (a RECURRENCE-ID)."""
+        if args.attendees is not None or args.remind_minutes_before is not None:
+            return ToolResult.failure(
+                "invalid_arguments",
+                "Attendees and reminders belong to the whole series: use scope=all (or following), "
+                "or change only the time, title, location or notes of this occurrence.",
+            )
+        times = self._new_times(args, occurrence)
+        if isinstance(times, ToolResult):
+            return times
+        start, end = times
+        if (start, end) != (occurrence.start, occurrence.end):
+            conflicts = self.store.conflicts(start, end, exclude_key=occurrence.key)
+            if conflicts and not args.allow_conflict:
+                return self._conflict_failure(conflicts)
+        assert occurrence.original_start is not None
+        updated = self.store.override_occurrence(
+            event.id, occurrence.original_start, title=args.title if args.title is not None else UNSET,
+            start=start, end=end, location=(args.location or None) if args.location is not None else UNSET,
+            notes=(args.notes or None) if args.notes is not None else UNSET,
         )
+        assert updated is not None
+        view = event_view(updated, self.zone)
+        view["scope"] = "this"
+        return ToolResult.success(view, message=f"Updated {event_words(updated, self.zone)} (this occurrence only).")
 
     def delete_event(self, args: DeleteEventArgs) -> ToolResult:
         with self.store.transaction():
-            event = self.store.get_event(args.event_id)
-            if event is None:
-                return self._not_found(args.event_id)
-            self.store.delete_event(event.id)
-        return ToolResult.success({"deleted": event_view(event, self.zone)}, message=f"Deleted {event_words(event, self.zone)}.")
+            target = self._target(args)
+            if isinstance(target, ToolResult):
+                return target
+            event, occurrence, scope = target
+            if not event.is_series:
+                self.store.delete_event(event.id)
+                return ToolResult.success({"deleted": event_view(event, self.zone)},
+                                          message=f"Deleted {event_words(event, self.zone)}.")
+            shown = occurrence or event
+            count = self._scope_count(event, occurrence, scope)
+            if scope == "this" and occurrence is not None and occurrence.original_start is not None:
+                self.store.cancel_occurrence(event.id, occurrence.original_start)
+            elif scope == "following" and occurrence is not None and occurrence.original_start is not None:
+                self.store.end_series_before(event.id, occurrence.original_start)
+            else:
+                self.store.delete_event(event.id)
+        data = {"deleted": event_view(shown, self.zone), "scope": scope, "occurrences": count if count is not None else "no end"}
+        return ToolResult.success(data, message=f"Deleted {self._scope_words(event, occurrence, scope, count)}.")
+
+    def _scope_count(self, event: Event, occurrence: Event | None, scope: str) -> int | None:
+        """How many occurrences a change with ``scope`` touches (None: every one, endless)."""
+        if not event.is_series or scope == "this":
+            return 1
+        after = occurrence.original_start if scope == "following" and occurrence is not None else None
+        return self.store.occurrence_count(event.id, after)
+
+    def _scope_words(self, event: Event, occurrence: Event | None, scope: str, count: int | None) -> str:
+        """"all 52 occurrences of '팀 회의' (weekly, Mon 10:00)", "'팀 회의' on Mon 12-07 only", ..."""
+        if not event.is_series:
+            return event_words(event, self.zone)
+        rule = event.series_words()
+        if scope == "this" and occurrence is not None:
+            return f"'{event.title}' on {_day_words(occurrence.start, self.zone)} only (#{event.id}, one occurrence of {rule})"
+        if scope == "following" and occurrence is not None:
+            many = "every later one" if count is None else f"the {count - 1} after it" if count > 1 else "nothing after it"
+            return f"'{event.title}' on {_day_words(occurrence.start, self.zone)} and {many} (#{event.id}, {rule})"
+        many = "every occurrence" if count is None else f"all {count} occurrence{'s' if count != 1 else ''}"
+        return f"{many} of '{event.title}' (#{event.id}, {rule})"
 
     def _slots(self, args: FindFreeSlotsArgs | FindCommonFreeTimeArgs, busy: list[Interval]) -> dict[str, Any]:
         days = args.days()
@@ -295,14 +470,16 @@ class CalendarTools:
     # -- words for the approval gate ---------------------------------------------------------
 
     def describe_update(self, args: UpdateEventArgs) -> str:
-        event = self.store.get_event(args.event_id)
-        if event is None:
-            return f"Update event #{args.event_id} (no such event; the call will fail)"
+        target = self._target(args)
+        if isinstance(target, ToolResult):
+            return f"Update event #{args.event_id} ({'no such event; ' if target.error == 'not_found' and 'No event' in target.message else ''}the call will fail: {target.message})"
+        event, occurrence, scope = target
+        shown = occurrence if occurrence is not None and scope == "this" else event
         changes: list[str] = []
-        if args.title is not None and args.title != event.title:
+        if args.title is not None and args.title != shown.title:
             changes.append(f"title → '{args.title}'")
-        times = self._new_times(args, event)
-        if isinstance(times, tuple) and times != (event.start, event.end):
+        times = self._new_times(args, occurrence or shown)
+        if isinstance(times, tuple) and times != ((occurrence or shown).start, (occurrence or shown).end):
             changes.append(f"time → {span_words(times[0], times[1], self.zone)}")
         if args.location is not None:
             changes.append(f"location → '{args.location}'" if args.location else "remove location")
@@ -313,14 +490,40 @@ class CalendarTools:
         if args.remind_minutes_before is not None:
             minutes = ", ".join(f"{m} min" for m in args.remind_minutes_before) or "none"
             changes.append(f"reminders → {minutes} before")
-        return f"Change {event_words(event, self.zone)}: {'; '.join(changes) or 'no visible change'}"
+        what = (self._scope_words(event, occurrence, scope, self._scope_count(event, occurrence, scope))
+                if event.is_series else event_words(event, self.zone))
+        return f"Change {what}: {'; '.join(changes) or 'no visible change'}"
 
     def describe_delete(self, args: DeleteEventArgs) -> str:
-        event = self.store.get_event(args.event_id)
-        if event is None:
-            return f"Delete event #{args.event_id} (no such event; the call will fail)"
+        target = self._target(args)
+        if isinstance(target, ToolResult):
+            return f"Delete event #{args.event_id} ({'no such event; ' if target.error == 'not_found' and 'No event' in target.message else ''}the call will fail: {target.message})"
+        event, occurrence, scope = target
         with_whom = f" with {', '.join(event.attendees)}" if event.attendees else ""
-        return f"Delete {event_words(event, self.zone)}{with_whom}"
+        what = self._scope_words(event, occurrence, scope, self._scope_count(event, occurrence, scope))
+        return f"Delete {what}{with_whom}"
+
+
+def _day_words(moment: datetime, zone: ZoneInfo) -> str:
+    local = moment.astimezone(zone)
+    return f"{_WEEKDAYS[local.weekday()]} {local.strftime('%m-%d')}"
+
+
+def _moved_weekday(event: Event, shift: timedelta) -> Any:
+    """A weekly series on one weekday moved by whole days follows to the new weekday (its BYDAY
+    changes with DTSTART); anything else keeps its rule (UNSET)."""
+    days = round(shift / timedelta(days=1))
+    if not event.is_series or days % 7 == 0:
+        return UNSET
+    parts = rec.parse(event.recurrence).shifted(shift)
+    rules = []
+    for rule in parts.rrules:
+        byday = rec.rule_part(rule, "BYDAY")
+        if byday and "," not in byday and byday in rec.WEEKDAY_CODES:
+            moved = rec.WEEKDAY_CODES[(rec.WEEKDAY_CODES.index(byday) + days) % 7]
+            rule = ";".join(f"BYDAY={moved}" if p.startswith("BYDAY=") else p for p in rule.split(";"))
+        rules.append(rule)
+    return rec.Recurrence(tuple(rules), parts.rdates, parts.exdates).text()
 
 
 def build_registry(

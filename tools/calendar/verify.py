@@ -121,7 +121,7 @@ class CalendarVerifier:
         w = self.weights
         initial_ids = {int(e["id"]) for e in trace.initial.get("events", []) if e.get("id") is not None}
         deleted = {i for c in calls if c.name == "delete_event" and c.status is CallStatus.OK
-                   and (i := event_id_of(c)) is not None}
+                   and (i := event_id_of(c)) is not None and _removed_the_event(c)}
         initial = normalized(trace.initial, initial_ids)
         final = normalized(trace.final, initial_ids - deleted)
         expected = normalized(scenario.expected, initial_ids)
@@ -281,9 +281,13 @@ class CalendarVerifier:
         today = scenario.now_datetime().date() if scenario.now else None
         language = 1.0 if reply and in_language(reply, scenario.language) else 0.0
         states = 1.0
+        first_starts = {e["id"]: e["start"] for e in initial["events"] if e.get("id") is not None}
         for event in new_events:
+            if "occurrences" in event and first_starts.get(event.get("id")) == event["start"]:
+                continue  # one occurrence of a series changed: the series itself did not move
             start = datetime.fromisoformat(event["start"])
-            if not (states_time(reply, start.strftime("%H:%M")) and states_date(reply, start.date(), today)):
+            said_time = event.get("all_day") or states_time(reply, start.strftime("%H:%M"))
+            if not (said_time and states_date(reply, start.date(), today)):
                 states = 0.0
         contradiction = bool(reply) and _contradicts(reply, scenario.task, initial, final,
                                                      [json.loads(k) for k in removed] + new_events, today)
@@ -345,6 +349,14 @@ def _contradicts(reply: str, task: dict[str, Any], initial: dict[str, Any], fina
     if any(not (options & allowed) for options in times_mentioned(reply)):
         return True
     return today is not None and any(d.isoformat() not in days for d in dates_mentioned(reply, today))
+
+
+def _removed_the_event(call: TracedCall) -> bool:
+    """A delete that removed the event itself: not one occurrence, nor a series' tail (its result
+    names the scope; the series keeps its id)."""
+    data = result_body(call).get("data")
+    scope = data.get("scope") if isinstance(data, dict) else None
+    return scope in (None, "all")
 
 
 def _duplicates(calls: list[TracedCall], mutating: frozenset[str]) -> int:
