@@ -26,6 +26,7 @@ from agent.records import StopReason, Turn
 from agent.runtime import Runtime
 from bot.approvals import ApprovalDesk, BotApprover
 from bot.outbox import Outbox
+from bot.text import with_receipt
 from agent.tools import ToolResult
 
 log = logging.getLogger(__name__)
@@ -191,7 +192,7 @@ class TurnRunner:
             typing.cancel()
         if turn.error:
             log.error("turn in chat %s ended with %s: %s", job.chat_id, turn.stop_reason.value, turn.error)
-        return reply_for(turn)
+        return with_receipt(reply_for(turn), turn.receipt)  # what really happened, in the same message
 
     def _describe_now(self, request: ApprovalRequest) -> str | None:
         """The domain's words for ``request``'s call as it would run now (worker thread)."""

@@ -90,11 +90,15 @@ class EpisodeRecord(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON data, in the file's field order. A greedy episode with the default
-        history window has no ``sampling`` or ``history_*`` fields, so it is the same shape as
-        files written before those existed."""
+        history window has no ``sampling`` or ``history_*`` fields, and a turn without a receipt
+        no ``receipt``, so it is the same shape as files written before those existed."""
         unset = {"sampling": self.sampling is None, "history_turns": self.history_turns == DEFAULT_HISTORY_TURNS,
                  "history_block": self.history_block is None}
-        return self.model_dump(mode="json", exclude={k for k, default in unset.items() if default})
+        data = self.model_dump(mode="json", exclude={k for k, default in unset.items() if default})
+        for exchange in data["exchanges"]:  # a turn without a receipt, as turns were before they had one
+            if exchange["turn"].get("receipt") is None:
+                exchange["turn"].pop("receipt", None)
+        return data
 
     def last_output(self) -> str:
         """The model's last raw output in the episode ("" if it produced none)."""
