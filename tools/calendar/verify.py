@@ -39,8 +39,11 @@ from agent.eval.suite import Verdict
 from agent.eval.trace import EpisodeTrace, TracedCall
 from agent.gate import call_key
 from agent.records import CallStatus
+from tools.calendar.receipt import CHANGE_TOOL_KINDS
 from tools.calendar.replies import (
+    claimed_changes,
     dates_mentioned,
+    denies_changes,
     in_language,
     minutes_of,
     names_action,
@@ -179,6 +182,8 @@ class CalendarVerifier:
             errors.append(diff_words(final, expected))
         reply = trace.final_reply().strip()
         reply_parts, contradiction = self._reply_parts(trace, initial, final, reply)
+        # Reported, not rewarded: the eval table's false-claim figure (agent.eval.metrics).
+        reply_parts["reply_false_claim"] = 1.0 if false_claim(reply, calls, trace.initial, trace.final) else 0.0
         penalties = {
             "penalty_hallucinated": hallucinated * w.hallucinated_tool,
             "penalty_invalid": invalid * w.invalid_payload,
@@ -345,6 +350,28 @@ def _contradicts(reply: str, task: dict[str, Any], initial: dict[str, Any], fina
     if any(not (options & allowed) for options in times_mentioned(reply)):
         return True
     return today is not None and any(d.isoformat() not in days for d in dates_mentioned(reply, today))
+
+
+def changes_made(calls: list[TracedCall], initial: dict[str, Any], final: dict[str, Any]) -> set[str]:
+    """The kinds of change (created, moved, deleted) the episode really made: a call of that kind
+    that ran, or the store's events by id (new ids, ids gone, an event whose fields changed)."""
+    kinds = {CHANGE_TOOL_KINDS[c.name] for c in calls if c.status is CallStatus.OK and c.name in CHANGE_TOOL_KINDS}
+    before = {e.get("id"): e for e in initial.get("events", [])}
+    after = {e.get("id"): e for e in final.get("events", [])}
+    if set(after) - set(before):
+        kinds.add("created")
+    if set(before) - set(after):
+        kinds.add("deleted")
+    if any(after[i] != e for i, e in before.items() if i in after):
+        kinds.add("moved")
+    return kinds
+
+
+def false_claim(reply: str, calls: list[TracedCall], initial: dict[str, Any], final: dict[str, Any]) -> bool:
+    """The reply states a change the calendar did not undergo ("I deleted the dentist" after a
+    denial), or says nothing changed when something did (``replies.claimed_changes``/``denies_changes``)."""
+    made = changes_made(calls, initial, final)
+    return bool(claimed_changes(reply) - made) or (bool(made) and denies_changes(reply))
 
 
 def _duplicates(calls: list[TracedCall], mutating: frozenset[str]) -> int:
