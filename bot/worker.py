@@ -47,7 +47,9 @@ def conversation_id(chat_id: int) -> str:
 class Job:
     chat_id: int
     update_id: int | None
-    kind: str  # "turn" (model), "new" (/new), "command" (a domain command, e.g. /today or /ics)
+    # "turn" (model), "new" (/new), "command" (a domain command, e.g. /today or /ics), "notice"
+    # (``text`` is sent as it is: a restart's word about a message it will not run, in its place)
+    kind: str
     text: str = ""
     command: str = ""
     user_id: int | None = None  # who sent it: only they may answer its approval questions
@@ -116,6 +118,8 @@ class TurnRunner:
         self._waiting: Counter[int] = Counter()  # queued jobs per chat
         self.running: Job | None = None
         self.after_job: Callable[[], None] | None = None  # e.g. wake the reminder loop
+        # Told a job's update id just before the job begins (the inbox's ``started``, committed).
+        self.started: Callable[[int], None] = lambda update_id: None
 
     async def submit(self, job: Job) -> None:
         """Queue a job; tell the chat if it waits behind another chat's work."""
@@ -125,7 +129,7 @@ class TurnRunner:
         first_of_chat = self._waiting[job.chat_id] == 0
         self._waiting[job.chat_id] += 1
         self._queue.put_nowait(job)
-        if behind_other and first_of_chat:  # through the outbox: never ahead of an earlier reply
+        if behind_other and first_of_chat and job.kind != "notice":  # via the outbox: never ahead of an earlier reply
             try:
                 self.outbox.put(job.chat_id, QUEUED_NOTICE)
             except Exception:
@@ -153,6 +157,8 @@ class TurnRunner:
                 del self._waiting[job.chat_id]
             self.running = job
             try:
+                if job.update_id is not None:
+                    self.started(job.update_id)
                 await self._run(job)
             except Exception:
                 log.exception("job %s for chat %s failed", job.kind, job.chat_id)
@@ -165,6 +171,8 @@ class TurnRunner:
     async def _run(self, job: Job) -> None:
         if job.kind == "turn":
             text = await self._turn(job)
+        elif job.kind == "notice":
+            text = job.text
         elif job.kind == "new":
             await self.model.run(lambda: self.runtime.new_session(conversation_id(job.chat_id)))
             text = "Started a new conversation. Earlier messages are kept on disk but no longer in my context."
