@@ -36,6 +36,8 @@ DELETE = build_scenario("delete_request", 0)
     ("The event was not deleted.", set()),
     ("삭제하지 않았어요.", set()),
     ("I can add it for you if you like.", set()),
+    ("I couldn't book it: it overlaps your 3 pm.", set()),
+    ("치과 예약을 취소했어요.", {"deleted"}),
 ])
 def test_the_reply_checks_read_which_changes_a_reply_reports_as_done(text: str, kinds: set[str]) -> None:
     assert claimed_changes(text) == kinds
@@ -44,7 +46,7 @@ def test_the_reply_checks_read_which_changes_a_reply_reports_as_done(text: str, 
 @pytest.mark.parametrize(("text", "denies"), [
     ("Nothing was changed.", True), ("바뀐 것 없어요.", True), ("I did not delete anything.", True),
     ("삭제하지 않았어요.", True), ("I created it. I could not find Mina's calendar.", False),
-    ("Deleted.", False),
+    ("It wasn't moved.", True), ("Deleted.", False),
 ])
 def test_the_reply_checks_read_a_denial(text: str, denies: bool) -> None:
     assert denies_changes(text) is denies

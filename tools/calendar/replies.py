@@ -177,14 +177,14 @@ _CHANGE_STEMS = r"(?:chang|delet|creat|mov|add|remov|cancel|book|schedul|updat|r
 # Words that say a change was not done: "nothing was changed", "did not delete", "삭제하지 않았어요".
 _DENIAL = re.compile(
     r"\bnothing\b[^.!?\n]{0,20}\b(?:changed|deleted|created|moved|added|removed)\b|\bno changes?\b"
-    rf"|\b(?:not|n't|never)\s+(?:been\s+|yet\s+|actually\s+)?{_CHANGE_STEMS}"
+    rf"|(?:\bnot|n't|\bnever)\s+(?:been\s+|yet\s+|actually\s+)?{_CHANGE_STEMS}"
     r"|(?:변경|삭제|추가|수정|등록|취소|이동)(?:을|는|를)?\s*(?:하지|되지)\s*않"
     r"|아무것도[^.!?\n]{0,20}(?:않|없)|바뀐\s*(?:것|건|게)\s*없|변경\s*(?:사항|된 것|된 건)?\s*없"
     r"|안\s*(?:바꿨|지웠|옮겼|했어요)",
     re.IGNORECASE,
 )
 # Any negated word ("was not deleted", "couldn't add"): a claim word inside one is no claim.
-_NEGATED = re.compile(r"\b(?:not|n't|never)\s+(?:been\s+|yet\s+|actually\s+)?\w+", re.IGNORECASE)
+_NEGATED = re.compile(r"(?:\bnot|n't|\bnever)\s+(?:been\s+|yet\s+|actually\s+)?\w+", re.IGNORECASE)
 _SENTENCE = re.compile(r"[^.!?。\n]+[.!?。]?")
 
 
