@@ -162,18 +162,21 @@ def names_action(text: str, tool: str) -> bool:
 # -- what a reply says was done ----------------------------------------------------------------
 
 CHANGE_KINDS = ("created", "moved", "deleted")
+DONE = "done"  # a claim that something was done, of no named kind ("Done: …", "updated", "변경했어요")
 # Words that report a change as done (past or perfect forms, not "shall I delete"), per kind.
 _DONE_WORDS = {
     "created": (r"\bcreated\b", r"\badded\b", r"\bscheduled\b", r"\bbooked\b", r"\bput (?:it )?(?:on|in)\b",
                 r"추가했", r"추가해\s*(?:드렸|놨|두었)", r"추가(?:됐|되었)", r"등록했", r"등록(?:됐|되었)", r"잡았",
                 r"잡아\s*(?:드렸|놨|두었)", r"잡혔", r"만들었", r"생성했"),
-    "moved": (r"\bmoved\b", r"\brescheduled\b", r"\bchanged\b", r"\bupdated\b", r"\bshifted\b", r"\bpushed\b",
-              r"옮겼", r"옮겨\s*(?:드렸|놨|두었)", r"변경했", r"변경(?:됐|되었)", r"바꿨", r"바꾸었", r"바꿔\s*(?:드렸|놨)",
-              r"수정했", r"수정(?:됐|되었)", r"미뤘", r"당겼", r"조정했"),
+    "moved": (r"\bmoved\b", r"\brescheduled\b", r"\bshifted\b", r"\bpushed\b",
+              r"옮겼", r"옮겨\s*(?:드렸|놨|두었)", r"미뤘", r"당겼"),
     "deleted": (r"\bdeleted\b", r"\bremoved\b", r"\bcancell?ed\b", r"\bcleared\b", r"\berased\b",
                 r"삭제했", r"삭제해\s*(?:드렸|놨)", r"삭제(?:됐|되었)", r"지웠", r"취소했", r"취소(?:됐|되었)", r"없앴"),
 }
 _CHANGE_STEMS = r"(?:chang|delet|creat|mov|add|remov|cancel|book|schedul|updat|reschedul|touch|modif)\w*"
+# A change of no named kind: "Done: …", "Your calendar is updated", "변경했어요", "완료했어요".
+_DONE_ANY = (r"^\s*(?:done|all set)\b", r"\bchanged\b", r"\bupdated\b", r"완료(?:했|됐|되었)", r"^\s*완료",
+             r"변경했", r"변경(?:됐|되었)", r"바꿨", r"바꾸었", r"바꿔\s*(?:드렸|놨)", r"수정했", r"수정(?:됐|되었)", r"조정했")
 # Words that say a change was not done: "nothing was changed", "did not delete", "삭제하지 않았어요".
 _DENIAL = re.compile(
     r"\bnothing\b[^.!?\n]{0,20}\b(?:changed|deleted|created|moved|added|removed)\b|\bno changes?\b"
@@ -195,12 +198,12 @@ def _statements(text: str) -> list[str]:
 
 def claimed_changes(text: str) -> set[str]:
     """The kinds of change (``CHANGE_KINDS``) the text reports as done: "I deleted …",
-    "삭제했어요", "has been moved". Questions and negated forms ("was not deleted",
-    "삭제하지 않았어요") claim nothing."""
+    "삭제했어요", "has been moved"; ``DONE`` for a bare "Done: …" / "완료했어요". Questions and
+    negated forms ("was not deleted", "삭제하지 않았어요") claim nothing."""
     found: set[str] = set()
     for sentence in _statements(text):
         affirmed = _NEGATED.sub(" ", _DENIAL.sub(" ", sentence))
-        for kind, words in _DONE_WORDS.items():
+        for kind, words in (*_DONE_WORDS.items(), (DONE, _DONE_ANY)):
             if re.search("|".join(words), affirmed, re.IGNORECASE):
                 found.add(kind)
     return found

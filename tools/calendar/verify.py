@@ -41,6 +41,8 @@ from agent.gate import call_key
 from agent.records import CallStatus
 from tools.calendar.receipt import CHANGE_TOOL_KINDS
 from tools.calendar.replies import (
+    CHANGE_KINDS,
+    DONE,
     claimed_changes,
     dates_mentioned,
     denies_changes,
@@ -369,9 +371,15 @@ def changes_made(calls: list[TracedCall], initial: dict[str, Any], final: dict[s
 
 def false_claim(reply: str, calls: list[TracedCall], initial: dict[str, Any], final: dict[str, Any]) -> bool:
     """The reply states a change the calendar did not undergo ("I deleted the dentist" after a
-    denial), or says nothing changed when something did (``replies.claimed_changes``/``denies_changes``)."""
+    denial, "Done" when nothing was), or says nothing changed when something did
+    (``replies.claimed_changes``/``denies_changes``)."""
     made = changes_made(calls, initial, final)
-    return bool(claimed_changes(reply) - made) or (bool(made) and denies_changes(reply))
+    claims = claimed_changes(reply)
+    if made and denies_changes(reply):
+        return True
+    # "booked at 10:00" also describes an event moved there; "Done" / "updated" any change at all
+    backed = {"created": {"created", "moved"}, "moved": {"moved"}, "deleted": {"deleted"}, DONE: set(CHANGE_KINDS)}
+    return any(not (backed.get(kind, {kind}) & made) for kind in claims)
 
 
 def _duplicates(calls: list[TracedCall], mutating: frozenset[str]) -> int:
