@@ -13,13 +13,13 @@ claims a kind of change no call of that kind made is a false claim.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any
 
 from agent.prompt import unstamp_user_text
 from agent.receipt import MARK, Receipt
 from agent.records import CallRecord, CallStatus, Turn
+from tools.calendar.evidence import result_body
 from tools.calendar.replies import claimed_changes, in_language
 from tools.calendar.store import CalendarStore
 
@@ -52,14 +52,6 @@ KO = Words("추가", "옮김", "수정", "삭제", "바뀐 것 없음", "거절�
             "delete_event": "{what} 삭제"}, korean=True)
 
 
-def _body(call: CallRecord) -> dict[str, Any]:
-    try:
-        body = json.loads(call.result or "{}")
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
-
-
 def _arguments(call: CallRecord) -> dict[str, Any]:
     return call.arguments if isinstance(call.arguments, dict) else {}
 
@@ -85,7 +77,7 @@ class CalendarReceipt:
             elif call.status is CallStatus.DENIED:
                 declined.append(self._action(call, words))
             elif call.status is CallStatus.FAILED:
-                failed.append(f"{self._action(call, words)} {words.failed}: {_body(call).get('error', 'error')}")
+                failed.append(f"{self._action(call, words)} {words.failed}: {result_body(call).get('error', 'error')}")
         touched = bool(done or declined or failed)
         notes = ([f"{words.declined}: {_listed(declined, words)}"] if declined else []) + failed
         if done:
@@ -96,7 +88,7 @@ class CalendarReceipt:
         return Receipt(text, touched or bool(claimed_changes(turn.reply)))
 
     def _done(self, call: CallRecord, words: Words) -> str | None:
-        data = _body(call).get("data") or {}
+        data = result_body(call).get("data") or {}
         if call.name == "delete_event":
             view = data.get("deleted") if isinstance(data, dict) else None
             if not isinstance(view, dict):
