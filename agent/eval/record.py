@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from agent.backends.sampling import Sampling
 from agent.eval.suite import Scenario, Verdict
@@ -90,15 +90,11 @@ class EpisodeRecord(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON data, in the file's field order. A greedy episode with the default
-        history window has no ``sampling`` or ``history_*`` fields, and a turn without a receipt
-        no ``receipt``, so it is the same shape as files written before those existed."""
+        history window has no ``sampling`` or ``history_*`` fields, so it is the same shape as
+        files written before those existed."""
         unset = {"sampling": self.sampling is None, "history_turns": self.history_turns == DEFAULT_HISTORY_TURNS,
                  "history_block": self.history_block is None}
-        data = self.model_dump(mode="json", exclude={k for k, default in unset.items() if default})
-        for exchange in data["exchanges"]:  # a turn without a receipt, as turns were before they had one
-            if exchange["turn"].get("receipt") is None:
-                exchange["turn"].pop("receipt", None)
-        return data
+        return self.model_dump(mode="json", exclude={k for k, default in unset.items() if default})
 
     def last_output(self) -> str:
         """The model's last raw output in the episode ("" if it produced none)."""
@@ -106,6 +102,17 @@ class EpisodeRecord(BaseModel):
             if exchange.turn.steps:
                 return exchange.turn.steps[-1].raw_output
         return ""
+
+    @model_serializer(mode="wrap")
+    def _turns_without_empty_receipts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A turn without a receipt has no ``receipt`` field, as turns were before they had one,
+        so such a record is the same shape as the files written then (``to_json``)."""
+        data = handler(self)
+        for exchange in data.get("exchanges", []):
+            turn = exchange.get("turn")
+            if isinstance(turn, dict) and turn.get("receipt", "") is None:
+                del turn["receipt"]
+        return data
 
 
 class EpisodeFileError(ValueError):
