@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from agent.config import Settings, load_settings, with_model_flag
+from agent.receipt import RECEIPT_MODES
 
 # Subcommands that live in their own module, each with add_parser(subparsers, parents) and
 # run(args, settings) -> exit status. Their modules import heavy libraries only when run.
@@ -55,7 +56,7 @@ def model_flags() -> argparse.ArgumentParser:
 def settings_from(args: argparse.Namespace) -> Settings:
     """Flags over environment over config; ``--demo`` with a model or adapter choice is a ValueError."""
     keys = ("model_path", "lora_path", "no_adapter", "lora_scale", "data_dir", "tz", "n_ctx", "n_threads",
-            "gpu_layers", "backend", "base_url", "profile")
+            "gpu_layers", "backend", "base_url", "profile", "receipt")
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
     settings = load_settings(overrides)
     from agent.domain import check_domain_settings
@@ -99,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chat = sub.add_parser("chat", parents=[shared], help="talk to your calendar in the terminal (the default)")
     chat.add_argument("--yes", action="store_true", help="approve destructive actions without asking")
+    for p in (parser, chat):
+        p.add_argument("--receipt", choices=RECEIPT_MODES,
+                       help="the 📅 line of what a turn really did: changes (default; after a turn that changed "
+                            "or tried to change the calendar), on (every turn), off (env AGENT_RECEIPT)")
     doctor = sub.add_parser("doctor", parents=[shared], help="show the configuration, check the model, run one generation")
     doctor.add_argument("--no-generate", action="store_true", help="skip the smoke generation")
     calendar = sub.add_parser(

@@ -161,4 +161,5 @@ def build_runtime(settings: Settings, backend: Backend, domain: Domain | None = 
         stamp_user=user_stamp_factory(settings, clock),
         history_turns=settings.history_turns,
         history_block=settings.history_block,
+        receipt=settings.receipt,
     )

@@ -26,6 +26,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, ValidationError
 from pydantic.dataclasses import dataclass
 
 from agent.history import DEFAULT_HISTORY_TURNS
+from agent.receipt import DEFAULT_RECEIPT, RECEIPT_MODES
 
 if TYPE_CHECKING:
     from models.resolve import ModelChoice
@@ -52,6 +53,7 @@ ENV_NAMES: dict[str, str] = {
     "gpu_layers": "AGENT_GPU_LAYERS",
     "prompt_style": "AGENT_PROMPT_STYLE",
     "date_grounding": "AGENT_DATE_GROUNDING",
+    "receipt": "AGENT_RECEIPT",
 }
 
 BACKENDS = ("llama", "openai")
@@ -233,6 +235,10 @@ class Settings:
     # so that a small model looks "다음 주 화요일" up instead of counting. Eval, export and train
     # render the same prompt; the list changes once a day, like the date line it sits under.
     date_grounding: bool = False
+    # The 📅 receipt after a turn (agent.receipt): "changes" after a turn that changed, or tried to
+    # change, the calendar; "on" after every turn; "off" never. The trajectory records it either way
+    # it is shown.
+    receipt: Annotated[str, one_of(*RECEIPT_MODES)] = DEFAULT_RECEIPT
     # Where these settings came from, for the other owners' loaders (bot, domain); a Settings
     # built directly has none, so those sections take their defaults.
     sources: Any = field(default_factory=ConfigSources, repr=False, compare=False)

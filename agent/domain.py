@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable, Protocol
 
+from agent.receipt import ReceiptFn
 from agent.tools import Registry
 
 if TYPE_CHECKING:
@@ -75,6 +76,8 @@ class Domain:
     close: Callable[[], None] = lambda: None
     notifier: Notifier | None = None  # reminders and a daily agenda, if the domain has them
     short_prompt: str = ""  # its part in the ``short`` prompt style (agent.prompt); empty: ``prompt``
+    # The 📅 line after a turn, from what ran and the domain's state (``agent.receipt``); None: no receipts.
+    receipt: ReceiptFn | None = None
 
 
 def load_domain(settings: Settings) -> Domain:

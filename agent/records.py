@@ -69,6 +69,9 @@ class Turn:
     new_messages: list[dict[str, Any]] = field(default_factory=list)  # assistant + tool messages
     error: str | None = None
     seconds: float = 0.0
+    # What the turn really did, in one line from its calls and the domain's state (``agent.receipt``),
+    # beside the reply so eval and export can compare the two; None: no line (read-only, or off).
+    receipt: str | None = None
 
     @property
     def calls(self) -> list[CallRecord]:

@@ -74,12 +74,14 @@ def stop_note(turn: Turn) -> str:
 
 
 def format_turn(turn: Turn) -> str:
-    """Each call on one line (name, arguments, outcome), then the reply."""
+    """Each call on one line (name, arguments, outcome), then the reply, then the 📅 receipt."""
     lines = [format_call(c.name, c.arguments, c.status.value, c.status is CallStatus.OK, c.result) for c in turn.calls]
     if turn.reply:
         lines.append(turn.reply)
     if stop_note(turn):
         lines.append(stop_note(turn))
+    if turn.receipt:
+        lines.append(turn.receipt)
     return "\n".join(lines)
 
 
@@ -246,6 +248,8 @@ class LiveView:
             self._write(turn.reply + "\n")
         if stop_note(turn):
             self._write(stop_note(turn) + "\n")
+        if turn.receipt:  # what really happened, last, whatever the reply said
+            self._write(turn.receipt + "\n")
 
 
 def banner(runtime: Runtime, tz: str | None) -> list[str]:

@@ -18,6 +18,7 @@ from agent.approval import Approver
 from agent.domain import Domain
 from agent.history import DEFAULT_HISTORY_TURNS, recent_turns
 from agent.loop import Agent
+from agent.receipt import DEFAULT_RECEIPT, receipt_line
 from agent.records import Turn
 from agent.sessions import SessionStore
 from agent.trajectory import TrajectoryLog
@@ -38,6 +39,8 @@ class Runtime:
     # The user's text as it is stored and shown to the model: stamped with the local time it
     # was sent (``agent.prompt.stamp_user_text``; ``agent.app`` builds it). None: stored as typed.
     stamp_user: Callable[[str], str] | None = None
+    # When the turn ends with the domain's 📅 receipt line (``agent.receipt``: on, off, changes).
+    receipt: str = DEFAULT_RECEIPT
 
     def handle(
         self,
@@ -74,6 +77,7 @@ class Runtime:
         except KeyboardInterrupt:
             self._close_interrupted(session_id, len(history), produced)
             raise
+        turn.receipt = receipt_line(self.domain.receipt, turn, self.receipt)  # logged with the turn
         self.log.record(turn, self.agent.backend.identity(), (self.history_turns, self.history_block))
         return turn
 

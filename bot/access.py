@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 PRIVATE = "private"
 
@@ -27,3 +28,24 @@ class Access:
         if chat_id not in self.chats:
             return False
         return not self.users or user_id in self.users
+
+    def admits_raw(self, raw: Any) -> bool:
+        """The same rule on an update as Telegram sent it (JSON, before anything parses it), so
+        a stranger's update can be refused before its text is stored. Anything that is not a
+        message or a button tap from an allowed chat and user is not admitted."""
+        if not isinstance(raw, dict):
+            return False
+        for kind in ("message", "edited_message", "callback_query"):
+            item = raw.get(kind)
+            if not isinstance(item, dict):
+                continue
+            chat = (item.get("message") if kind == "callback_query" else item) or {}
+            chat = chat.get("chat") if isinstance(chat, dict) else None
+            user = item.get("from")
+            if not isinstance(chat, dict) or not isinstance(user, dict):
+                return False
+            chat_id, chat_type, user_id = chat.get("id"), chat.get("type"), user.get("id")
+            if not (isinstance(chat_id, int) and isinstance(chat_type, str) and isinstance(user_id, int)):
+                return False
+            return self.allows(chat_id, chat_type, user_id)
+        return False

@@ -28,7 +28,7 @@ from bot.masking import mask
 from bot.handlers import BotServices, add_handlers, command_menu, domain_commands
 from bot.inbox import Inbox
 from bot.outbox import Outbox, OutboxSender
-from bot.polling import FIRST_POLL_DELAY_S, MAX_POLL_DELAY_S, POLL_TIMEOUT_S, answer_interrupted, poll
+from bot.polling import FIRST_POLL_DELAY_S, MAX_POLL_DELAY_S, POLL_TIMEOUT_S, poll, recover
 from bot.reminders import REAL_TICK_S, Clock, ReminderDesk, ReminderLoop, system_clock
 from bot.sending import with_retry
 from bot.timing import TIME
@@ -110,7 +110,7 @@ async def connect(application: Application, config: BotConfig) -> None:
 
 
 async def start(application: Application, services: BotServices, config: BotConfig) -> None:
-    """Everything before polling: getMe, no webhook, the commands menu, interrupted updates."""
+    """Everything before polling: getMe, no webhook, the commands menu, what a crash left pending."""
     await connect(application, config)
     await with_retry(lambda: application.bot.delete_webhook(drop_pending_updates=False), "deleteWebhook")
     try:
@@ -118,7 +118,7 @@ async def start(application: Application, services: BotServices, config: BotConf
     except TelegramError as exc:  # the menu is a convenience
         log.warning("setMyCommands failed: %s", exc)
     await application.start()
-    await answer_interrupted(application, services)
+    await recover(application, services, config.stale_after_s)
 
 
 async def _first(stop: asyncio.Event, work: asyncio.Task) -> bool:
@@ -205,6 +205,7 @@ async def _serve(
     outbox = Outbox(inbox.path)
     desk = ApprovalDesk(application.bot, access, approval_timeout_s, outbox)
     runner = TurnRunner(application.bot, runtime, desk, outbox)
+    runner.started = inbox.started  # a restart tells the message in progress from those never begun
     services = BotServices(access, inbox, runtime, desk, runner, outbox)
     notifier = runtime.domain.notifier
     if notifier is not None:
@@ -229,7 +230,7 @@ async def _serve(
                  sorted(access.users), sorted(access.chats))
         tasks = [
             asyncio.create_task(runner.run_forever(), name="turns"),
-            asyncio.create_task(poll(application, inbox, stop), name="poll"),
+            asyncio.create_task(poll(application, inbox, stop, access.admits_raw, config.keep_handled_s), name="poll"),
         ]
         sender = OutboxSender(application.bot, outbox)
         sending = asyncio.create_task(sender.run_forever(), name="outbox")

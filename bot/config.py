@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Mapping
 
-from pydantic import BeforeValidator
+from pydantic import BeforeValidator, Field
 from pydantic.dataclasses import dataclass as settings_dataclass
 
 from agent.config import PathText, Settings, config_file_path, load_section, load_settings, split_list
@@ -62,6 +62,10 @@ class BotSettings:
     telegram_allowed_chats: TelegramIds = ()
     telegram_api_base_url: str | None = None
     approval_timeout_s: float = 300.0  # an unanswered Approve/Deny counts as a no after this
+    # After a crash, a stored message older than this is not run: it gets a notice asking for it again.
+    stale_message_minutes: Annotated[float, Field(gt=0)] = 15.0
+    # Handled updates (what people wrote) and sent replies are deleted after this (bot.inbox.prune).
+    inbox_retention_days: Annotated[float, Field(gt=0)] = 7.0
 
 
 def bot_settings(settings: Settings) -> BotSettings:
@@ -78,12 +82,15 @@ class BotConfig:
     allowed_chats: frozenset[int]
     api_base_url: str | None
     token_file: Path | None  # where the token was read from; None: from the environment
+    stale_after_s: float = 15 * 60.0  # stale_message_minutes
+    keep_handled_s: float = 7 * 24 * 3600.0  # inbox_retention_days
 
     def __repr__(self) -> str:  # keep the secret out of logs and tracebacks
         return (
             f"BotConfig(token='<hidden>', allowed_users={set(self.allowed_users)}, "
             f"allowed_chats={set(self.allowed_chats)}, api_base_url={self.api_base_url!r}, "
-            f"token_file={self.token_file!r})"
+            f"token_file={self.token_file!r}, stale_after_s={self.stale_after_s!r}, "
+            f"keep_handled_s={self.keep_handled_s!r})"
         )
 
 
@@ -236,4 +243,6 @@ def load_bot_config(settings: Settings) -> BotConfig | ConfigProblem:
         allowed_chats=chats,
         api_base_url=bot.telegram_api_base_url,
         token_file=token_file,
+        stale_after_s=bot.stale_message_minutes * 60,
+        keep_handled_s=bot.inbox_retention_days * 86400,
     )

@@ -9,10 +9,13 @@ start-up belong to a run that died: the bot tells those chats that their message
 interrupted (see ``bot.polling``).
 
 The body is needed only while the update is pending (crash recovery reads it). So a stranger's
-update, once the gate has refused it, keeps only its id and times (state ``refused``; who it
-was goes to the log, as an id): their text is not kept. Handled rows (done, failed, refused)
-older than ``KEEP_HANDLED_S`` are deleted by ``prune``, at start-up and then daily (``bot.polling``);
-the newest row stays, because polling resumes after its id. The same ``prune`` deletes the
+update keeps only its id and times (state ``refused``; who it was goes to the log, as an id):
+the poll loop refuses it before storing anything (``record_refused``), and one an older version
+stored is blanked once the gate refuses it (``refused``). Handled rows (done, failed, refused)
+older than the retention (``KEEP_HANDLED_S``, a week; the ``inbox_retention_days`` setting) are
+deleted by ``prune``, at start-up and then daily (``bot.polling``); the newest row stays, because
+polling resumes after its id, but its body goes. Session history (``agent.sessions``) is the
+user's own and is not touched. The same ``prune`` deletes the
 outbox's finished replies (sent, dropped, late) by the same rule: they hold what the bot told the
 owner, i.e. their calendar, and nothing reads them once they are out. A queued reply is never
 deleted, however old: it is the outbox's promise to send it (``bot.outbox``). One pass over the
@@ -40,6 +43,15 @@ ERROR_LIMIT = 500  # characters of an error kept with a failed update
 # Handled rows are kept a week (for a look at what failed), far past the day Telegram keeps an
 # unacknowledged update for re-delivery, which is when a row's id still matters for dedupe.
 KEEP_HANDLED_S = 7 * 24 * 3600.0
+
+
+class Unfinished(NamedTuple):
+    """A pending update, as a restart finds it."""
+
+    update_id: int
+    body: Any
+    received_at: float  # wall clock, when it was stored
+    started: bool  # its job had begun (it may have done part of its work)
 
 
 class Pruned(NamedTuple):
@@ -84,6 +96,26 @@ class Inbox:
             )
         return cursor.rowcount == 1
 
+    def record_refused(self, update_id: int) -> bool:
+        """A stranger's update, refused before it is stored: only its id and times are written,
+        never its body, so their text reaches no file. False if it was already recorded."""
+        now = time.time()
+        with self._lock:
+            cursor = self._conn.execute(
+                "INSERT OR IGNORE INTO updates (update_id, body, state, received_at, done_at) "
+                "VALUES (?, 'null', 'refused', ?, ?)",
+                (update_id, now, now),
+            )
+        return cursor.rowcount == 1
+
+    def started(self, update_id: int) -> None:
+        """Its job begins now (committed before it does): after a crash it is reported as
+        interrupted, never run again."""
+        with self._lock:
+            self._conn.execute(
+                "UPDATE updates SET started_at = ? WHERE update_id = ? AND state = 'pending'", (time.time(), update_id)
+            )
+
     def done(self, update_id: int) -> None:
         with self._lock:
             self._conn.execute(
@@ -106,6 +138,10 @@ class Inbox:
         then checkpointed and emptied, so what refused and pruned rows held is in neither file."""
         cutoff = (time.time() if now is None else now) - keep_s
         with self._db.transaction() as conn:
+            conn.execute(  # the newest row stays for its id, not for what it said
+                "UPDATE updates SET body = 'null' WHERE state != 'pending' AND received_at < ? AND body != 'null'",
+                (cutoff,),
+            )
             updates = conn.execute(
                 "DELETE FROM updates WHERE state != 'pending' AND received_at < ? "
                 "AND update_id < (SELECT MAX(update_id) FROM updates)",
@@ -119,10 +155,11 @@ class Inbox:
         return Pruned(updates, replies)
 
     def failed(self, update_id: int, error: str) -> None:
-        """The update could not be handled; keep why, and never hand it out again."""
+        """The update could not be handled; keep why, and never hand it out again. A refused
+        (stranger's) update stays refused: nothing of it is kept, an error quoting it neither."""
         with self._lock:
             self._conn.execute(
-                "UPDATE updates SET state = 'failed', done_at = ?, error = ? WHERE update_id = ?",
+                "UPDATE updates SET state = 'failed', done_at = ?, error = ? WHERE update_id = ? AND state != 'refused'",
                 (time.time(), clean(error)[:ERROR_LIMIT], update_id),
             )
 
@@ -139,6 +176,16 @@ class Inbox:
                 "SELECT update_id, body FROM updates WHERE state = 'pending' ORDER BY update_id"
             ).fetchall()
         return [(update_id, json.loads(body)) for update_id, body in rows]
+
+    def unfinished(self) -> list[Unfinished]:
+        """Updates recorded but never finished, oldest first, with when they came and whether
+        their job had begun."""
+        with self._lock:
+            rows = self._conn.execute(
+                "SELECT update_id, body, received_at, started_at FROM updates WHERE state = 'pending' ORDER BY update_id"
+            ).fetchall()
+        return [Unfinished(update_id, json.loads(body), received_at, started_at is not None)
+                for update_id, body, received_at, started_at in rows]
 
     def next_offset(self) -> int | None:
         """One past the newest recorded update: where polling resumes after a restart."""

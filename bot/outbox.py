@@ -134,9 +134,13 @@ class Outbox:
         with self._lock:
             self._conn.execute("UPDATE outbox SET pieces_sent = ? WHERE id = ?", (pieces_sent, reply.id))
 
-    def finish(self, reply: Reply, state: str, error: str | None = None) -> None:
+    def finish(self, reply: Reply, state: str, error: str | None = None, pieces_sent: int | None = None) -> None:
+        """The reply is done with (``pieces_sent``: its last piece went out, in the same commit)."""
         with self._lock:
-            self._conn.execute("UPDATE outbox SET state = ?, last_error = ? WHERE id = ?", (state, error, reply.id))
+            self._conn.execute(
+                "UPDATE outbox SET state = ?, last_error = ?, pieces_sent = COALESCE(?, pieces_sent) WHERE id = ?",
+                (state, error, pieces_sent, reply.id),
+            )
 
     def later(self, reply: Reply, next_at: float, error: str) -> None:
         with self._lock:
@@ -237,11 +241,13 @@ class OutboxSender:
         try:
             if reply.filename is not None:  # a file goes out whole, as one piece
                 await self._send_document(reply)
+                pieces = [reply.text]
             else:
                 for index in range(reply.pieces_sent, len(pieces)):
                     last = index == len(pieces) - 1
                     await self.bot.send_message(reply.chat_id, pieces[index], reply_markup=keyboard if last else None)
-                    self.outbox.progress(reply, index + 1)
+                    if not last:  # the last one is booked with "sent", below: one commit, not two,
+                        self.outbox.progress(reply, index + 1)  # so a crash has less time to send it twice
         except (BadRequest, Forbidden) as exc:
             log.warning("reply %s to chat %s dropped: Telegram refused it for good (%s)", reply.id, reply.chat_id, exc)
             self.outbox.finish(reply, "dropped", str(exc))
@@ -254,7 +260,7 @@ class OutboxSender:
                         reply.id, reply.chat_id, type(exc).__name__, exc, delay)
             self.outbox.later(reply, TIME.after(delay), f"{type(exc).__name__}: {exc}")
         else:
-            self.outbox.finish(reply, "sent")
+            self.outbox.finish(reply, "sent", pieces_sent=len(pieces))
 
     async def _send_document(self, reply: Reply) -> None:
         """One sendDocument; a caption over Telegram's limit is cut (captions are one line)."""
@@ -262,7 +268,6 @@ class OutboxSender:
         await self.bot.send_document(
             reply.chat_id, document=reply.document or b"", filename=reply.filename, caption=caption or None
         )
-        self.outbox.progress(reply, 1)
 
     async def _sleep(self) -> None:
         """Until the next head is due (at most a minute, wall clock), or a new reply is queued."""

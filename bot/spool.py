@@ -16,10 +16,11 @@ INBOX_SCHEMA = """
 CREATE TABLE IF NOT EXISTS updates (
     update_id INTEGER PRIMARY KEY,
     body TEXT NOT NULL,           -- the update as Telegram sent it (JSON, lone surrogates replaced)
-    state TEXT NOT NULL,          -- 'pending' | 'done' | 'failed'
+    state TEXT NOT NULL,          -- 'pending' | 'done' | 'failed' | 'refused'
     received_at REAL NOT NULL,
     done_at REAL,
-    error TEXT                    -- why a 'failed' update failed
+    error TEXT,                   -- why a 'failed' update failed
+    started_at REAL               -- when its job began (a restart tells it from one never begun)
 );
 CREATE INDEX IF NOT EXISTS updates_pending ON updates(state) WHERE state = 'pending';
 """
@@ -45,6 +46,7 @@ CREATE INDEX IF NOT EXISTS outbox_queued ON outbox(chat_id, id) WHERE state = 'q
 
 # Columns added before the file had a version: a file from then gets them in step 1.
 INBOX_ADDED_COLUMNS = {"error": "TEXT"}
+STARTED_COLUMN = {"started_at": "REAL"}
 OUTBOX_ADDED_COLUMNS = {"document": "BLOB", "filename": "TEXT"}
 
 
@@ -58,5 +60,13 @@ def _adopt(conn: sqlite3.Connection) -> None:
     add_missing_columns(conn, "outbox", OUTBOX_ADDED_COLUMNS)
 
 
+def _started(conn: sqlite3.Connection) -> None:
+    """2: ``updates.started_at``, so that after a crash the messages stored but never begun are
+    run, and only the one in progress is reported as interrupted. A row still pending from an
+    older version may have been in progress: it counts as begun (reported, never run twice)."""
+    add_missing_columns(conn, "updates", STARTED_COLUMN)
+    conn.execute("UPDATE updates SET started_at = received_at WHERE state = 'pending' AND started_at IS NULL")
+
+
 # MIGRATIONS[i] takes the file from version i to i + 1; never edit a released step, append one.
-MIGRATIONS: list[Migration] = [_adopt]
+MIGRATIONS: list[Migration] = [_adopt, _started]

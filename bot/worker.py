@@ -26,6 +26,7 @@ from agent.records import StopReason, Turn
 from agent.runtime import Runtime
 from bot.approvals import ApprovalDesk, BotApprover
 from bot.outbox import Outbox
+from bot.text import with_receipt
 from agent.tools import ToolResult
 
 log = logging.getLogger(__name__)
@@ -46,7 +47,9 @@ def conversation_id(chat_id: int) -> str:
 class Job:
     chat_id: int
     update_id: int | None
-    kind: str  # "turn" (model), "new" (/new), "command" (a domain command, e.g. /today or /ics)
+    # "turn" (model), "new" (/new), "command" (a domain command, e.g. /today or /ics), "notice"
+    # (``text`` is sent as it is: a restart's word about a message it will not run, in its place)
+    kind: str
     text: str = ""
     command: str = ""
     user_id: int | None = None  # who sent it: only they may answer its approval questions
@@ -115,6 +118,8 @@ class TurnRunner:
         self._waiting: Counter[int] = Counter()  # queued jobs per chat
         self.running: Job | None = None
         self.after_job: Callable[[], None] | None = None  # e.g. wake the reminder loop
+        # Told a job's update id just before the job begins (the inbox's ``started``, committed).
+        self.started: Callable[[int], None] = lambda update_id: None
 
     async def submit(self, job: Job) -> None:
         """Queue a job; tell the chat if it waits behind another chat's work."""
@@ -124,7 +129,7 @@ class TurnRunner:
         first_of_chat = self._waiting[job.chat_id] == 0
         self._waiting[job.chat_id] += 1
         self._queue.put_nowait(job)
-        if behind_other and first_of_chat:  # through the outbox: never ahead of an earlier reply
+        if behind_other and first_of_chat and job.kind != "notice":  # via the outbox: never ahead of an earlier reply
             try:
                 self.outbox.put(job.chat_id, QUEUED_NOTICE)
             except Exception:
@@ -152,6 +157,8 @@ class TurnRunner:
                 del self._waiting[job.chat_id]
             self.running = job
             try:
+                if job.update_id is not None:
+                    self.started(job.update_id)
                 await self._run(job)
             except Exception:
                 log.exception("job %s for chat %s failed", job.kind, job.chat_id)
@@ -164,6 +171,8 @@ class TurnRunner:
     async def _run(self, job: Job) -> None:
         if job.kind == "turn":
             text = await self._turn(job)
+        elif job.kind == "notice":
+            text = job.text
         elif job.kind == "new":
             await self.model.run(lambda: self.runtime.new_session(conversation_id(job.chat_id)))
             text = "Started a new conversation. Earlier messages are kept on disk but no longer in my context."
@@ -191,7 +200,7 @@ class TurnRunner:
             typing.cancel()
         if turn.error:
             log.error("turn in chat %s ended with %s: %s", job.chat_id, turn.stop_reason.value, turn.error)
-        return reply_for(turn)
+        return with_receipt(reply_for(turn), turn.receipt)  # what really happened, in the same message
 
     def _describe_now(self, request: ApprovalRequest) -> str | None:
         """The domain's words for ``request``'s call as it would run now (worker thread)."""

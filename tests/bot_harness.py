@@ -49,6 +49,37 @@ def dentist_script(title: str, today: str) -> dict[str, Any]:
     ]}
 
 
+RECEIPT_DAY = "2026-12-04"  # a Friday
+
+
+def receipt_script() -> dict[str, Any]:
+    """The calendar domain's scripted model for the receipt cases, shared by the REPL and the bot
+    tests: "book" creates '치과 예약' on Friday 15:00–16:00 (event 1), "move" moves it to 17:00,
+    "remove" asks to delete it and then claims it did whatever the user answered, "drop" deletes
+    it, "what" only searches."""
+    def call(name: str, arguments: dict[str, Any]) -> str:
+        return f"<tool_call>{json.dumps({'name': name, 'arguments': arguments}, ensure_ascii=False)}</tool_call>"
+
+    book = call("create_event", {"title": "치과 예약", "date": RECEIPT_DAY, "start_time": "15:00", "end_time": "16:00"})
+    return {"rules": [
+        {"match": "^book", "steps": [book, "Booked it."]},
+        {"match": "^move", "steps": [call("update_event", {"event_id": 1, "start_time": "17:00"}), "Moved it."]},
+        {"match": "^remove", "steps": [call("delete_event", {"event_id": 1}),
+                                       "완료했어요: 12월 4일 15:00 '치과 예약' 일정을 삭제했어요."]},
+        {"match": "^drop", "steps": [call("delete_event", {"event_id": 1}), "Deleted it."]},
+        {"match": "^what", "steps": [call("search_events", {"date": RECEIPT_DAY}), "You have the dentist."]},
+    ]}
+
+
+# What each of those turns' receipt says (the declined one in English: the user wrote English).
+RECEIPTS = {
+    "book": "📅 created #1 '치과 예약' Fri 12-04 15:00–16:00",
+    "remove": "📅 nothing changed (you declined: delete '치과 예약')",
+    "move": "📅 moved #1 '치과 예약' Fri 12-04 17:00–18:00",
+    "drop": "📅 deleted #1 '치과 예약' Fri 12-04 17:00–18:00",
+}
+
+
 class BotProcess:
     """The bot as a subprocess with its own data dir, pointed at the fake server."""
 

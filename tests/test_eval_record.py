@@ -84,7 +84,9 @@ def test_the_runner_writes_the_same_shape_as_before(tmp_path: Path) -> None:
         [record] = run_eval(SUITE, [scenario], lambda s, k: ScriptedBackend(policy(s)),
                             RunOptions(out_dir=out, progress=False))
         new = json.loads((out / EPISODES_DIR / path.name).read_text(encoding="utf-8"))
-        assert shape(new) == shape(old), path.name
+        # one field more, on purpose: each turn's 📅 receipt beside its reply (agent.receipt)
+        grown = {**shape(old), "turns": sorted([*shape(old)["turns"], "receipt"])}
+        assert shape(new) == grown, path.name
         assert new == record.to_json()
 
 

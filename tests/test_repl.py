@@ -31,6 +31,7 @@ from agent.backends.scripted import ScriptedBackend
 from agent.config import load_settings
 from agent.formats import format_tool_call
 from agent.repl import CONVERSATION, LiveView, VisibleText, banner, run_repl
+from tests.bot_harness import RECEIPTS, ROOT, receipt_script
 
 
 def settings_for(tmp_path: Path):
@@ -181,14 +182,17 @@ def _own_terminal() -> None:
     fcntl.ioctl(0, termios.TIOCSCTTY, 0)
 
 
-class Terminal:
-    """``python -m agent --demo`` on a pseudo-terminal; read what it shows, type keys."""
+DEMO_REPL = ["-m", "agent", "--demo", "--ctx", "4096"]
 
-    def __init__(self, tmp_path: Path) -> None:
+
+class Terminal:
+    """``python -m agent --demo`` (or ``argv``) on a pseudo-terminal; read what it shows, type keys."""
+
+    def __init__(self, tmp_path: Path, argv: list[str] = DEMO_REPL) -> None:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "HF_"))}
         env.update(AGENT_DATA_DIR=str(tmp_path / "data"), HF_HUB_OFFLINE="1", TERM="xterm")
         self.master, slave = pty.openpty()
-        self.proc = subprocess.Popen([sys.executable, "-m", "agent", "--demo", "--ctx", "4096"], stdin=slave,
+        self.proc = subprocess.Popen([sys.executable, *argv], stdin=slave, cwd=ROOT,
                                      stdout=slave, stderr=slave, env=env, close_fds=True, preexec_fn=_own_terminal)
         os.close(slave)
         self.seen = b""
@@ -298,3 +302,35 @@ def test_the_llama_backend_streams_exactly_the_text_it_returns(smollm2: Path) ->
         streamed = "".join(pieces)
         assert streamed.removesuffix("<|im_end|>") == completion.text  # an end marker is streamed, then cut
     assert second.finish_reason in ("length", "stop") and len(recorder.steps[1]) <= 5
+
+
+def test_the_receipt_on_a_terminal_says_what_really_happened(tmp_path: Path) -> None:
+    """The scripted model claims a deletion the user declined: the 📅 line under it says nothing
+    changed; a created, a moved and a deleted event each get their line; a read-only turn none."""
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(receipt_script(), ensure_ascii=False), encoding="utf-8")
+    term = Terminal(tmp_path, ["-m", "tests.repl_scripted", str(script)])
+    try:
+        term.wait_for("you> ")
+        prompts, approvals = 1, 0
+        for text, answer in (("book the dentist", None), ("remove the dentist", b"n"), ("move it to 5 pm", b"y"),
+                             ("what is on friday?", None), ("drop it", b"y")):
+            term.type(text.encode() + b"\r")
+            if answer is not None:
+                approvals += 1
+                term.wait_for("Approve? [y/N] ", count=approvals)
+                term.type(answer + b"\r")
+            prompts += 1
+            term.wait_for("you> ", count=prompts)
+        term.type(b"\x04")
+        assert term.exit_code() == 0
+        screen = term.seen.decode(errors="replace")
+        for receipt in RECEIPTS.values():
+            assert screen.count(receipt) == 1, receipt
+        claim = screen.index("일정을 삭제했어요.")
+        assert claim < screen.index(RECEIPTS["remove"]) < screen.index("move it to 5 pm")
+        read_only = screen[screen.index("what is on friday?"):screen.index("drop it")]
+        assert "You have the dentist." in read_only and "📅" not in read_only
+        assert "Traceback" not in screen
+    finally:
+        term.close()

@@ -59,10 +59,13 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     p.add_argument("--max-user-turns", type=int, default=4, help="user messages per episode at most")
     p.add_argument("--weights", help='reward weights as JSON, e.g. \'{"safety": 0.3, "final": 0.35}\'')
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    sub = p.add_subparsers(dest="eval_command", metavar="compare")
+    sub = p.add_subparsers(dest="eval_command", metavar="compare | rescore")
     c = sub.add_parser("compare", help="paired change between two results folders, with exact McNemar p")
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
+    r = sub.add_parser("rescore", help="score a results folder again with today's verifier and print its table "
+                                       "(e.g. false claims % for a folder made before it was scored); writes nothing")
+    r.add_argument("folder", type=Path)
     return p
 
 
@@ -223,6 +226,8 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
             return 2
         print(format_comparison(comparison, str(args.a), str(args.b)))
         return 0
+    if getattr(args, "eval_command", None) == "rescore":
+        return _rescore(args, settings)
     if settings is None:  # the stand-alone entry: the same checked settings as ``python -m agent eval``
         from agent.__main__ import settings_from
 
@@ -302,6 +307,29 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
     print(header)
     print(format_table(rows))
     print(f"results: {out_dir}")
+    return 0
+
+
+def _rescore(args: argparse.Namespace, settings: Any) -> int:
+    """``eval rescore DIR``: the folder's table under today's verifier (its files untouched)."""
+    from agent.eval.metrics import summarize
+    from agent.eval.rescore import rescore
+
+    if not args.folder.is_dir():
+        print(f"error: {args.folder}: not a results folder", file=sys.stderr)
+        return 2
+    if settings is None:
+        from agent.__main__ import settings_from
+
+        settings = settings_from(args)
+    suite = load_eval_suite(settings)
+    try:
+        records = rescore(args.folder, suite)
+    except (OSError, EpisodeFileError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"{args.folder} · {len(records)} episodes · scored again by today's {suite.name} verifier")
+    print(format_table(summarize(records, suite.reference_templates)))
     return 0
 
 

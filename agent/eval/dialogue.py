@@ -36,6 +36,7 @@ from agent.eval.trace import HANDED_BACK, EpisodeTrace, Exchange, asked_question
 from agent.history import DEFAULT_HISTORY_TURNS, recent_turns
 from agent.loop import Agent, Budgets
 from agent.prompt import stamp_user_text, system_prompt
+from agent.receipt import receipt_line
 from agent.records import Turn
 
 DEFAULT_MAX_USER_TURNS = 4
@@ -117,6 +118,7 @@ def play_dialogue(scenario: Scenario, environment: Environment, run_turn: TurnFn
         shown = served(messages, history_turns, history_block)
         before = len(shown)
         turn = run_turn(shown, approver)  # appends what the turn produced to ``shown``
+        turn.receipt = receipt_line(environment.receipt, turn, "on")  # beside the reply, read-only turns too
         messages.extend(shown[before:])
         trace.exchanges.append(Exchange(user_text=turn.user_text, turn=turn, script_line=line))
         changed = changed or environment.snapshot() != initial

@@ -2,8 +2,11 @@
 
 Columns: valid tool calls % (calls that named a known tool with arguments that validated, of all
 attempted, unreadable blocks included), policy compliance %, task success %, mean tool calls,
-plus incorrect-action % (a store change that was not wanted), mean reward and pass^k (share of
-scenarios where all k samples succeeded; equals success % when k = 1).
+plus incorrect-action % (a store change that was not wanted), false claims % (episodes whose final
+reply states a change the store did not undergo, or denies one it did: the verifier's
+``reply_false_claim`` component; "—" for episodes scored before it existed, which
+``eval rescore`` scores again), mean reward and pass^k (share of scenarios where all k samples
+succeeded; equals success % when k = 1).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any, Iterable
 from agent.eval.record import EpisodeRecord
 
 OVERALL = "overall"
+FALSE_CLAIM = "reply_false_claim"  # the verifier's component (1.0: the reply claims what did not happen)
 REFERENCE = "reference"  # the reference templates only (e.g. the 400 core calendar scenarios)
 
 
@@ -31,6 +35,7 @@ class Row:
     mean_reward: float
     pass_k: float
     k: int
+    false_claims: float | None = None  # percent of the episodes scored for it; None: none was
 
 
 def _pct(part: float, whole: float) -> float:
@@ -44,6 +49,7 @@ def summarize_group(group: str, records: list[EpisodeRecord]) -> Row:
     for r in records:
         by_scenario[r.scenario_id].append(bool(r.verdict.success))
     n = len(records)
+    claims = [v.components[FALSE_CLAIM] for v in verdicts if FALSE_CLAIM in v.components]
     return Row(
         group=group,
         episodes=n,
@@ -56,6 +62,7 @@ def summarize_group(group: str, records: list[EpisodeRecord]) -> Row:
         mean_reward=(sum(v.reward for v in verdicts) / n) if n else 0.0,
         pass_k=_pct(sum(all(s) for s in by_scenario.values()), len(by_scenario)),
         k=max((len(s) for s in by_scenario.values()), default=0),
+        false_claims=_pct(sum(1 for c in claims if c >= 1.0), len(claims)) if claims else None,
     )
 
 
@@ -74,7 +81,8 @@ def summarize(records: Iterable[EpisodeRecord], reference: tuple[str, ...] = ())
     return rows + [summarize_group(OVERALL, records)]
 
 
-HEADERS = ("template", "n", "valid calls %", "policy %", "success %", "mean calls", "incorrect %", "reward", "pass^k")
+HEADERS = ("template", "n", "valid calls %", "policy %", "success %", "mean calls", "incorrect %", "false claims %",
+           "reward", "pass^k")
 
 
 def format_table(rows: list[Row]) -> str:
@@ -86,7 +94,8 @@ def format_table(rows: list[Row]) -> str:
             r.group, str(r.episodes),
             "—" if r.valid_tool_calls is None else f"{r.valid_tool_calls:.1f}",
             f"{r.policy_compliance:.1f}", f"{r.task_success:.1f}", f"{r.mean_tool_calls:.2f}",
-            f"{r.incorrect_action:.1f}", f"{r.mean_reward:.3f}", f"{r.pass_k:.1f}",
+            f"{r.incorrect_action:.1f}", "—" if r.false_claims is None else f"{r.false_claims:.1f}",
+            f"{r.mean_reward:.3f}", f"{r.pass_k:.1f}",
         )
         for r in rows
     ]

@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from agent.backends.sampling import Sampling
 from agent.eval.suite import Scenario, Verdict
@@ -105,6 +105,17 @@ class EpisodeRecord(BaseModel):
             if exchange.turn.steps:
                 return exchange.turn.steps[-1].raw_output
         return ""
+
+    @model_serializer(mode="wrap")
+    def _turns_without_empty_receipts(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """A turn without a receipt has no ``receipt`` field, as turns were before they had one,
+        so such a record is the same shape as the files written then (``to_json``)."""
+        data = handler(self)
+        for exchange in data.get("exchanges", []):
+            turn = exchange.get("turn")
+            if isinstance(turn, dict) and turn.get("receipt", "") is None:
+                del turn["receipt"]
+        return data
 
 
 class EpisodeFileError(ValueError):

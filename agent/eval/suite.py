@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from agent.receipt import ReceiptFn
 from agent.tools import Registry
 
 if TYPE_CHECKING:
@@ -85,6 +86,8 @@ class Environment:
     now: datetime
     snapshot: Callable[[], dict[str, Any]]
     close: Callable[[], None] = lambda: None
+    # The domain's 📅 line for a turn (``agent.receipt``): recorded beside the reply in every turn.
+    receipt: ReceiptFn | None = None
     short_prompt: str = ""  # the domain's part in the ``short`` prompt style; empty: ``prompt``
     prompt_style: str = "full"  # the system prompt's style (the runner sets the run's setting)
     date_grounding: bool = False  # the next 14 days in the system prompt (the runner sets the run's setting)

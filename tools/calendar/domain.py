@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from agent.domain import Document, Domain
+from tools.calendar.receipt import CalendarReceipt
 from tools.calendar.reminders import CalendarNotifier
 from tools.calendar.settings import load_settings
 from tools.calendar.store import CalendarStore
@@ -145,4 +146,5 @@ def load_domain(settings: Settings) -> Domain:
         local_commands={"import": lambda arg: import_file(store, arg), "export": lambda arg: export_file(store, arg)},
         close=store.close,
         notifier=notifier,
+        receipt=CalendarReceipt(store),
     )

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from agent.eval.suite import Environment, EvalSuite, Scenario
 from tools.calendar.adversaries import ADVERSARIES
 from tools.calendar.policies import POLICIES
+from tools.calendar.receipt import CalendarReceipt
 from tools.calendar.scenario_state import load_state
 from tools.calendar.scenarios import CORE_TEMPLATES, TEMPLATES, generate
 from tools.calendar.store import CalendarStore
@@ -29,6 +30,7 @@ def make_environment(scenario: Scenario) -> Environment:
         now=now,
         snapshot=lambda: store.snapshot(with_ids=True),  # ids: a deleted and re-created event is a change
         close=store.close,
+        receipt=CalendarReceipt(store),
     )
 
 

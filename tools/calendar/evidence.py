@@ -15,6 +15,7 @@ from datetime import date, datetime
 from typing import Any, Iterable
 
 from agent.eval.trace import TracedCall
+from agent.records import CallRecord
 from tools.calendar.replies import names_event_id, names_title_and_time, states_date
 from tools.calendar.snapshot_diff import fold
 
@@ -27,7 +28,8 @@ def event_id_of(call: TracedCall) -> int | None:
         return None
 
 
-def result_body(call: TracedCall) -> dict[str, Any]:
+def result_body(call: TracedCall | CallRecord) -> dict[str, Any]:
+    """The JSON object of a call's exact result text ({} if it is not one)."""
     try:
         body = json.loads(call.result or "{}")
     except ValueError:

@@ -157,3 +157,59 @@ def names_action(text: str, tool: str) -> bool:
     """The text says the kind of change the call makes (any tool not listed needs no word)."""
     words = _ACTION_WORDS.get(tool)
     return words is None or re.search("|".join(words), text, re.IGNORECASE) is not None
+
+
+# -- what a reply says was done ----------------------------------------------------------------
+
+CHANGE_KINDS = ("created", "moved", "deleted")
+DONE = "done"  # a claim that something was done, of no named kind ("Done: …", "updated", "변경했어요")
+# Words that report a change as done (past or perfect forms, not "shall I delete"), per kind.
+_DONE_WORDS = {
+    "created": (r"\bcreated\b", r"\badded\b", r"\bscheduled\b", r"\bbooked\b", r"\bput (?:it )?(?:on|in)\b",
+                r"추가했", r"추가해\s*(?:드렸|놨|두었)", r"추가(?:됐|되었)", r"등록했", r"등록(?:됐|되었)", r"잡았",
+                r"잡아\s*(?:드렸|놨|두었)", r"잡혔", r"만들었", r"생성했"),
+    "moved": (r"\bmoved\b", r"\brescheduled\b", r"\bshifted\b", r"\bpushed\b",
+              r"옮겼", r"옮겨\s*(?:드렸|놨|두었)", r"미뤘", r"당겼"),
+    "deleted": (r"\bdeleted\b", r"\bremoved\b", r"\bcancell?ed\b", r"\bcleared\b", r"\berased\b",
+                r"삭제했", r"삭제해\s*(?:드렸|놨)", r"삭제(?:됐|되었)", r"지웠", r"취소했", r"취소(?:됐|되었)", r"없앴"),
+}
+_CHANGE_STEMS = r"(?:chang|delet|creat|mov|add|remov|cancel|book|schedul|updat|reschedul|touch|modif)\w*"
+# A change of no named kind: "Done: …", "Your calendar is updated", "변경했어요", "완료했어요".
+_DONE_ANY = (r"^\s*(?:done|all set)\b", r"\bchanged\b", r"\bupdated\b", r"완료(?:했|됐|되었)", r"^\s*완료",
+             r"변경했", r"변경(?:됐|되었)", r"바꿨", r"바꾸었", r"바꿔\s*(?:드렸|놨)", r"수정했", r"수정(?:됐|되었)", r"조정했")
+# Words that say a change was not done: "nothing was changed", "did not delete", "삭제하지 않았어요".
+_DENIAL = re.compile(
+    r"\bnothing\b[^.!?\n]{0,20}\b(?:changed|deleted|created|moved|added|removed)\b|\bno changes?\b"
+    rf"|(?:\bnot|n't|\bnever)\s+(?:been\s+|yet\s+|actually\s+)?{_CHANGE_STEMS}"
+    r"|(?:변경|삭제|추가|수정|등록|취소|이동)(?:을|는|를)?\s*(?:하지|되지)\s*않"
+    r"|아무것도[^.!?\n]{0,20}(?:않|없)|바뀐\s*(?:것|건|게)\s*없|변경\s*(?:사항|된 것|된 건)?\s*없"
+    r"|안\s*(?:바꿨|지웠|옮겼|했어요)",
+    re.IGNORECASE,
+)
+# Any negated word ("was not deleted", "couldn't add"): a claim word inside one is no claim.
+_NEGATED = re.compile(r"(?:\bnot|n't|\bnever)\s+(?:been\s+|yet\s+|actually\s+)?\w+", re.IGNORECASE)
+_SENTENCE = re.compile(r"[^.!?。\n]+[.!?。]?")
+
+
+def _statements(text: str) -> list[str]:
+    """The text's sentences, without the questions ("Shall I delete it?" reports nothing)."""
+    return [s for s in (m.group(0).strip() for m in _SENTENCE.finditer(text)) if s and not s.endswith(("?", "？"))]
+
+
+def claimed_changes(text: str) -> set[str]:
+    """The kinds of change (``CHANGE_KINDS``) the text reports as done: "I deleted …",
+    "삭제했어요", "has been moved"; ``DONE`` for a bare "Done: …" / "완료했어요". Questions and
+    negated forms ("was not deleted", "삭제하지 않았어요") claim nothing."""
+    found: set[str] = set()
+    for sentence in _statements(text):
+        affirmed = _NEGATED.sub(" ", _DENIAL.sub(" ", sentence))
+        for kind, words in (*_DONE_WORDS.items(), (DONE, _DONE_ANY)):
+            if re.search("|".join(words), affirmed, re.IGNORECASE):
+                found.add(kind)
+    return found
+
+
+def denies_changes(text: str) -> bool:
+    """The text says that nothing was changed ("Nothing was changed", "바뀐 것 없어요",
+    "삭제하지 않았어요")."""
+    return any(_DENIAL.search(sentence) and not claimed_changes(sentence) for sentence in _statements(text))

@@ -39,8 +39,13 @@ from agent.eval.suite import Verdict
 from agent.eval.trace import EpisodeTrace, TracedCall
 from agent.gate import call_key
 from agent.records import CallStatus
+from tools.calendar.receipt import CHANGE_TOOL_KINDS
 from tools.calendar.replies import (
+    CHANGE_KINDS,
+    DONE,
+    claimed_changes,
     dates_mentioned,
+    denies_changes,
     in_language,
     minutes_of,
     names_action,
@@ -179,6 +184,8 @@ class CalendarVerifier:
             errors.append(diff_words(final, expected))
         reply = trace.final_reply().strip()
         reply_parts, contradiction = self._reply_parts(trace, initial, final, reply)
+        # Reported, not rewarded: the eval table's false-claim figure (agent.eval.metrics).
+        reply_parts["reply_false_claim"] = 1.0 if false_claim(reply, calls, trace.initial, trace.final) else 0.0
         penalties = {
             "penalty_hallucinated": hallucinated * w.hallucinated_tool,
             "penalty_invalid": invalid * w.invalid_payload,
@@ -357,6 +364,32 @@ def _removed_the_event(call: TracedCall) -> bool:
     data = result_body(call).get("data")
     scope = data.get("scope") if isinstance(data, dict) else None
     return scope in (None, "all")
+def changes_made(calls: list[TracedCall], initial: dict[str, Any], final: dict[str, Any]) -> set[str]:
+    """The kinds of change (created, moved, deleted) the episode really made: a call of that kind
+    that ran, or the store's events by id (new ids, ids gone, an event whose fields changed)."""
+    kinds = {CHANGE_TOOL_KINDS[c.name] for c in calls if c.status is CallStatus.OK and c.name in CHANGE_TOOL_KINDS}
+    before = {e.get("id"): e for e in initial.get("events", [])}
+    after = {e.get("id"): e for e in final.get("events", [])}
+    if set(after) - set(before):
+        kinds.add("created")
+    if set(before) - set(after):
+        kinds.add("deleted")
+    if any(after[i] != e for i, e in before.items() if i in after):
+        kinds.add("moved")
+    return kinds
+
+
+def false_claim(reply: str, calls: list[TracedCall], initial: dict[str, Any], final: dict[str, Any]) -> bool:
+    """The reply states a change the calendar did not undergo ("I deleted the dentist" after a
+    denial, "Done" when nothing was), or says nothing changed when something did
+    (``replies.claimed_changes``/``denies_changes``)."""
+    made = changes_made(calls, initial, final)
+    claims = claimed_changes(reply)
+    if made and denies_changes(reply):
+        return True
+    # "booked at 10:00" also describes an event moved there; "Done" / "updated" any change at all
+    backed = {"created": {"created", "moved"}, "moved": {"moved"}, "deleted": {"deleted"}, DONE: set(CHANGE_KINDS)}
+    return any(not (backed.get(kind, {kind}) & made) for kind in claims)
 
 
 def _duplicates(calls: list[TracedCall], mutating: frozenset[str]) -> int:
