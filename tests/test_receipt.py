@@ -167,3 +167,27 @@ def test_the_flag_overrides_the_environment_which_overrides_the_file(tmp_path: P
     assert settings_from(build_parser().parse_args([])).receipt == "on"
     assert settings_from(build_parser().parse_args(["--receipt", "changes"])).receipt == "changes"
     assert settings_from(build_parser().parse_args(["chat", "--receipt", "off"])).receipt == "off"
+
+
+def test_a_series_receipt_names_its_rule_and_how_much_of_it_a_change_touched(tmp_path: Path) -> None:
+    """Created with its rule; one occurrence deleted is "(1 of 10)"; one moved is "(1 of 9)";
+    the rest of the series from an occurrence on, then all of what is left, with their counts."""
+    weekly = {"title": "팀 회의", "date": "2026-12-07", "start_time": "10:00", "duration_minutes": 60,
+              "repeat": {"freq": "weekly", "by_weekday": ["MO"], "count": 10}}
+    runtime = runtime_for(tmp_path, [
+        call("create_event", weekly), "Done.",
+        call("delete_event", {"event_id": 1, "occurrence_date": "2026-12-14", "scope": "this"}), "Done.",
+        call("update_event", {"event_id": 1, "occurrence_date": "2026-12-21", "scope": "this",
+                              "start_time": "11:00"}), "Done.",
+        call("delete_event", {"event_id": 1, "occurrence_date": "2027-01-25", "scope": "following"}), "Done.",
+        call("delete_event", {"event_id": 1, "scope": "all"}), "Done.",
+    ])
+    lines = [runtime.handle("repl", text, ApproveAll()).receipt
+             for text in ("weekly team meeting", "cancel the 14th", "move the 21st to 11", "stop it from jan 25",
+                          "delete the whole series")]
+    runtime.close()
+    assert lines[0] == "📅 created #1 '팀 회의' Mon 12-07 10:00–11:00 (weekly, Mon 10:00)"
+    assert lines[1] == "📅 deleted #1 '팀 회의' Mon 12-14 10:00–11:00 (1 of 10)"
+    assert lines[2] == "📅 moved #1 '팀 회의' Mon 12-21 11:00–12:00 (1 of 9)"
+    assert lines[3] == "📅 deleted #1 '팀 회의' Mon 01-25 10:00–11:00 (3 from this one on)"
+    assert lines[4].startswith("📅 deleted #1 '팀 회의' ") and lines[4].endswith(" (all 6)")

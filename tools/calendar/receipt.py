@@ -6,8 +6,8 @@ and the store, never from the model's reply: ``📅 created #3 '치과 예약' F
 A change the store no longer holds (created, then deleted in the same turn) is not reported as
 standing: the later deletion is. ``agent.receipt`` decides when the line is shown.
 
-One entry per change tool (``ENTRY``); a tool added later (recurring events, scope) adds its
-words here. The tool-to-kind table is also the verifier's (``CHANGE_TOOL_KINDS``): a reply that
+One entry per change tool; a series adds its rule on creation and, on a change, how much of it
+the scope touched ("(1 of 10)", "(all 52)"). The tool-to-kind table is also the verifier's (``CHANGE_TOOL_KINDS``): a reply that
 claims a kind of change no call of that kind made is a false claim.
 """
 
@@ -41,6 +41,12 @@ class Words:
     more: str
     # the declined or failed action, by tool: "move '치과'" / "'치과' 옮기기"
     actions: dict[str, str]
+    # how much of a series a change touched ("(1 of 10)"), see CalendarReceipt._scope
+    scope_one: str = " (this one only)"
+    scope_one_of: str = " (1 of {n})"
+    scope_following: str = " ({n} from this one on)"
+    scope_all: str = " (all {n})"
+    scope_endless: str = " (every one, no end date)"
     korean: bool = False
 
 
@@ -49,7 +55,8 @@ EN = Words("created", "moved", "updated", "deleted", "nothing changed", "you dec
             "delete_event": "delete {what}"})
 KO = Words("추가", "옮김", "수정", "삭제", "바뀐 것 없음", "거절하심", "실패", "외 {n}건",
            {"create_event": "{what} 추가", "update_event": "{what} 수정", "move": "{what} 옮기기",
-            "delete_event": "{what} 삭제"}, korean=True)
+            "delete_event": "{what} 삭제"},
+          " (이번 한 번만)", " ({n}회 중 1회)", " (이번부터 {n}회)", " ({n}회 모두)", " (끝없는 반복 전체)", korean=True)
 
 
 def _arguments(call: CallRecord) -> dict[str, Any]:
@@ -93,16 +100,34 @@ class CalendarReceipt:
             view = data.get("deleted") if isinstance(data, dict) else None
             if not isinstance(view, dict):
                 return None
-            return f"{words.deleted} {_event(view, words)}"
+            return f"{words.deleted} {_event(view, words)}{self._scope(data, view, words)}"
         if not isinstance(data, dict) or "id" not in data:
             return None
-        if self.store.get_event(int(data["id"])) is None:  # gone again within the turn: its deletion says so
+        event = self.store.get_event(int(data["id"]))
+        if event is None:  # gone again within the turn: its deletion says so
             return None
         if call.name == "create_event":
-            verb = words.created
-        else:
-            verb = words.moved if any(k in _arguments(call) for k in _TIME_FIELDS) else words.updated
-        return f"{verb} {_event(data, words)}"
+            rule = f" ({event.series_words(korean=words.korean)})" if event.is_series else ""
+            return f"{words.created} {_event(data, words)}{rule}"
+        verb = words.moved if any(k in _arguments(call) for k in _TIME_FIELDS) else words.updated
+        return f"{verb} {_event(data, words)}{self._scope(data, data, words)}"
+
+    def _scope(self, data: dict[str, Any], view: dict[str, Any], words: Words) -> str:
+        """How much of a series a change touched, from the tool's result: "(1 of 10)" for one
+        occurrence, "(4 from this one on)", "(all 52)"; nothing for a one-off event."""
+        if "repeats" not in view and "scope" not in data:
+            return ""
+        scope, touched = data.get("scope"), data.get("occurrences")
+        if scope == "this":
+            left = self.store.occurrence_count(int(view["id"])) if "id" in view else None
+            if left is None:
+                return words.scope_one
+            # a deleted occurrence is no longer counted; a moved one still is
+            total = left + 1 if "deleted" in data else left
+            return words.scope_one_of.format(n=total)
+        if not isinstance(touched, int):
+            return words.scope_endless
+        return (words.scope_following if scope == "following" else words.scope_all).format(n=touched)
 
     def _action(self, call: CallRecord, words: Words) -> str:
         """What the call would have done, in words: "move '치과 예약'"."""
