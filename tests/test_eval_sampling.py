@@ -117,8 +117,12 @@ def test_eval_samples_differ_at_temperature_and_one_episode_reruns_exactly(smoll
     run = json.loads((out / "run.json").read_text(encoding="utf-8"))
     assert run["sampling"] == {"temperature": 5.0, "top_p": 1.0, "seed": 0}
 
-    # Re-run one sample alone (the runner resumes: only the missing episode is decoded again).
-    name = sorted(episodes)[2]
+    # Re-run one sample alone (the runner resumes: only the missing episode is decoded again). The
+    # first sample: it was decoded from an empty context, as the re-run is. A later sample of the
+    # same scenario reused the first one's prompt (1 token evaluated, not the whole prompt), and
+    # llama.cpp's logits for that last token are not bit-equal between the two paths: at
+    # temperature 5 its re-run alone may draw other tokens (seen since the tool block grew).
+    name = sorted(episodes)[0]
     (out / "episodes" / name).unlink()
     again = _run_eval(tmp_path, smollm2, out, "--temperature", "5", "--top-p", "1", "--seed", "0")
     assert again.returncode == 0, again.stderr

@@ -95,7 +95,8 @@ def test_approver_sees_the_exact_action_and_approval_executes_it(store):
     assert turn.calls[0].status is CallStatus.OK
     assert store.get_event(event_id) is None
     (request,) = approver.requests
-    assert request.tool == "delete_event" and request.arguments == {"event_id": event_id}
+    # the validated arguments, defaults filled in: what will run, not only what the model wrote
+    assert request.tool == "delete_event" and request.arguments == {"event_id": event_id, "scope": "this"}
     assert "Dentist" in request.description and "15:00" in request.description
     assert turn.calls[0].approval == {"approved": True, "reason": "test"}
 
