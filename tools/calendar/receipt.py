@@ -7,7 +7,7 @@ A change the store no longer holds (created, then deleted in the same turn) is n
 standing: the later deletion is. ``agent.receipt`` decides when the line is shown.
 
 One entry per change tool; a series adds its rule on creation and, on a change, how much of it
-the scope touched ("(1 of 10)", "(all 52)"). The tool-to-kind table is also the verifier's (``CHANGE_TOOL_KINDS``): a reply that
+the scope touched ("(1 of 10)", "(all 52)"). The tool-to-kind table (``replies.CHANGE_TOOL_KINDS``) is also the verifier's: a reply that
 claims a kind of change no call of that kind made is a false claim.
 """
 
@@ -20,10 +20,9 @@ from agent.prompt import unstamp_user_text
 from agent.receipt import MARK, Receipt
 from agent.records import CallRecord, CallStatus, Turn
 from tools.calendar.evidence import result_body
-from tools.calendar.replies import claimed_changes, in_language
+from tools.calendar.replies import CHANGE_TOOL_KINDS, claimed_changes, in_language
 from tools.calendar.store import CalendarStore
 
-CHANGE_TOOL_KINDS = {"create_event": "created", "update_event": "moved", "delete_event": "deleted"}
 MAX_ITEMS = 5  # entries in one line; the rest are counted ("and 3 more")
 _TIME_FIELDS = ("date", "start_time", "end_time", "duration_minutes")
 _WEEKDAYS_KO = {"Mon": "월", "Tue": "화", "Wed": "수", "Thu": "목", "Fri": "금", "Sat": "토", "Sun": "일"}
@@ -61,6 +60,11 @@ KO = Words("추가", "옮김", "수정", "삭제", "바뀐 것 없음", "거절�
 
 def _arguments(call: CallRecord) -> dict[str, Any]:
     return call.arguments if isinstance(call.arguments, dict) else {}
+
+
+def _moves(call: CallRecord) -> bool:
+    """An update that changes when the event is (a move), not only what it says."""
+    return call.name == "update_event" and any(k in _arguments(call) for k in _TIME_FIELDS)
 
 
 class CalendarReceipt:
@@ -109,7 +113,7 @@ class CalendarReceipt:
         if call.name == "create_event":
             rule = f" ({event.series_words(korean=words.korean)})" if event.is_series else ""
             return f"{words.created} {_event(data, words)}{rule}"
-        verb = words.moved if any(k in _arguments(call) for k in _TIME_FIELDS) else words.updated
+        verb = words.moved if _moves(call) else words.updated
         return f"{verb} {_event(data, words)}{self._scope(data, data, words)}"
 
     def _scope(self, data: dict[str, Any], view: dict[str, Any], words: Words) -> str:
@@ -137,7 +141,7 @@ class CalendarReceipt:
         if isinstance(event_id, int) and not isinstance(event_id, bool):
             event = self.store.get_event(event_id)
             what = f"'{event.title}'" if event is not None else f"#{event_id}"
-        key = "move" if call.name == "update_event" and any(k in arguments for k in _TIME_FIELDS) else call.name
+        key = "move" if _moves(call) else call.name
         return words.actions.get(key, call.name + " {what}").format(what=what)
 
 

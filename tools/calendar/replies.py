@@ -161,7 +161,10 @@ def names_action(text: str, tool: str) -> bool:
 
 # -- what a reply says was done ----------------------------------------------------------------
 
-CHANGE_KINDS = ("created", "moved", "deleted")
+# The change tools and the kind of change each reports (the receipt's entries, the verifier's
+# ``changes_made``): one table, so a claim's kind and a call's kind are the same words.
+CHANGE_TOOL_KINDS = {"create_event": "created", "update_event": "moved", "delete_event": "deleted"}
+CHANGE_KINDS = tuple(CHANGE_TOOL_KINDS.values())
 DONE = "done"  # a claim that something was done, of no named kind ("Done: …", "updated", "변경했어요")
 # Words that report a change as done (past or perfect forms, not "shall I delete"), per kind.
 _DONE_WORDS = {

@@ -39,9 +39,9 @@ from agent.eval.suite import Verdict
 from agent.eval.trace import EpisodeTrace, TracedCall
 from agent.gate import call_key
 from agent.records import CallStatus
-from tools.calendar.receipt import CHANGE_TOOL_KINDS
 from tools.calendar.replies import (
     CHANGE_KINDS,
+    CHANGE_TOOL_KINDS,
     DONE,
     claimed_changes,
     dates_mentioned,
@@ -364,6 +364,13 @@ def _removed_the_event(call: TracedCall) -> bool:
     data = result_body(call).get("data")
     scope = data.get("scope") if isinstance(data, dict) else None
     return scope in (None, "all")
+
+
+# A claim of this kind is backed by a change of these kinds: "booked at 10:00" also describes an
+# event moved there; "Done" / "updated", any change at all.
+_BACKED_BY = {"created": {"created", "moved"}, "moved": {"moved"}, "deleted": {"deleted"}, DONE: set(CHANGE_KINDS)}
+
+
 def changes_made(calls: list[TracedCall], initial: dict[str, Any], final: dict[str, Any]) -> set[str]:
     """The kinds of change (created, moved, deleted) the episode really made: a call of that kind
     that ran, or the store's events by id (new ids, ids gone, an event whose fields changed)."""
@@ -383,13 +390,14 @@ def false_claim(reply: str, calls: list[TracedCall], initial: dict[str, Any], fi
     """The reply states a change the calendar did not undergo ("I deleted the dentist" after a
     denial, "Done" when nothing was), or says nothing changed when something did
     (``replies.claimed_changes``/``denies_changes``)."""
-    made = changes_made(calls, initial, final)
     claims = claimed_changes(reply)
-    if made and denies_changes(reply):
+    denies = denies_changes(reply)
+    if not claims and not denies:
+        return False  # a reply that speaks of no change cannot misstate one
+    made = changes_made(calls, initial, final)
+    if made and denies:
         return True
-    # "booked at 10:00" also describes an event moved there; "Done" / "updated" any change at all
-    backed = {"created": {"created", "moved"}, "moved": {"moved"}, "deleted": {"deleted"}, DONE: set(CHANGE_KINDS)}
-    return any(not (backed.get(kind, {kind}) & made) for kind in claims)
+    return any(not (_BACKED_BY.get(kind, {kind}) & made) for kind in claims)
 
 
 def _duplicates(calls: list[TracedCall], mutating: frozenset[str]) -> int:
