@@ -30,7 +30,7 @@ import jinja2
 
 from agent.formats.hermes import HERMES, HermesFormat
 from agent.formats.tool_view import shown_tools
-from models.templates import compile_template, template_family
+from models.templates import compile_template, family_of
 
 _SENTINEL = "\x00IJ_SPLICE_7f3a\x00"
 
@@ -68,7 +68,7 @@ class PromptRenderer:
         self.chat_format = chat_format
         # Which template this is (``models.templates``), and whether it renders ``tools``: the
         # same probe that ``models verify`` and ``agent doctor`` report.
-        self.family = template_family(template)
+        self.family = family_of(self._template)
         self.native_tools = self.family.renders_tools
 
     @classmethod

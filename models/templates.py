@@ -99,12 +99,22 @@ def template_family(source: str | None) -> TemplateFamily:
     if not source:
         return TemplateFamily("unknown", False)
     try:
-        text = compile_template(source).render(
+        compiled = compile_template(source)
+    except Exception:  # a template that does not compile is one the runtime cannot use
+        return TemplateFamily("unknown", False)
+    return family_of(compiled)
+
+
+def family_of(compiled: jinja2.Template) -> TemplateFamily:
+    """The family of a template already compiled by ``compile_template`` (the runtime's renderer
+    has one, and need not compile it twice); never raises."""
+    try:
+        text = compiled.render(
             messages=[{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}],
             tools=sentinel_tools(), add_generation_prompt=True, enable_thinking=False,
             bos_token="", eos_token="", raise_exception=_raise, strftime_now=lambda fmt: "",
         )
-    except Exception:  # a template that does not compile or raises is one the runtime cannot use
+    except Exception:  # a template that raises on the probe is one the runtime cannot use
         return TemplateFamily("unknown", False)
     renders_tools = SENTINEL_TOOL in text
     if "<|im_start|>user\nhi<|im_end|>\n" not in text:

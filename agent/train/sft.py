@@ -14,6 +14,7 @@ Everything heavy (torch, transformers, peft, trl, datasets) is imported inside f
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from dataclasses import asdict, dataclass, field
@@ -121,10 +122,9 @@ def assistant_spans(tokenizer: Any, messages: list[dict[str, Any]], tools: list[
     turns; a template for which it cannot gets one text per assistant turn.
     """
     from agent.export.sft import served_messages
-    from agent.prompt import PromptRenderer
 
-    renderer = PromptRenderer(tokenizer.chat_template or "", bos_token=tokenizer.bos_token or "",
-                              eos_token=tokenizer.eos_token or "", enable_thinking=enable_thinking)
+    renderer = _renderer(tokenizer.chat_template or "", tokenizer.bos_token or "", tokenizer.eos_token or "",
+                         enable_thinking)
     if renderer.native_tools:  # structured rows: the calls back as the text the model wrote
         messages, shown = served_messages(messages), list(tools or [])
     else:  # exact rows already hold the tool block and results as the runtime writes them
@@ -146,6 +146,15 @@ def assistant_spans(tokenizer: Any, messages: list[dict[str, Any]], tools: list[
     if all(full.startswith(upto) for upto, _ in turns):
         return [(full, [span for _, span in turns])] if turns else []
     return [(upto, [span]) for upto, span in turns]
+
+
+@functools.lru_cache(maxsize=4)
+def _renderer(template: str, bos_token: str, eos_token: str, enable_thinking: bool) -> Any:
+    """One runtime renderer per template and setting: compiling and probing the template for
+    every row of a data set would repeat the same work thousands of times."""
+    from agent.prompt import PromptRenderer
+
+    return PromptRenderer(template, bos_token=bos_token, eos_token=eos_token, enable_thinking=enable_thinking)
 
 
 def _bump(counter: dict[str, int], key: str) -> None:
