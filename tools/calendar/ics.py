@@ -95,10 +95,13 @@ def _when(moment: datetime, event: Event) -> date | datetime:
 
 def _to_vevent(event: Event, recurrence_id: datetime | None = None) -> icalendar.Event:
     vevent = icalendar.Event()
-    for name, value in _extra_properties(event.ics_extra):
-        vevent.add(name, value, encode=False)
-    for component in _extra_components(event.ics_extra):
-        vevent.add_component(component)
+    extra = _extra_calendar(event.ics_extra)  # parsed once: its properties, then its VALARMs and the like
+    if extra is not None:
+        for name, value in extra.property_items(recursive=False, sorted=False):
+            if name not in ("BEGIN", "END"):
+                vevent.add(name, value, encode=False)
+        for component in extra.subcomponents:
+            vevent.add_component(component)
     vevent.add("uid", event.uid or f"{event.id}@iljeong")
     vevent.add("dtstamp", event.updated_at or event.created_at or datetime.now(timezone.utc))
     vevent.add("summary", event.title)
@@ -134,22 +137,6 @@ def _extra_calendar(text: str | None) -> icalendar.Event | None:
         return icalendar.Event.from_ical(f"BEGIN:VEVENT\r\n{text}\r\nEND:VEVENT\r\n")
     except Exception:  # noqa: BLE001 - written by us from a parsed file; never fail an export on it
         return None
-
-
-def _extra_properties(text: str | None) -> list[tuple[str, Any]]:
-    extra = _extra_calendar(text)
-    if extra is None:
-        return []
-    found: list[tuple[str, Any]] = []
-    for name, value in extra.property_items(recursive=False, sorted=False):
-        if name not in ("BEGIN", "END"):
-            found.append((name, value))
-    return found
-
-
-def _extra_components(text: str | None) -> list[Any]:
-    extra = _extra_calendar(text)
-    return list(extra.subcomponents) if extra is not None else []
 
 
 # -- import ----------------------------------------------------------------------------------

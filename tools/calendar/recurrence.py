@@ -22,10 +22,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import date, datetime, timedelta, timezone
+from datetime import datetime, timedelta, timezone
 from bisect import bisect_left
 from functools import lru_cache
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from dateutil import rrule as du
 
@@ -202,10 +202,6 @@ def starts_between(text: str, start: datetime, lower: datetime, upper: datetime)
     return _expansion(text, start, start.tzinfo).between(lower, upper)
 
 
-def iter_starts(text: str, start: datetime) -> Iterator[datetime]:
-    return iter(_ruleset(text, start))
-
-
 def last_start(text: str, start: datetime) -> datetime | None:
     """The last original start of a finite series; None if it is endless (or too long to walk)."""
     recurrence = parse(text)
@@ -268,8 +264,3 @@ def describe(text: str | None, start: datetime, korean: bool = False, all_day: b
     clock = "" if all_day else start.strftime("%H:%M")
     return f"{word}{' ' if korean else ', '}{when}{clock}".strip().rstrip(",")
 
-
-def all_day_bounds(first: date, last_inclusive: date, zone: timezone | object) -> tuple[datetime, datetime]:
-    """Local midnight of ``first`` and of the day after ``last_inclusive`` (iCalendar's DTEND)."""
-    start = datetime.combine(first, datetime.min.time(), tzinfo=zone)  # type: ignore[arg-type]
-    return start, datetime.combine(last_inclusive + timedelta(days=1), datetime.min.time(), tzinfo=zone)  # type: ignore[arg-type]

@@ -187,7 +187,7 @@ class CalendarTools:
     def create_event(self, args: CreateEventArgs) -> ToolResult:
         day = parse_date(args.date)
         if args.all_day:
-            start, end = rec.all_day_bounds(day, parse_date(args.end_date) if args.end_date else day, self.zone)
+            start, end = self._day_bounds(day, parse_date(args.end_date) if args.end_date else day)
         else:
             assert args.start_time is not None
             start = self._local(day, args.start_time)
