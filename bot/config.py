@@ -18,6 +18,7 @@ from pydantic import BeforeValidator, Field
 from pydantic.dataclasses import dataclass as settings_dataclass
 
 from agent.config import PathText, Settings, config_file_path, load_section, load_settings, split_list
+from bot.inbox import KEEP_HANDLED_S, STALE_AFTER_S
 
 TOKEN_FILE_NAME = "telegram_token"
 
@@ -63,9 +64,9 @@ class BotSettings:
     telegram_api_base_url: str | None = None
     approval_timeout_s: float = 300.0  # an unanswered Approve/Deny counts as a no after this
     # After a crash, a stored message older than this is not run: it gets a notice asking for it again.
-    stale_message_minutes: Annotated[float, Field(gt=0)] = 15.0
+    stale_message_minutes: Annotated[float, Field(gt=0)] = STALE_AFTER_S / 60
     # Handled updates (what people wrote) and sent replies are deleted after this (bot.inbox.prune).
-    inbox_retention_days: Annotated[float, Field(gt=0)] = 7.0
+    inbox_retention_days: Annotated[float, Field(gt=0)] = KEEP_HANDLED_S / (24 * 3600)
 
 
 def bot_settings(settings: Settings) -> BotSettings:
@@ -82,8 +83,8 @@ class BotConfig:
     allowed_chats: frozenset[int]
     api_base_url: str | None
     token_file: Path | None  # where the token was read from; None: from the environment
-    stale_after_s: float = 15 * 60.0  # stale_message_minutes
-    keep_handled_s: float = 7 * 24 * 3600.0  # inbox_retention_days
+    stale_after_s: float = STALE_AFTER_S  # stale_message_minutes
+    keep_handled_s: float = KEEP_HANDLED_S  # inbox_retention_days
 
     def __repr__(self) -> str:  # keep the secret out of logs and tracebacks
         return (

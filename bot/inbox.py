@@ -43,6 +43,7 @@ ERROR_LIMIT = 500  # characters of an error kept with a failed update
 # Handled rows are kept a week (for a look at what failed), far past the day Telegram keeps an
 # unacknowledged update for re-delivery, which is when a row's id still matters for dedupe.
 KEEP_HANDLED_S = 7 * 24 * 3600.0
+STALE_AFTER_S = 15 * 60.0  # a stored message older than this is not run after a restart (bot.polling.recover)
 
 
 class Unfinished(NamedTuple):

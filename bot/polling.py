@@ -33,7 +33,7 @@ from telegram.warnings import PTBUserWarning
 
 from bot.handlers import BotServices
 from bot.worker import Job
-from bot.inbox import KEEP_HANDLED_S, Inbox, clean
+from bot.inbox import KEEP_HANDLED_S, STALE_AFTER_S, Inbox, clean
 from bot.timing import TIME
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,6 @@ INTERRUPTED = (
     "I was restarted while working on your message \u201c{text}\u201d, so I did not finish it. "
     "Some steps may already have been done: please check, then send it again if needed."
 )
-STALE_AFTER_S = 15 * 60.0  # a stored message older than this is not run after a restart (setting)
 STALE = (
     "I was restarted and your message \u201c{text}\u201d waited too long (over {minutes} minutes), "
     "so I did not act on it. Please send it again if it still matters."
