@@ -247,8 +247,11 @@ class CalendarTools:
             return self.store.conflicts(start, end, exclude_id=exclude_id)
         found: list[Event] = []
         length = end - start
+        # one read of the whole window (not one per occurrence: a daily series has 366), then each
+        # occurrence takes what overlaps it, in the store's order
+        busy = self.store.conflicts(start, start + SERIES_CONFLICT_WINDOW + length, exclude_id=exclude_id)
         for moment in rec.starts_between(rec.check(recurrence, start) or "", start, start, start + SERIES_CONFLICT_WINDOW):
-            found += [e for e in self.store.conflicts(moment, moment + length, exclude_id=exclude_id) if e not in found]
+            found += [e for e in busy if e.start < moment + length and e.end > moment and e not in found]
             if len(found) >= MAX_LISTED:
                 break
         return found
