@@ -107,7 +107,8 @@ def chat_template_of(reader: HeaderReader) -> str:
 
 def _base_info(reader: HeaderReader, size: int) -> dict[str, Any]:
     arch = reader.value("general.architecture")
-    family = template_family(chat_template_of(reader))
+    template = chat_template_of(reader)
+    family = template_family(template)
     return {
         "kind": reader.value("general.type") or "model",
         "architecture": arch,
@@ -115,7 +116,7 @@ def _base_info(reader: HeaderReader, size: int) -> dict[str, Any]:
         "quantization": _file_type_name(reader),
         "size_bytes": size,
         "context_length": reader.value(f"{arch}.context_length") if arch else None,
-        "chat_template": bool(reader.value("tokenizer.chat_template")),
+        "chat_template": bool(template),
         # which template family it is and whether it renders the tools (models.templates)
         "template_family": family.name,
         "template_renders_tools": family.renders_tools,

@@ -32,6 +32,7 @@ from tools.calendar.policies import (
     tool_results,
     user_count,
 )
+from tools.calendar.recurrence import WEEKDAY_CODES
 
 CONFIRMED = ("delete_request", "reschedule", "delete_same_title")  # asks, then changes an existing event
 REFUSED = ("delete_refused", "reschedule_refused")
@@ -433,7 +434,7 @@ def _singles_instead_of_series(scenario: Scenario, ideal: PolicyFn) -> PolicyFn:
 def _wrong_weekday(scenario: Scenario, ideal: PolicyFn) -> PolicyFn:
     """Makes the series on the day after the asked weekday."""
     task = scenario.task
-    codes = ("MO", "TU", "WE", "TH", "FR", "SA", "SU")
+    codes = WEEKDAY_CODES
 
     def policy(messages: Messages) -> str:
         if last_result(tool_results(messages), "create_event") is None:

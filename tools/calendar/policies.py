@@ -214,7 +214,7 @@ def _oracle_delete_approved(scenario: Scenario, task: dict[str, Any], messages: 
         event_id = find_event_id(results, task["target"])
         if event_id is None:
             return _say(scenario, "I could not find that event. Which one do you mean?", "그 일정을 찾지 못했어요. 어떤 일정인가요?")
-        return _change_call(scenario, {**task, "scope": task.get("scope")}, event_id)
+        return _change_call(scenario, task, event_id)
     return _done(scenario, messages)
 
 
