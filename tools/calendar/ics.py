@@ -77,11 +77,22 @@ def ics_bytes(store: CalendarStore, start: datetime | None = None, end: datetime
     cal.add("prodid", _PRODID)
     cal.add("version", "2.0")
     for event in events:
-        cal.add_component(_to_vevent(event))
-        for moved in store.overrides(event.id) if event.is_series else ():
-            cal.add_component(_to_vevent(moved, recurrence_id=moved.original_start))
+        for component in event_components(store, event):
+            cal.add_component(component)
     cal.add_missing_timezones()
     return cal.to_ical(), len(events)
+
+
+def event_components(store: CalendarStore, event: Event) -> list[icalendar.Event]:
+    """One event as VEVENTs: the event (or series) itself, then one per moved occurrence
+    (RECURRENCE-ID); what an .ics file and a CalDAV object both carry for one UID."""
+    return [_to_vevent(event)] + [_to_vevent(moved, recurrence_id=moved.original_start)
+                                  for moved in (store.overrides(event.id) if event.is_series else ())]
+
+
+def attendee_names(value: Any) -> list[str]:
+    """The names our store keeps for an ATTENDEE property (or a list of them)."""
+    return _attendee_names(value)
 
 
 def _zone(event: Event) -> Any:

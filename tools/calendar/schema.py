@@ -167,6 +167,84 @@ MIGRATIONS: list[str] = [
     """,
     # 6: calendars as people keep them (see _series_and_identity)
     _series_and_identity,
+    # 7: two-way CalDAV sync (tools/calendar/sync). The push queue is filled by triggers, so every
+    #    change to an event, its occurrences or its attendees is queued in the same transaction as
+    #    the change, whichever code path made it (a tool, an .ics import, a split series); a
+    #    crash can lose neither the change nor its place in the queue. The queue holds UIDs, not
+    #    operations: a push sends the event as it is then (or deletes it), so ten edits are one PUT.
+    #    ``seq`` grows with every change, so a push that raced a newer change leaves it queued.
+    #    Every event already in the file is queued once: the first sync sends it to the server.
+    """
+    CREATE TABLE caldav_queue (
+        uid TEXT PRIMARY KEY,
+        seq INTEGER NOT NULL DEFAULT 1,
+        queued_utc TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%SZ', 'now')),
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT
+    );
+    INSERT INTO caldav_queue (uid) SELECT uid FROM events;
+    CREATE TABLE caldav_items (
+        uid TEXT PRIMARY KEY,
+        collection TEXT NOT NULL,
+        href TEXT NOT NULL,
+        etag TEXT,
+        base TEXT
+    );
+    CREATE TABLE caldav_collections (
+        url TEXT PRIMARY KEY,
+        sync_token TEXT,
+        pulled_utc TEXT
+    );
+    CREATE TABLE caldav_status (
+        id INTEGER PRIMARY KEY CHECK (id = 1),
+        ok_utc TEXT,
+        offline_since_utc TEXT,
+        last_error TEXT,
+        last_report TEXT
+    );
+    CREATE TABLE caldav_conflicts (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        uid TEXT NOT NULL,
+        title TEXT NOT NULL,
+        field TEXT NOT NULL,
+        local_value TEXT,
+        server_value TEXT,
+        at_utc TEXT NOT NULL,
+        told INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TRIGGER caldav_queue_event_insert AFTER INSERT ON events BEGIN
+        INSERT INTO caldav_queue (uid) VALUES (NEW.uid)
+            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
+    END;
+    CREATE TRIGGER caldav_queue_event_update AFTER UPDATE ON events BEGIN
+        INSERT INTO caldav_queue (uid) VALUES (NEW.uid)
+            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
+    END;
+    CREATE TRIGGER caldav_queue_event_delete AFTER DELETE ON events BEGIN
+        INSERT INTO caldav_queue (uid) VALUES (OLD.uid)
+            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
+    END;
+    CREATE TRIGGER caldav_queue_override_insert AFTER INSERT ON event_overrides BEGIN
+        INSERT INTO caldav_queue (uid) SELECT uid FROM events WHERE id = NEW.event_id AND true
+            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
+    END;
+    CREATE TRIGGER caldav_queue_override_update AFTER UPDATE ON event_overrides BEGIN
+        INSERT INTO caldav_queue (uid) SELECT uid FROM events WHERE id = NEW.event_id AND true
+            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
+    END;
+    CREATE TRIGGER caldav_queue_override_delete AFTER DELETE ON event_overrides BEGIN
+        INSERT INTO caldav_queue (uid) SELECT uid FROM events WHERE id = OLD.event_id AND true
+            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
+    END;
+    CREATE TRIGGER caldav_queue_attendee_insert AFTER INSERT ON event_attendees BEGIN
+        INSERT INTO caldav_queue (uid) SELECT uid FROM events WHERE id = NEW.event_id AND true
+            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
+    END;
+    CREATE TRIGGER caldav_queue_attendee_delete AFTER DELETE ON event_attendees BEGIN
+        INSERT INTO caldav_queue (uid) SELECT uid FROM events WHERE id = OLD.event_id AND true
+            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
+    END;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)

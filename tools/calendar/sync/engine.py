@@ -1,0 +1,495 @@
+"""One sync with a CalDAV server: pull what changed there, then push what changed here.
+
+The client is the ``caldav`` library (discovery, sync-collection, calendar-multiget); a PUT or
+DELETE is sent through it with the precondition written out, because the precondition *is*
+the guarantee: ``If-None-Match: *`` for an event the server has never had (so a push retried
+after a crash can never make a second copy: the URL comes from the UID) and ``If-Match: <ETag>``
+for one it has (so a change made on the phone since is never overwritten: the server answers
+412 and the two are merged, see ``merge``).
+
+A pull fetches only what changed: one sync-collection REPORT with the last token, then one
+calendar-multiget per 100 changed objects (a server without sync tokens gets the library's
+ETag-comparison fallback). An object we wrote ourselves comes back with the ETag we stored and
+is not fetched again.
+
+Failures are one line and lose nothing: the queue stays until the server takes it. A refused
+password stops the sync at the first request (no retry storm) and the password never appears
+in a message. One process syncs at a time (an exclusive lock beside the calendar file, which
+the kernel lets go when the process dies, even by kill -9).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator
+from urllib.parse import quote, unquote
+
+import caldav
+from caldav.elements import dav
+from caldav.lib import error as dav_error
+from caldav.lib.url import URL
+
+from tools.calendar import ics
+from tools.calendar.store import CalendarStore, Event
+from tools.calendar.sync import objects
+from tools.calendar.sync.merge import merge
+from tools.calendar.sync.settings import LOCAL_HOSTS, Account
+from tools.calendar.sync.state import SyncState
+
+MULTIGET_BATCH = 100
+
+
+class SyncFailed(Exception):
+    """A sync that could not finish; ``kind`` is auth | unreachable | busy | refused."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass
+class SyncReport:
+    pulled: int = 0  # server objects applied here (new, changed)
+    removed_here: int = 0  # events deleted here because the server deleted them
+    pushed: int = 0  # local changes the server took (PUT)
+    removed_there: int = 0  # local deletions the server took (DELETE)
+    conflicts: int = 0  # fields both sides changed (the server's value kept, ours recorded)
+    skipped: list[str] = field(default_factory=list)  # one line per object not applied or not taken
+    requests: int = 0
+    bytes_sent: int = 0
+    bytes_received: int = 0
+    seconds: float = 0.0
+    error: str | None = None
+    kind: str | None = None  # SyncFailed.kind when it failed
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def line(self) -> str:
+        """What `calendar sync` prints: one line."""
+        head = (f"pulled {self.pulled + self.removed_here}, pushed {self.pushed + self.removed_there}, "
+                f"conflicts {self.conflicts}")
+        if self.skipped:
+            head += f", skipped {len(self.skipped)}"
+        traffic = f"({self.requests} requests, {_size(self.bytes_sent + self.bytes_received)}, {self.seconds:.1f} s)"
+        return f"{head} {traffic}" if self.ok else f"sync failed: {self.error} ({head} before it)"
+
+
+class CalDAVSync:
+    """Syncs one store with one account. Keep one per process: it remembers the discovered
+    calendars and its connection, so a later sync costs only what changed."""
+
+    def __init__(self, store: CalendarStore, account: Account) -> None:
+        self.store = store
+        self.account = account
+        self.state = SyncState(store)
+        self._client: Any = None
+        self._calendars: list[Any] | None = None
+        self._counts = [0, 0, 0]  # requests, bytes sent, bytes received (since the client was made)
+
+    # -- the one entry point -------------------------------------------------------------------
+
+    def sync(self, push_only: bool = False, lock_wait_s: float = 30.0) -> SyncReport:
+        """Pull (unless ``push_only``), then push. Never raises for the server's or the network's
+        failures: the report says what went wrong, and the status table remembers since when."""
+        report = SyncReport()
+        started = time.perf_counter()
+        before = list(self._counts)
+        try:
+            with self._exclusive(lock_wait_s):
+                if not push_only:
+                    for calendar in self._collections():
+                        self._pull(calendar, report)
+                self._push(report)
+        except SyncFailed as failed:
+            report.error, report.kind = self._clean(str(failed)), failed.kind
+        except Exception as exc:  # noqa: BLE001 - the library and the network raise many types
+            failed = self._classify(exc)
+            report.error, report.kind = self._clean(str(failed)), failed.kind
+        report.seconds = time.perf_counter() - started
+        report.requests, report.bytes_sent, report.bytes_received = (a - b for a, b in zip(self._counts, before))
+        if report.ok:
+            self.state.succeeded(report.line())
+        elif report.kind != "busy":
+            self.state.unreachable(report.error or "failed")
+        return report
+
+    # -- connection and discovery ---------------------------------------------------------------
+
+    def client(self) -> Any:
+        if self._client is None:
+            local = (URL.objectify(self.account.url).hostname or "").lower() in LOCAL_HOSTS
+            client = caldav.DAVClient(
+                url=self.account.url, username=self.account.username, password=self.account.password,
+                timeout=int(max(1, self.account.timeout_s)), require_tls=not local, rate_limit_handle=False,
+            )
+            original = client.session.request
+
+            def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
+                self._counts[0] += 1
+                body = kwargs.get("data") or b""
+                self._counts[1] += len(body) if isinstance(body, (bytes, str)) else 0
+                response = original(method, url, *args, **kwargs)
+                self._counts[2] += len(response.content or b"")
+                return response
+
+            client.session.request = counted
+            self._client = client
+        return self._client
+
+    def _collections(self) -> list[Any]:
+        """The calendars to sync, found once per process: the URL itself if it is a calendar,
+        else the principal's calendars (RFC 6764 discovery from a server root), filtered by
+        ``caldav_calendars`` (display names or URLs), in that order; the first gets new events."""
+        if self._calendars is not None:
+            return self._calendars
+        client = self.client()
+        wanted = [w.strip() for w in self.account.calendars if w.strip()]
+        try:
+            found = client.principal().calendars()
+        except dav_error.AuthorizationError:
+            raise
+        except dav_error.DAVError:
+            found = []
+        own = _key(self.account.url)
+        direct = [c for c in found if _key(c.url) == own]
+        if direct:
+            chosen = direct
+        elif wanted:
+            chosen = []
+            for want in wanted:
+                match = [c for c in found if _key(c.url) == _key(want) or _name(c) == want]
+                if not match:
+                    names = ", ".join(sorted(filter(None, (_name(c) for c in found)))) or "none"
+                    raise SyncFailed("refused", f"no calendar named {want!r} on the server (found: {names})")
+                chosen.append(match[0])
+        elif found:
+            chosen = found
+        else:
+            chosen = [client.calendar(url=self.account.url)]  # no principal: take the URL as the calendar
+        self._calendars = chosen
+        return chosen
+
+    # -- pull ------------------------------------------------------------------------------------
+
+    def _pull(self, calendar: Any, report: SyncReport) -> None:
+        collection = _key(calendar.url)
+        token = self.state.sync_token(collection)
+        result = calendar.get_objects_by_sync_token(sync_token=token, load_objects=False)
+        known = self.state.items(collection)
+        deleted = {_key(u) for u in getattr(result, "deleted_urls", ())}
+        listed: set[str] = set()
+        fetch: list[Any] = []
+        for obj in result.objects:
+            href = _key(obj.url)
+            if href in deleted:
+                continue
+            listed.add(href)
+            etag = _etag(obj)
+            item = known.get(href)
+            if item is not None and etag is not None and item.etag == etag:
+                continue  # what we hold already (our own push echoed back)
+            data = getattr(obj, "_data", None)
+            if data:
+                self._apply(collection, href, etag, obj.data, report)
+            else:
+                fetch.append(obj)
+        for batch in range(0, len(fetch), MULTIGET_BATCH):
+            for loaded in calendar.multiget([o.url for o in fetch[batch:batch + MULTIGET_BATCH]]):
+                self._apply(collection, _key(loaded.url), _etag(loaded), loaded.data, report)
+        if str(result.sync_token or "").startswith("fake-") or token is None:
+            # a full listing (first sync, or a server without sync tokens): what we knew and it
+            # no longer lists is gone there
+            if token is None or result.objects:
+                deleted |= set(known) - listed
+        for href in deleted:
+            item = known.get(href)
+            if item is not None:
+                self._apply_deletion(item.uid, report)
+        self.state.pulled(collection, str(result.sync_token) if result.sync_token else None)
+
+    def _apply(self, collection: str, href: str, etag: str | None, data: str | bytes | None, report: SyncReport) -> None:
+        """One object from the server into the store, unless a local change of the same event
+        is queued: then the push merges the two (it will be told 412)."""
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else (data or "")
+        uid = objects.uid_of(text)
+        if uid is None:
+            if "VEVENT" in text.upper() or not text:
+                report.skipped.append(f"{unquote(href.rsplit('/', 1)[-1])}: not an event we can read")
+            return
+        item = self.state.item(uid)
+        if self.state.is_queued(uid) and item is not None and self.store.find_uid(uid) is not None:
+            return
+        with self.store.transaction():
+            if self.state.is_queued(uid) and self.store.find_uid(uid) is not None:
+                # the same UID made on both sides, or first met here: merge without an ancestor
+                self._merge_into_store(uid, None, text, report)
+                self.state.saved(uid, collection, href, etag, text)
+                return
+            try:
+                result = ics.import_bytes(self.store, text.encode())
+            except ValueError as exc:
+                report.skipped.append(f"{unquote(href.rsplit('/', 1)[-1])}: {exc}")
+                self.state.saved(uid, collection, href, etag, None)
+                return
+            report.skipped += [f"{unquote(href.rsplit('/', 1)[-1])}: {why}" for why in result.skipped]
+            self.state.saved(uid, collection, href, etag, text)
+            self.state.dequeue(uid)
+            report.pulled += 1
+
+    def _apply_deletion(self, uid: str, report: SyncReport) -> None:
+        """Deleted on the server: deleted here. A local change still queued loses (the server
+        wins), but is kept, as the object it would have been, in a conflict record."""
+        with self.store.transaction():
+            event = self.store.find_uid(uid)
+            if event is not None:
+                if self.state.is_queued(uid):
+                    item = self.state.item(uid)
+                    mine = objects.object_bytes(self.store, event, item.base if item else None).decode()
+                    self.state.conflict(uid, event.title, "deleted", mine, None)
+                    report.conflicts += 1
+                self.store.delete_event(event.id)
+                report.removed_here += 1
+            self.state.forget(uid)
+            self.state.dequeue(uid)
+
+    # -- push ------------------------------------------------------------------------------------
+
+    def _push(self, report: SyncReport) -> None:
+        if not self.state.queued():
+            return
+        calendars = self._collections()
+        for uid, seq in self.state.queued():
+            event = self.store.find_uid(uid)
+            item = self.state.item(uid)
+            if event is None:
+                if item is None:
+                    self.state.done(uid, seq)
+                else:
+                    self._push_deletion(uid, seq, item.href, item.etag, report)
+                continue
+            if item is None:
+                href = _key(calendars[0].url.join(quote(uid.replace("/", "_"), safe="@") + ".ics"))
+                self._push_event(uid, seq, event, _key(calendars[0].url), href, None, None, report)
+            else:
+                self._push_event(uid, seq, event, item.collection, item.href, item.etag, item.base, report)
+
+    def _push_event(self, uid: str, seq: int, event: Event, collection: str, href: str, etag: str | None,
+                    base: str | None, report: SyncReport, retried: bool = False) -> None:
+        body = objects.object_bytes(self.store, event, base)
+        headers = {"Content-Type": "text/calendar; charset=utf-8"}
+        headers.update({"If-Match": etag} if etag else {"If-None-Match": "*"})
+        response = self._request(href, "PUT", body.decode("utf-8"), headers)
+        status = response.status
+        if status in (200, 201, 204):
+            new_etag = _header(response, "ETag") or self._etag_of(href)
+            with self.store.transaction():
+                self.state.saved(uid, collection, href, new_etag, body.decode("utf-8"))
+                self.state.done(uid, seq)
+            report.pushed += 1
+        elif status == 412 and not retried:
+            self._resolve(uid, collection, href, base, report)
+        else:
+            self._refused(uid, href, status, report)
+
+    def _resolve(self, uid: str, collection: str, href: str, base: str | None, report: SyncReport) -> None:
+        """The server's copy moved under a queued change (412): fetch it, merge, keep the result
+        here, and send it back if anything of ours survived."""
+        response = self._request(href, "GET", "", {})
+        if response.status == 404:
+            self._apply_deletion(uid, report)
+            return
+        if response.status != 200:
+            self._refused(uid, href, response.status, report)
+            return
+        theirs = _body(response)
+        etag = _header(response, "ETag")
+        with self.store.transaction():
+            self._merge_into_store(uid, base, theirs, report)
+            self.state.saved(uid, collection, href, etag, theirs)
+        queued = dict(self.state.queued())
+        event = self.store.find_uid(uid)
+        if uid in queued and event is not None:
+            self._push_event(uid, queued[uid], event, collection, href, etag, theirs, report, retried=True)
+
+    def _merge_into_store(self, uid: str, base: str | None, theirs: str, report: SyncReport) -> None:
+        """Inside a transaction: the server's copy in, then the fields only we changed on top;
+        each field both changed is recorded. Leaves the UID queued only if ours survived."""
+        event = self.store.find_uid(uid)
+        assert event is not None
+        local = objects.event_snapshot(self.store, event)
+        local_overrides = self.store.overrides(event.id) if event.is_series else []
+        server = objects.snapshot(theirs, uid, self.store.tz)
+        if server is None:
+            report.skipped.append(f"{uid}: the server's copy cannot be read; kept ours")
+            return
+        result = merge(objects.snapshot(base, uid, self.store.tz), local, server)
+        ics.import_bytes(self.store, theirs.encode())
+        for name in result.conflicts:
+            self.state.conflict(uid, event.title, name, local[name], server[name])
+        report.conflicts += len(result.conflicts)
+        if result.server_as_is:
+            self.state.dequeue(uid)
+            return
+        merged = self.store.find_uid(uid)
+        assert merged is not None
+        changes: dict[str, Any] = {}
+        if "title" in result.local_wins:
+            changes["title"] = event.title
+        if "location" in result.local_wins:
+            changes["location"] = event.location
+        if "notes" in result.local_wins:
+            changes["notes"] = event.notes
+        if "attendees" in result.local_wins:
+            changes["attendees"] = list(event.attendees)
+        if "transparent" in result.local_wins:
+            changes["transparent"] = event.transparent
+        if "when" in result.local_wins:
+            changes.update(start=event.start, end=event.end, recurrence=event.recurrence, all_day=event.all_day)
+        if changes:
+            self.store.update_event(merged.id, **changes)
+        if "occurrences" in result.local_wins:
+            self.store.clear_overrides(merged.id)
+            for moved in local_overrides:
+                if moved.original_start is not None:
+                    self.store.override_occurrence(merged.id, moved.original_start, title=moved.title, start=moved.start,
+                                                   end=moved.end, location=moved.location, notes=moved.notes)
+
+    def _push_deletion(self, uid: str, seq: int, href: str, etag: str | None, report: SyncReport) -> None:
+        response = self._request(href, "DELETE", "", {"If-Match": etag} if etag else {})
+        if response.status in (200, 204, 404, 410):
+            with self.store.transaction():
+                self.state.forget(uid)
+                self.state.done(uid, seq)
+            report.removed_there += 1
+        elif response.status == 412:
+            # changed on the phone after we last saw it, deleted here: the phone's copy comes back
+            got = self._request(href, "GET", "", {})
+            if got.status == 200:
+                theirs = _body(got)
+                with self.store.transaction():
+                    ics.import_bytes(self.store, theirs.encode())
+                    restored = self.store.find_uid(uid)
+                    self.state.conflict(uid, restored.title if restored else uid, "restored", None, None)
+                    self.state.saved(uid, self.state.item(uid).collection if self.state.item(uid) else "", href,
+                                     _header(got, "ETag"), theirs)
+                    self.state.dequeue(uid)
+                report.conflicts += 1
+                report.pulled += 1
+            else:
+                with self.store.transaction():
+                    self.state.forget(uid)
+                    self.state.done(uid, seq)
+        else:
+            self._refused(uid, href, response.status, report)
+
+    def _refused(self, uid: str, href: str, status: int, report: SyncReport) -> None:
+        """A status that is not the precondition's: the server's trouble stops the push (the
+        queue waits); an object it will not take is named and the rest go on."""
+        if status in (401, 403):
+            raise SyncFailed("auth", f"the server refused the login (HTTP {status}): check caldav_username and the password")
+        if status == 507:
+            raise SyncFailed("unreachable", "the server is out of space (HTTP 507 Insufficient Storage); changes stay queued")
+        if status >= 500 or status == 429:
+            raise SyncFailed("unreachable", f"the server failed (HTTP {status}); changes stay queued")
+        why = f"the server refused it (HTTP {status})"
+        self.state.failed(uid, why)
+        event = self.store.find_uid(uid)
+        report.skipped.append(f"'{event.title if event else uid}': {why}")
+
+    # -- requests --------------------------------------------------------------------------------
+
+    def _request(self, href: str, method: str, body: str, headers: dict[str, str]) -> Any:
+        try:
+            return self.client().request(href, method, body, headers)
+        except Exception as exc:  # noqa: BLE001
+            raise self._classify(exc) from None
+
+    def _etag_of(self, href: str) -> str | None:
+        """A server that answers a PUT without an ETag: ask for it (one more request)."""
+        response = self._request(href, "GET", "", {})
+        return _header(response, "ETag") if response.status == 200 else None
+
+    def _classify(self, exc: BaseException) -> SyncFailed:
+        if isinstance(exc, SyncFailed):
+            return exc
+        if isinstance(exc, dav_error.AuthorizationError):
+            return SyncFailed("auth", "the server refused the login: check caldav_username and the password "
+                                      "(an app-specific password for iCloud and Fastmail)")
+        if isinstance(exc, dav_error.RateLimitError):
+            return SyncFailed("unreachable", "the server is busy or unavailable (HTTP 503/429); changes stay queued")
+        name = type(exc).__name__
+        text = str(exc).splitlines()[0] if str(exc) else name
+        if isinstance(exc, dav_error.DAVError):
+            return SyncFailed("unreachable", f"the server answered with an error: {text[:200]}")
+        if isinstance(exc, (OSError, ConnectionError, TimeoutError)) or "Connection" in name or "Timeout" in name:
+            return SyncFailed("unreachable", f"cannot reach {URL.objectify(self.account.url).hostname}: {text[:160]}")
+        return SyncFailed("unreachable", f"{name}: {text[:200]}")
+
+    def _clean(self, text: str) -> str:
+        """Never let the password into a message, whatever a library put in its exception."""
+        return text.replace(self.account.password, "***") if self.account.password else text
+
+    @contextmanager
+    def _exclusive(self, wait_s: float) -> Iterator[None]:
+        if str(self.store.path) == ":memory:":
+            yield
+            return
+        lock = Path(f"{self.store.path}.sync-lock")
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= deadline:
+                        raise SyncFailed("busy", "another process is syncing this calendar; try again in a moment") from None
+                    time.sleep(0.1)
+            try:
+                yield
+            finally:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+        finally:
+            os.close(fd)
+
+
+def _key(url: Any) -> str:
+    """One spelling of a URL for comparing and storing (the library's canonical form: the path
+    quoted, '@' as '%40'), since servers and the library differ in how they quote an href."""
+    return str(URL.objectify(str(url)).canonical())
+
+
+def _name(calendar: Any) -> str | None:
+    try:
+        return calendar.get_display_name()
+    except Exception:  # noqa: BLE001 - a calendar without a name is matched by URL only
+        return None
+
+
+def _etag(obj: Any) -> str | None:
+    props = getattr(obj, "props", None) or {}
+    value = props.get(dav.GetEtag.tag)
+    return str(value) if value else None
+
+
+def _header(response: Any, name: str) -> str | None:
+    headers = getattr(response, "headers", None) or {}
+    value = headers.get(name)
+    return str(value) if value else None
+
+
+def _body(response: Any) -> str:
+    raw = getattr(response, "_raw", None) or getattr(response, "raw", "")
+    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
+
+
+def _size(count: int) -> str:
+    return f"{count / 1024:.1f} kB" if count < 1024 * 1024 else f"{count / 1024 / 1024:.1f} MB"

@@ -1,0 +1,143 @@
+"""CalDAV settings: read like every other setting (flags > environment > config file).
+
+The password is never a setting's value: it comes from a file only its owner can read
+(``AGENT_CALDAV_PASSWORD_FILE``, refused unless mode 0600, as the bot token is) or, on a Mac,
+from the Keychain through ``keyring`` (``pip install 'iljeong[keychain]'``), under the service
+name ``iljeong-caldav`` and the user name. So it never appears in argv, a plist or a log line.
+"""
+
+from __future__ import annotations
+
+import stat
+from dataclasses import dataclass as plain_dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import urlsplit
+
+from pydantic import BeforeValidator
+from pydantic.dataclasses import dataclass
+
+from agent.config import load_section, split_list
+
+if TYPE_CHECKING:
+    from agent.config import Settings
+
+KEYRING_SERVICE = "iljeong-caldav"
+LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+
+ENV_NAMES: dict[str, str] = {
+    "caldav_url": "AGENT_CALDAV_URL",
+    "caldav_username": "AGENT_CALDAV_USERNAME",
+    "caldav_password_file": "AGENT_CALDAV_PASSWORD_FILE",
+    "caldav_calendars": "AGENT_CALDAV_CALENDARS",
+    "caldav_interval_s": "AGENT_CALDAV_INTERVAL_S",
+}
+
+
+def _names(value: Any) -> tuple[str, ...]:
+    return tuple(str(p).strip() for p in split_list(value) if str(p).strip())
+
+
+@dataclass(frozen=True)
+class CalDAVSettings:
+    caldav_url: str | None = None  # a calendar collection, or a server root to discover calendars from
+    caldav_username: str | None = None
+    caldav_password_file: str | None = None  # mode 0600; else the Keychain (keyring), else refused
+    # which collections to sync (display names or URLs); the first gets new events; empty: all
+    caldav_calendars: Annotated[tuple[str, ...], BeforeValidator(_names)] = field(default=())
+    caldav_interval_s: float = 300.0  # the bot (and the REPL) sync this often
+    caldav_timeout_s: float = 10.0  # one request; a turn never waits on a dead server longer
+    caldav_refresh_after_s: float = 60.0  # before a turn, pull again when the last pull is older
+    caldav_refresh_wait_s: float = 3.0  # ... but wait at most this long for it
+
+
+@plain_dataclass(frozen=True)
+class Account:
+    """What the engine needs to reach the server. ``repr`` leaves the password out."""
+
+    url: str
+    username: str
+    password: str = field(repr=False)
+    calendars: tuple[str, ...] = ()
+    timeout_s: float = 10.0
+
+    @property
+    def provider(self) -> str:
+        """The name a user knows the server by, for prompts: "iCloud", "Fastmail", or the host."""
+        host = (urlsplit(self.url).hostname or "").lower()
+        for suffix, name in (("icloud.com", "iCloud"), ("fastmail.com", "Fastmail"), ("google.com", "Google"),
+                             ("googleusercontent.com", "Google")):
+            if host == suffix or host.endswith("." + suffix):
+                return name
+        return "Nextcloud" if "nextcloud" in host else host or "CalDAV"
+
+
+def load_caldav_settings(settings: Settings) -> CalDAVSettings:
+    """The CalDAV settings from the sources ``settings`` came from; ValueError (one line) if bad."""
+    return load_section(CalDAVSettings, ENV_NAMES, settings.sources)
+
+
+def check_url(url: str) -> str:
+    """https for every host but this machine's own: a password over plain http to another host
+    could be read on the way. ValueError (one line) otherwise."""
+    parts = urlsplit(url.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"caldav_url {url!r} is not an http(s) URL, e.g. https://caldav.icloud.com/")
+    if parts.scheme == "http" and parts.hostname.lower() not in LOCAL_HOSTS:
+        raise ValueError(f"caldav_url {url!r} uses plain http to another host: use https:// "
+                         "(only localhost may use http)")
+    return url.strip()
+
+
+def read_password_file(path: Path) -> str:
+    """The password in ``path``; ValueError (one line, never the password) if it cannot be used."""
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise ValueError(f"the CalDAV password file {path} does not exist") from None
+    except OSError as exc:
+        raise ValueError(f"cannot read the CalDAV password file {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise ValueError(f"the CalDAV password file {path} is not a regular file")
+    if info.st_mode & 0o077:
+        raise ValueError(f"the CalDAV password file {path} is readable by others "
+                         f"(mode {stat.S_IMODE(info.st_mode):o}): run chmod 600 {path}")
+    try:
+        password = path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"cannot read the CalDAV password file {path}: {type(exc).__name__}") from None
+    if not password:
+        raise ValueError(f"the CalDAV password file {path} is empty")
+    return password
+
+
+def keychain_password(username: str) -> str | None:
+    """The password the Keychain holds for ``username`` (``keyring``), or None without keyring."""
+    try:
+        import keyring  # optional: the 'keychain' extra
+    except ImportError:
+        return None
+    try:
+        return keyring.get_password(KEYRING_SERVICE, username) or None
+    except Exception:  # noqa: BLE001 - no usable backend (e.g. a Linux box without one)
+        return None
+
+
+def account(settings: Settings) -> Account | None:
+    """The configured account, or None when CalDAV is not configured; ValueError (one line)
+    for a configuration that cannot work, so it stops before anything starts."""
+    own = load_caldav_settings(settings)
+    if not own.caldav_url:
+        return None
+    url = check_url(own.caldav_url)
+    if not own.caldav_username:
+        raise ValueError("caldav_url is set but caldav_username is not (AGENT_CALDAV_USERNAME)")
+    if own.caldav_password_file:
+        password = read_password_file(Path(own.caldav_password_file).expanduser())
+    else:
+        password = keychain_password(own.caldav_username) or ""
+        if not password:
+            raise ValueError("no CalDAV password: write it to a file with mode 600 and set "
+                             "AGENT_CALDAV_PASSWORD_FILE, or store it in the Keychain under "
+                             f"'{KEYRING_SERVICE}' (pip install 'iljeong[keychain]')")
+    return Account(url, own.caldav_username, password, own.caldav_calendars, own.caldav_timeout_s)
