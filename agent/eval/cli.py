@@ -64,7 +64,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     c.add_argument("a", type=Path)
     c.add_argument("b", type=Path)
     r = sub.add_parser("rescore", help="score a results folder again with today's verifier and print its table "
-                                       "(e.g. false claims % for a folder made before it was scored); writes nothing")
+                                       "(e.g. false claims %% for a folder made before it was scored); writes nothing")
     r.add_argument("folder", type=Path)
     return p
 
