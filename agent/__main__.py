@@ -107,12 +107,15 @@ def build_parser() -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", parents=[shared], help="show the configuration, check the model, run one generation")
     doctor.add_argument("--no-generate", action="store_true", help="skip the smoke generation")
     calendar = sub.add_parser(
-        "calendar", parents=[shared], help="import or export your calendar as an iCalendar (.ics) file",
-        description="Copy events between the calendar and an .ics file (Apple Calendar, Google Calendar, Outlook). "
-                    "Import adds the file's timed events and skips ones already there; export writes every event.",
+        "calendar", parents=[shared], help="import or export an .ics file; sync with your CalDAV calendar",
+        description="import FILE / export FILE copy events between the calendar and an .ics file (Apple Calendar, "
+                    "Google Calendar, Outlook); import updates an event already there (same UID) instead of adding "
+                    "a second. sync pulls and pushes once with your CalDAV server (iCloud, Fastmail, Nextcloud: "
+                    "AGENT_CALDAV_URL, AGENT_CALDAV_USERNAME, AGENT_CALDAV_PASSWORD_FILE) and prints one line; "
+                    "status shows what waits to be sent, the last sync and the conflicts kept.",
     )
-    calendar.add_argument("action", choices=("import", "export"))
-    calendar.add_argument("file", help=".ics file to read (import) or write (export)")
+    calendar.add_argument("action", choices=("import", "export", "sync", "status"))
+    calendar.add_argument("file", nargs="?", default="", help=".ics file to read (import) or write (export)")
     for module in SUBCOMMANDS.values():
         importlib.import_module(module).add_parser(sub, parents=[shared])
     no_abbreviations(parser)
@@ -149,6 +152,10 @@ def main(argv: list[str] | None = None) -> int:
     if command in SUBCOMMANDS:
         return int(importlib.import_module(SUBCOMMANDS[command]).run(args, settings))
     if command == "calendar":
+        if args.action in ("import", "export") and not args.file:
+            print(f"error: calendar {args.action} needs a FILE (an .ics file to "
+                  f"{'read' if args.action == 'import' else 'write'})", file=sys.stderr)
+            return 2
         return run_data_command(settings, args.action, args.file)
     if command == "doctor":
         from agent.doctor import run_doctor

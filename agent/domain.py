@@ -49,6 +49,18 @@ class Notifier(Protocol):
     def agenda_command(self, target: str, argument: str) -> str: ...
 
 
+class Remote(Protocol):
+    """Optional: a copy of the domain's data kept elsewhere and in step with it (the calendar's
+    CalDAV server). The runtime calls it around each turn; every call is bounded in time, so a
+    turn never waits on a dead server for long. ``start`` begins its background work (a
+    frontend calls it once it is up; ``before_turn`` calls it too)."""
+
+    def start(self) -> None: ...
+    def before_turn(self) -> None: ...
+    def after_turn(self) -> list[str]: ...  # lines to tell the user once, after the turn's receipt
+    def status(self) -> str: ...  # one line for a banner
+
+
 @dataclass(frozen=True)
 class Document:
     """A file a command answers with, sent as it is (the bot: one sendDocument, caption and all)."""
@@ -78,6 +90,7 @@ class Domain:
     short_prompt: str = ""  # its part in the ``short`` prompt style (agent.prompt); empty: ``prompt``
     # The 📅 line after a turn, from what ran and the domain's state (``agent.receipt``); None: no receipts.
     receipt: ReceiptFn | None = None
+    remote: Remote | None = None  # a server the data is kept in step with (the calendar's CalDAV)
 
 
 def load_domain(settings: Settings) -> Domain:

@@ -30,6 +30,7 @@ HELP = """Commands:
                   a weekday (friday, fri, 금요일) or YYYY-MM-DD
   /week [DAY]     seven days from DAY (default today), with places and attendees
   /reminders      upcoming reminders (due ones are shown between messages)
+  /sync           sync with your calendar server now, if one is set up (CalDAV)
   /help           this text
   /quit           leave (Ctrl-D or Ctrl-C at the prompt work too)
 Anything else is sent to the assistant; Ctrl-C stops a reply."""
@@ -265,6 +266,9 @@ def banner(runtime: Runtime, tz: str | None) -> list[str]:
         lines.append(f"time zone {tz} (--tz or AGENT_TZ changes it)")
     count = len(runtime.sessions.history(runtime.sessions.current(CONVERSATION)))
     lines.append(f"continuing your conversation: {count} messages; /new starts fresh" if count else "a new conversation")
+    remote = runtime.domain.remote
+    if remote is not None:
+        lines.append(remote.status())  # e.g. "iCloud calendar sync: offline since 14:02 (...), 2 changes waiting"
     lines.append("/help for commands, /quit or Ctrl-D to leave")
     return lines
 
@@ -363,6 +367,8 @@ def run_repl(
             return None
         return None if line == "" else line.rstrip("\n")
 
+    if runtime.domain.remote is not None:
+        runtime.domain.remote.start()  # the first sync runs while the banner prints
     print("\n".join(banner(runtime, tz)), file=out, flush=True)
     backend = runtime.agent.backend
     streams = live is not None and hasattr(backend, "stream")
@@ -432,6 +438,8 @@ def handle_command(
         print(notifier.upcoming(clock()) if notifier else "This domain has no reminders.", file=out)
     elif command == "help":
         print(HELP, file=out)
+    elif command in runtime.domain.commands:  # the domain's own, e.g. /sync
+        print(runtime.domain.commands[command](arg.strip()), file=out)
     else:
         print(f"Unknown command /{command}. {HELP}", file=out)
     return None

@@ -69,6 +69,9 @@ class Runtime:
         # The user message is stored inside the try: a Ctrl-C that lands just after its commit
         # (the REPL shows "thinking" before this call; a durable commit waits for the disk)
         # must close it off too, not leave it dangling.
+        remote = self.domain.remote
+        if remote is not None:
+            remote.before_turn()  # bounded: a stale copy is refreshed, a dead server is not waited on
         try:
             self.sessions.append(session_id, user)
             messages = [{"role": "system", "content": self.system_prompt()}]
@@ -78,6 +81,10 @@ class Runtime:
             self._close_interrupted(session_id, len(history), produced)
             raise
         turn.receipt = receipt_line(self.domain.receipt, turn, self.receipt)  # logged with the turn
+        if remote is not None:
+            told = remote.after_turn()  # sends what the turn changed; what the user must hear of it
+            if told:
+                turn.receipt = "\n".join(([turn.receipt] if turn.receipt else []) + told)
         self.log.record(turn, self.agent.backend.identity(), (self.history_turns, self.history_block))
         return turn
 

@@ -228,6 +228,8 @@ async def _serve(
         starting.result()  # raises InvalidToken (handled by the caller) or a bug
         log.info("polling as @%s; allowed users %s, chats %s", application.bot.username,
                  sorted(access.users), sorted(access.chats))
+        if runtime.domain.remote is not None:
+            runtime.domain.remote.start()  # sync at start, then every interval, in its own thread
         tasks = [
             asyncio.create_task(runner.run_forever(), name="turns"),
             asyncio.create_task(poll(application, inbox, stop, access.admits_raw, config.keep_handled_s), name="poll"),

@@ -10,8 +10,9 @@ from zoneinfo import ZoneInfo
 from agent.domain import Document, Domain
 from tools.calendar.receipt import CalendarReceipt
 from tools.calendar.reminders import CalendarNotifier
-from tools.calendar.settings import load_settings
+from tools.calendar.settings import CalendarSettings, load_settings as calendar_settings
 from tools.calendar.store import CalendarStore
+from tools.calendar.sync.settings import Account, account as caldav_account, load_caldav_settings
 from tools.calendar.tools import DOMAIN_PROMPT, DOMAIN_PROMPT_SHORT, build_registry, event_words, events_on_day
 
 if TYPE_CHECKING:
@@ -124,27 +125,77 @@ def ics_document(store: CalendarStore) -> Document:
     return Document(ICS_FILENAME, content, caption)
 
 
+NOT_SET_UP = ("CalDAV sync is not set up: set AGENT_CALDAV_URL, AGENT_CALDAV_USERNAME and "
+              "AGENT_CALDAV_PASSWORD_FILE (README: \"Your real calendar\")")
+
+
+def load_settings(settings: Settings) -> CalendarSettings:
+    """The calendar's settings, and the CalDAV account checked (URL, https, the password file's
+    mode), so that a bad value is one line before anything starts (``check_domain_settings``)."""
+    own = calendar_settings(settings)
+    caldav_account(settings)
+    return own
+
+
+def sync_once(store: CalendarStore, account: Account | None) -> str:
+    """``python -m agent calendar sync``: one line; ValueError (exit 2) when not in step."""
+    from tools.calendar.sync.engine import CalDAVSync
+
+    if account is None:
+        raise ValueError(NOT_SET_UP)
+    report = CalDAVSync(store, account).sync()
+    if not report.ok:
+        raise ValueError(report.line())
+    return report.line() + "".join(f"\n  skipped {why}" for why in report.skipped)
+
+
+def sync_status(store: CalendarStore, account: Account | None) -> str:
+    """``python -m agent calendar status``: the last sync, what waits to be sent, the conflicts."""
+    from tools.calendar.sync.service import describe_status
+
+    if account is None:
+        return NOT_SET_UP
+    return describe_status(store, account)
+
+
 def load_domain(settings: Settings) -> Domain:
     own = load_settings(settings)  # before the store opens: a bad value loses nothing
+    account = caldav_account(settings)
     store = CalendarStore(settings.store_path, tz=settings.tz)
     notifier = CalendarNotifier(store, own.agenda_time, timedelta(minutes=own.reminder_grace_minutes))
+    remote = None
+    if account is not None:
+        from tools.calendar.sync.service import SyncService
+
+        remote = SyncService(store, account, load_caldav_settings(settings))
+
+    def close() -> None:
+        if remote is not None:
+            remote.close()
+        store.close()
+
     return Domain(
         name="calendar",
-        registry=build_registry(store, default_reminders=own.remind_minutes),
+        registry=build_registry(store, default_reminders=own.remind_minutes,
+                                also_on=account.provider if account else None),
         prompt=DOMAIN_PROMPT,
         short_prompt=DOMAIN_PROMPT_SHORT,
         commands={
             "today": lambda arg: agenda(store, arg),
             "week": lambda arg: week(store, arg),
+            "sync": lambda arg: remote.sync_now() if remote is not None else NOT_SET_UP,
         },
         documents={"ics": lambda _arg: ics_document(store)},
         descriptions={
             "today": "today's events",
             "week": "seven days from today (or /week DAY)",
             "ics": "your calendar as an .ics file",
+            "sync": "sync with your calendar server now (iCloud, Fastmail, Nextcloud)",
         },
-        local_commands={"import": lambda arg: import_file(store, arg), "export": lambda arg: export_file(store, arg)},
-        close=store.close,
+        local_commands={"import": lambda arg: import_file(store, arg), "export": lambda arg: export_file(store, arg),
+                        "sync": lambda _arg: sync_once(store, account), "status": lambda _arg: sync_status(store, account)},
+        close=close,
+        remote=remote,
         notifier=notifier,
         receipt=CalendarReceipt(store),
     )

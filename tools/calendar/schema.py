@@ -174,6 +174,8 @@ MIGRATIONS: list[str] = [
     #    operations: a push sends the event as it is then (or deletes it), so ten edits are one PUT.
     #    ``seq`` grows with every change, so a push that raced a newer change leaves it queued.
     #    Every event already in the file is queued once: the first sync sends it to the server.
+    #    ``caldav_items.sent`` is a PUT in flight, written before it goes out: after a crash that
+    #    lost the server's answer, the server's copy is recognised as ours, not as a phone's change.
     """
     CREATE TABLE caldav_queue (
         uid TEXT PRIMARY KEY,
@@ -188,7 +190,8 @@ MIGRATIONS: list[str] = [
         collection TEXT NOT NULL,
         href TEXT NOT NULL,
         etag TEXT,
-        base TEXT
+        base TEXT,
+        sent TEXT
     );
     CREATE TABLE caldav_collections (
         url TEXT PRIMARY KEY,

@@ -143,11 +143,15 @@ class CalendarTools:
         store: CalendarStore,
         now: Callable[[], datetime] | None = None,
         default_reminders: Sequence[int] = DEFAULT_REMINDERS,
+        also_on: str | None = None,
     ) -> None:
         self.store = store
         self.zone = store.zone
         self.now = now or (lambda: datetime.now(self.zone))
         self.default_reminders = tuple(default_reminders)
+        # The server the calendar is synced with ("iCloud"): the approval names it, since the
+        # change reaches the user's phone too.
+        self.also_on = also_on
 
     def _local(self, day: date, hhmm: str) -> datetime:
         return datetime.combine(day, parse_time(hhmm), tzinfo=self.zone)
@@ -495,7 +499,10 @@ class CalendarTools:
             changes.append(f"reminders → {minutes} before")
         what = (self._scope_words(event, occurrence, scope, self._scope_count(event, occurrence, scope))
                 if event.is_series else event_words(event, self.zone))
-        return f"Change {what}: {'; '.join(changes) or 'no visible change'}"
+        return f"Change {what}: {'; '.join(changes) or 'no visible change'}{self._reach()}"
+
+    def _reach(self) -> str:
+        return f" (also in your {self.also_on} calendar)" if self.also_on else ""
 
     def describe_delete(self, args: DeleteEventArgs) -> str:
         target = self._target(args)
@@ -504,7 +511,7 @@ class CalendarTools:
         event, occurrence, scope = target
         with_whom = f" with {', '.join(event.attendees)}" if event.attendees else ""
         what = self._scope_words(event, occurrence, scope, self._scope_count(event, occurrence, scope))
-        return f"Delete {what}{with_whom}"
+        return f"Delete {what}{with_whom}{self._reach()}"
 
 
 def _day_words(moment: datetime, zone: ZoneInfo) -> str:
@@ -533,10 +540,12 @@ def build_registry(
     store: CalendarStore,
     now: Callable[[], datetime] | None = None,
     default_reminders: Sequence[int] = DEFAULT_REMINDERS,
+    also_on: str | None = None,
 ) -> Registry:
     """The calendar tools bound to ``store``; ``now`` is the clock (tests and evals freeze it);
-    ``default_reminders`` are the minutes-before a new event gets when the call names none."""
-    t = CalendarTools(store, now, default_reminders)
+    ``default_reminders`` are the minutes-before a new event gets when the call names none;
+    ``also_on`` names the server the calendar is synced with, for the approval prompts."""
+    t = CalendarTools(store, now, default_reminders, also_on)
     return Registry.of(
         [
             Tool(

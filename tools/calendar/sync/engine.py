@@ -1,4 +1,4 @@
-"""One sync with a CalDAV server: pull what changed there, then push what changed here.
+"""One sync with a CalDAV server: push what changed here, then pull what changed there.
 
 The client is the ``caldav`` library (discovery, sync-collection, calendar-multiget); a PUT or
 DELETE is sent through it with the precondition written out, because the precondition *is*
@@ -96,17 +96,20 @@ class CalDAVSync:
     # -- the one entry point -------------------------------------------------------------------
 
     def sync(self, push_only: bool = False, lock_wait_s: float = 30.0) -> SyncReport:
-        """Pull (unless ``push_only``), then push. Never raises for the server's or the network's
-        failures: the report says what went wrong, and the status table remembers since when."""
+        """Push, then pull (with ``push_only``, only if something was pushed). Never raises for
+        the server's or the network's failures: the report says what went wrong, and the status
+        table remembers since when. A change made on both sides meets in the push (412)."""
         report = SyncReport()
         started = time.perf_counter()
         before = list(self._counts)
         try:
             with self._exclusive(lock_wait_s):
-                if not push_only:
+                self._push(report)
+                # then pull, so the sync token covers our own pushes: a server need not report
+                # the deletion of an object made after the token a client holds (RFC 6578)
+                if not push_only or report.pushed or report.removed_there:
                     for calendar in self._collections():
                         self._pull(calendar, report)
-                self._push(report)
         except SyncFailed as failed:
             report.error, report.kind = self._clean(str(failed)), failed.kind
         except Exception as exc:  # noqa: BLE001 - the library and the network raise many types
@@ -128,6 +131,7 @@ class CalDAVSync:
             client = caldav.DAVClient(
                 url=self.account.url, username=self.account.username, password=self.account.password,
                 timeout=int(max(1, self.account.timeout_s)), require_tls=not local, rate_limit_handle=False,
+                auth_type="basic",  # the password with the first request, not after a 401 round trip
             )
             original = client.session.request
 
@@ -282,25 +286,32 @@ class CalDAVSync:
 
     def _push_event(self, uid: str, seq: int, event: Event, collection: str, href: str, etag: str | None,
                     base: str | None, report: SyncReport, retried: bool = False) -> None:
-        body = objects.object_bytes(self.store, event, base)
+        """PUT the event: ``If-Match`` its ETag, or ``If-None-Match: *`` when the server should
+        not have it (never made there, or a PUT whose answer a crash lost: then 412 and merge)."""
+        body = objects.object_bytes(self.store, event, base).decode("utf-8")
         headers = {"Content-Type": "text/calendar; charset=utf-8"}
         headers.update({"If-Match": etag} if etag else {"If-None-Match": "*"})
-        response = self._request(href, "PUT", body.decode("utf-8"), headers)
+        prior = self.state.item(uid)
+        lost = prior.sent if prior is not None else None  # a PUT of ours whose answer a crash lost
+        self.state.sending(uid, collection, href, body)
+        response = self._request(href, "PUT", body, headers)
         status = response.status
         if status in (200, 201, 204):
             new_etag = _header(response, "ETag") or self._etag_of(href)
             with self.store.transaction():
-                self.state.saved(uid, collection, href, new_etag, body.decode("utf-8"))
+                self.state.saved(uid, collection, href, new_etag, body)
                 self.state.done(uid, seq)
             report.pushed += 1
         elif status == 412 and not retried:
-            self._resolve(uid, collection, href, base, report)
+            self._resolve(uid, collection, href, base, lost, report)
         else:
             self._refused(uid, href, status, report)
 
-    def _resolve(self, uid: str, collection: str, href: str, base: str | None, report: SyncReport) -> None:
+    def _resolve(self, uid: str, collection: str, href: str, base: str | None, lost: str | None,
+                 report: SyncReport) -> None:
         """The server's copy moved under a queued change (412): fetch it, merge, keep the result
-        here, and send it back if anything of ours survived."""
+        here, and send it back if anything of ours survived. If the server's copy is our own
+        earlier PUT whose answer was lost (``lost``), that is the common ancestor."""
         response = self._request(href, "GET", "", {})
         if response.status == 404:
             self._apply_deletion(uid, report)
@@ -310,6 +321,8 @@ class CalDAVSync:
             return
         theirs = _body(response)
         etag = _header(response, "ETag")
+        if lost is not None and objects.snapshot(lost, uid, self.store.tz) == objects.snapshot(theirs, uid, self.store.tz):
+            base = lost  # the server holds our own push whose answer was lost: no one else changed it
         with self.store.transaction():
             self._merge_into_store(uid, base, theirs, report)
             self.state.saved(uid, collection, href, etag, theirs)

@@ -26,6 +26,7 @@ class Item:
     href: str
     etag: str | None
     base: str | None
+    sent: str | None = None  # a PUT that went out and whose answer we have not seen
 
 
 @dataclass(frozen=True)
@@ -88,20 +89,30 @@ class SyncState:
     # -- what the server holds ---------------------------------------------------------------
 
     def item(self, uid: str) -> Item | None:
-        row = self.db.fetchone("SELECT uid, collection, href, etag, base FROM caldav_items WHERE uid = ?", (uid,))
+        row = self.db.fetchone("SELECT uid, collection, href, etag, base, sent FROM caldav_items WHERE uid = ?", (uid,))
         return Item(*row) if row else None
 
     def items(self, collection: str) -> dict[str, Item]:
         """href → item, for one collection."""
-        rows = self.db.fetchall("SELECT uid, collection, href, etag, base FROM caldav_items WHERE collection = ?", (collection,))
+        rows = self.db.fetchall("SELECT uid, collection, href, etag, base, sent FROM caldav_items WHERE collection = ?", (collection,))
         return {str(r[2]): Item(*r) for r in rows}
 
     def saved(self, uid: str, collection: str, href: str, etag: str | None, base: str | None) -> None:
+        """The server holds ``base`` at ``href`` with ``etag`` (nothing of ours in flight)."""
         self.db.execute(
-            """INSERT INTO caldav_items (uid, collection, href, etag, base) VALUES (?, ?, ?, ?, ?)
+            """INSERT INTO caldav_items (uid, collection, href, etag, base, sent) VALUES (?, ?, ?, ?, ?, NULL)
                ON CONFLICT (uid) DO UPDATE SET collection = excluded.collection, href = excluded.href,
-                                               etag = excluded.etag, base = excluded.base""",
+                                               etag = excluded.etag, base = excluded.base, sent = NULL""",
             (uid, collection, href, etag, base),
+        )
+
+    def sending(self, uid: str, collection: str, href: str, body: str) -> None:
+        """Written (and committed) before a PUT goes out: if its answer is lost, the next push can
+        tell the server's copy for our own (see ``engine._resolve``)."""
+        self.db.execute(
+            """INSERT INTO caldav_items (uid, collection, href, sent) VALUES (?, ?, ?, ?)
+               ON CONFLICT (uid) DO UPDATE SET sent = excluded.sent""",
+            (uid, collection, href, body),
         )
 
     def forget(self, uid: str) -> None:
