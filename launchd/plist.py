@@ -58,6 +58,12 @@ def venv_python() -> Path:
     return Path(os.path.abspath(sys.executable))
 
 
+# The calendar server's settings (tools.calendar.sync.settings), passed on as the install saw them.
+# None is a secret: the password is named by AGENT_CALDAV_PASSWORD_FILE, never given.
+SYNC_ENV_NAMES = ("AGENT_CALDAV_URL", "AGENT_CALDAV_USERNAME", "AGENT_CALDAV_PASSWORD_FILE",
+                  "AGENT_CALDAV_CALENDARS", "AGENT_CALDAV_INTERVAL_S")
+
+
 def service_environment(
     settings: Settings,
     *,
@@ -100,7 +106,12 @@ def service_environment(
         for name in ("base_url", "remote_model"):
             if getattr(settings, name):
                 env[ENV_NAMES[name]] = str(getattr(settings, name))
-    config_file = (os.environ if environ is None else environ).get("AGENT_CONFIG")
+    source = os.environ if environ is None else environ
+    for name in SYNC_ENV_NAMES:  # where the calendar server is; its password stays in a 0600 file or the Keychain
+        if source.get(name):
+            value = source[name]
+            env[name] = str(Path(value).expanduser().absolute()) if name.endswith("_FILE") else value
+    config_file = source.get("AGENT_CONFIG")
     if config_file:
         env["AGENT_CONFIG"] = str(Path(config_file).expanduser().absolute())
     return env

@@ -127,3 +127,18 @@ def test_python_m_bot_launchd_print_works_without_launchctl(
     plist = plistlib.loads(out.encode())
     assert plist["EnvironmentVariables"]["AGENT_MODEL_PATH"] == str(tmp_path / "m.gguf")
     assert plist["EnvironmentVariables"]["AGENT_TZ"] == "UTC"
+
+
+def test_the_calendar_servers_settings_go_in_and_its_password_never(settings: Settings, tmp_path: Path) -> None:
+    password = "app-specific-pass-wxyz"
+    password_file = tmp_path / "caldav-password"
+    password_file.write_text(password)
+    password_file.chmod(0o600)
+    environ = {"AGENT_CALDAV_URL": "https://caldav.icloud.com/", "AGENT_CALDAV_USERNAME": "me@icloud.com",
+               "AGENT_CALDAV_PASSWORD_FILE": str(password_file), "AGENT_CALDAV_INTERVAL_S": "120"}
+    plist, data = make(settings, tmp_path, environ=environ)
+    env = plist["EnvironmentVariables"]
+    assert env["AGENT_CALDAV_URL"] == "https://caldav.icloud.com/"
+    assert env["AGENT_CALDAV_PASSWORD_FILE"] == str(password_file)
+    assert env["AGENT_CALDAV_INTERVAL_S"] == "120"
+    assert password.encode() not in data
