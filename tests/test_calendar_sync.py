@@ -410,3 +410,43 @@ def test_an_incremental_sync_with_one_change_costs_at_most_three_requests(
     assert report.requests == len(dav_proxy.requests)
     dav_proxy.reset_counts()
     assert synced(sync).pulled == 0 and len(dav_proxy.requests) == 1  # nothing changed: one REPORT
+
+
+# -- quirks of servers we cannot run here (from the caldav library's compatibility notes) -----------
+
+
+def test_a_put_the_server_forbids_names_that_event_and_the_rest_go_out(
+        dav_server: DavServer, dav_proxy: FaultProxy, store: CalendarStore) -> None:
+    """iCloud answers 403 to a UID another of the user's calendars holds (the library's hints:
+    save.duplicate-uid.cross-calendar); a read-only calendar does the same. That is the object
+    refused, not the login: it is named, stays queued, and the other changes go out."""
+    sync = engine(store, dav_server, url=dav_proxy.calendar_url)
+    synced(sync)
+    refused = store.add_event("refused", T, T + HOUR)
+    fine = store.add_event("fine", T + 2 * HOUR, T + 3 * HOUR)
+    first = SyncState(store).queued()[0][0]
+    dav_proxy.fail(403, methods={"PUT"}, times=1)
+    report = synced(sync)
+    assert report.pushed == 1 and len(report.skipped) == 1 and "HTTP 403" in report.skipped[0]
+    assert phone_uids(dav_server) == [fine.uid if first == refused.uid else refused.uid]
+    assert [uid for uid, _seq in SyncState(store).queued()] == [first]
+
+
+def test_a_sync_report_that_lists_the_collection_itself_is_not_taken_for_an_event(
+        dav_server: DavServer, store: CalendarStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """iCloud ignores DAV:limit and lists the collection itself as a member of a sync report
+    (the library's hints: sync-token.limit). Played here by adding the collection to what the
+    real server's report returned."""
+    sync = engine(store, dav_server)
+    [calendar] = sync._collections()
+    real = calendar.get_objects_by_sync_token
+
+    def with_itself(*args: Any, **kwargs: Any) -> Any:
+        result = real(*args, **kwargs)
+        result.objects = [*result.objects, calendar]
+        return result
+
+    monkeypatch.setattr(calendar, "get_objects_by_sync_token", with_itself)
+    dav_server.phone().save_event(dtstart=T, dtend=T + HOUR, summary="from the phone", uid="phone-2@example.com")
+    report = synced(sync)
+    assert report.pulled == 1 and report.skipped == [] and [e.title for e in store.all_events()] == ["from the phone"]

@@ -100,6 +100,7 @@ def test_calendar_sync_to_a_server_that_is_down_exits_2_naming_it(dav_server: Da
     ({"AGENT_CALDAV_USERNAME": ""}, "caldav_username is not"),
     ({"AGENT_CALDAV_PASSWORD_FILE": "open"}, "readable by others (mode 644): run chmod 600"),
     ({"AGENT_CALDAV_PASSWORD_FILE": "missing"}, "does not exist"),
+    ({"AGENT_CALDAV_PASSWORD_FILE": ""}, "no CalDAV password: write it to a file with mode 600"),  # and no Keychain
 ])
 def test_a_caldav_setup_that_cannot_work_is_one_line_and_exit_2(change: dict[str, str], says: str,
                                                                   tmp_path: Path) -> None:

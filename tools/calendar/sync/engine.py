@@ -192,8 +192,8 @@ class CalDAVSync:
         fetch: list[Any] = []
         for obj in result.objects:
             href = _key(obj.url)
-            if href in deleted:
-                continue
+            if href in deleted or href.rstrip("/") == collection.rstrip("/"):
+                continue  # iCloud lists the collection itself as a member of its sync report
             listed.add(href)
             etag = _etag(obj)
             item = known.get(href)
@@ -405,8 +405,8 @@ class CalDAVSync:
     def _refused(self, uid: str, href: str, status: int, report: SyncReport) -> None:
         """A status that is not the precondition's: the server's trouble stops the push (the
         queue waits); an object it will not take is named and the rest go on."""
-        if status in (401, 403):
-            raise SyncFailed("auth", f"the server refused the login (HTTP {status}): check caldav_username and the password")
+        if status == 401:
+            raise SyncFailed("auth", "the server refused the login (HTTP 401): check caldav_username and the password")
         if status == 507:
             raise SyncFailed("unreachable", "the server is out of space (HTTP 507 Insufficient Storage); changes stay queued")
         if status >= 500 or status == 429:
@@ -419,8 +419,14 @@ class CalDAVSync:
     # -- requests --------------------------------------------------------------------------------
 
     def _request(self, href: str, method: str, body: str, headers: dict[str, str]) -> Any:
+        """One request; a 403 to a PUT or DELETE is that object refused (a read-only calendar;
+        iCloud refuses a UID another calendar holds), not the login, so it comes back as a status."""
         try:
             return self.client().request(href, method, body, headers)
+        except dav_error.AuthorizationError as exc:
+            if method in ("PUT", "DELETE") and getattr(exc, "status", None) in (403, "403"):
+                return _Refused(403)
+            raise self._classify(exc) from None
         except Exception as exc:  # noqa: BLE001
             raise self._classify(exc) from None
 
@@ -472,6 +478,14 @@ class CalDAVSync:
                 fcntl.flock(fd, fcntl.LOCK_UN)
         finally:
             os.close(fd)
+
+
+@dataclass(frozen=True)
+class _Refused:
+    """A refusal the library raised, as the response it stands for."""
+
+    status: int
+    headers: dict[str, str] = field(default_factory=dict)
 
 
 def _key(url: Any) -> str:
