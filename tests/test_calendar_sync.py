@@ -450,3 +450,30 @@ def test_a_sync_report_that_lists_the_collection_itself_is_not_taken_for_an_even
     dav_server.phone().save_event(dtstart=T, dtend=T + HOUR, summary="from the phone", uid="phone-2@example.com")
     report = synced(sync)
     assert report.pulled == 1 and report.skipped == [] and [e.title for e in store.all_events()] == ["from the phone"]
+
+
+# -- which calendars ------------------------------------------------------------------------------
+
+
+def test_from_the_server_root_the_event_calendars_are_found_and_a_task_list_left_out(
+        dav_server: DavServer, store: CalendarStore) -> None:
+    principal = dav_server.client().principal()
+    principal.make_calendar(name="Reminders", cal_id="reminders", supported_calendar_component_set=["VTODO"])
+    sync = engine(store, dav_server, url=dav_server.url)
+    event = store.add_event("치과", T, T + HOUR)
+    assert synced(sync).pushed == 1
+    assert [str(c.url) for c in sync._collections()] == [dav_server.calendar_url]
+    assert phone_uids(dav_server) == [event.uid]
+
+
+def test_calendars_are_chosen_by_name_and_an_unknown_name_is_one_line(dav_server: DavServer,
+                                                                      store: CalendarStore) -> None:
+    work_url = dav_server.make_calendar("Work", "work")
+    account = Account(dav_server.url, dav_server.username, dav_server.password, calendars=("Work",), timeout_s=5)
+    event = store.add_event("standup", T, T + HOUR)
+    assert synced(CalDAVSync(store, account)).pushed == 1
+    assert [str(e.icalendar_component["uid"]) for e in dav_server.phone(work_url).events()] == [event.uid]
+    assert phone_uids(dav_server) == []  # not in the default calendar
+    wrong = Account(dav_server.url, dav_server.username, dav_server.password, calendars=("Holidays",), timeout_s=5)
+    report = CalDAVSync(store, wrong).sync()
+    assert report.kind == "refused" and "no calendar named 'Holidays'" in report.line() and "Work" in report.line()

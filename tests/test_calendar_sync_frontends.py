@@ -193,3 +193,10 @@ def test_the_banner_and_sync_command_show_the_servers_state(dav_server: DavServe
     handle_command("/sync", runtime, out)
     assert out.getvalue().startswith("pulled 0, pushed 0, conflicts 0")
     assert "in step at" in runtime.domain.remote.status()
+
+
+def test_calendar_names_in_the_environment_are_separated_by_commas_not_spaces(tmp_path: Path) -> None:
+    from tools.calendar.sync.settings import load_caldav_settings
+
+    settings = load_settings({"data_dir": str(tmp_path)}, environ={"AGENT_CALDAV_CALENDARS": "My Calendar, Work;Family"})
+    assert load_caldav_settings(settings).caldav_calendars == ("My Calendar", "Work", "Family")

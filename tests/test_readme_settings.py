@@ -16,6 +16,7 @@ from agent import config as agent_config
 from agent.apikey import API_KEY_ENV
 from bot import config as bot_config
 from tools.calendar import settings as calendar_settings
+from tools.calendar.sync import settings as sync_settings
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 HEADER = "| variable or config key | meaning | default |"
@@ -23,6 +24,7 @@ OWNERS = [
     (agent_config.Settings, agent_config.ENV_NAMES),
     (bot_config.BotSettings, bot_config.ENV_NAMES),
     (calendar_settings.CalendarSettings, calendar_settings.ENV_NAMES),
+    (sync_settings.CalDAVSettings, sync_settings.ENV_NAMES),
 ]
 NOT_A_SETTING = {"sources"}  # Settings keeps where it was read from; no one sets it
 READ_BY_ITS_OWN_MODULE = {API_KEY_ENV}  # agent.apikey reads the key, so it is in no settings class

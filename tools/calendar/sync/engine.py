@@ -174,7 +174,7 @@ class CalDAVSync:
                     raise SyncFailed("refused", f"no calendar named {want!r} on the server (found: {names})")
                 chosen.append(match[0])
         elif found:
-            chosen = found
+            chosen = [c for c in found if _holds_events(c)] or found  # not iCloud's Reminders lists
         else:
             chosen = [client.calendar(url=self.account.url)]  # no principal: take the URL as the calendar
         self._calendars = chosen
@@ -499,6 +499,14 @@ def _name(calendar: Any) -> str | None:
         return calendar.get_display_name()
     except Exception:  # noqa: BLE001 - a calendar without a name is matched by URL only
         return None
+
+
+def _holds_events(calendar: Any) -> bool:
+    """Whether a calendar takes events (a task list does not); True when the server will not say."""
+    try:
+        return "VEVENT" in calendar.get_supported_components()
+    except Exception:  # noqa: BLE001 - the property is optional (RFC 4791 5.2.3: all types then)
+        return True
 
 
 def _etag(obj: Any) -> str | None:

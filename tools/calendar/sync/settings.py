@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 from pydantic import BeforeValidator
 from pydantic.dataclasses import dataclass
 
-from agent.config import load_section, split_list
+from agent.config import load_section
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -35,7 +35,10 @@ ENV_NAMES: dict[str, str] = {
 
 
 def _names(value: Any) -> tuple[str, ...]:
-    return tuple(str(p).strip() for p in split_list(value) if str(p).strip())
+    """Calendars by display name or URL: commas (or semicolons) separate them in an environment
+    variable, not spaces, since "My Calendar" is one name; a TOML array as given."""
+    parts = value.replace(";", ",").split(",") if isinstance(value, str) else value
+    return tuple(str(p).strip() for p in parts if str(p).strip())
 
 
 @dataclass(frozen=True)
