@@ -78,14 +78,6 @@ class SyncState:
     def failed(self, uid: str, why: str) -> None:
         self.db.execute("UPDATE caldav_queue SET attempts = attempts + 1, last_error = ? WHERE uid = ?", (why[:300], uid))
 
-    def queue_all(self) -> int:
-        """Queue every local event the server has never seen (a first sync sends them)."""
-        cur = self.db.execute(
-            """INSERT INTO caldav_queue (uid) SELECT e.uid FROM events e
-               WHERE NOT EXISTS (SELECT 1 FROM caldav_items i WHERE i.uid = e.uid) AND true
-               ON CONFLICT (uid) DO NOTHING""")
-        return cur.rowcount
-
     # -- what the server holds ---------------------------------------------------------------
 
     def item(self, uid: str) -> Item | None:
