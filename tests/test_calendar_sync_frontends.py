@@ -200,3 +200,44 @@ def test_calendar_names_in_the_environment_are_separated_by_commas_not_spaces(tm
 
     settings = load_settings({"data_dir": str(tmp_path)}, environ={"AGENT_CALDAV_CALENDARS": "My Calendar, Work;Family"})
     assert load_caldav_settings(settings).caldav_calendars == ("My Calendar", "Work", "Family")
+
+
+def test_without_a_password_file_the_password_comes_from_the_keychain(tmp_path: Path) -> None:
+    """The Keychain itself cannot run here: the real ``keyring`` library with an in-memory
+    backend stands in for it, so the lookup (service name, user name) is ours, for real."""
+    import keyring
+    from keyring.backend import KeyringBackend
+
+    from tools.calendar.sync.settings import KEYRING_SERVICE, account
+
+    class InMemory(KeyringBackend):
+        priority = 1  # type: ignore[assignment]
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.items: dict[tuple[str, str], str] = {}
+
+        def get_password(self, service: str, username: str) -> str | None:
+            return self.items.get((service, username))
+
+        def set_password(self, service: str, username: str, password: str) -> None:
+            self.items[(service, username)] = password
+
+        def delete_password(self, service: str, username: str) -> None:
+            self.items.pop((service, username), None)
+
+    previous = keyring.get_keyring()
+    keyring.set_keyring(InMemory())
+    try:
+        keyring.set_password(KEYRING_SERVICE, "me@icloud.com", "abcd-efgh-ijkl-mnop")
+        settings = load_settings({"data_dir": str(tmp_path)}, environ={
+            "AGENT_CALDAV_URL": "https://caldav.icloud.com/", "AGENT_CALDAV_USERNAME": "me@icloud.com"})
+        found = account(settings)
+        assert found is not None and found.password == "abcd-efgh-ijkl-mnop" and found.provider == "iCloud"
+        assert "abcd" not in repr(found)
+        other = load_settings({"data_dir": str(tmp_path)}, environ={
+            "AGENT_CALDAV_URL": "https://caldav.icloud.com/", "AGENT_CALDAV_USERNAME": "someone-else"})
+        with pytest.raises(ValueError, match="no CalDAV password"):
+            account(other)
+    finally:
+        keyring.set_keyring(previous)
