@@ -232,6 +232,8 @@ def from_utc_text(text: str) -> datetime:
     3.11+) several times faster than ``strptime``; a day search over a calendar of series reads
     thousands of them."""
     moment = datetime.fromisoformat(text)
+    if moment.tzinfo is timezone.utc:  # the "…Z" the store writes: already what is returned
+        return moment
     if moment.utcoffset() != timedelta(0):
         raise ValueError(f"{text!r} is not a stored UTC time")
     return moment.astimezone(timezone.utc)
