@@ -216,6 +216,18 @@ def test_an_occurrence_in_a_dst_gap_keeps_the_wall_time_the_expansion_gives_it(s
     assert found.start.strftime("%H:%M") == "02:30" and found.key == (series.id, "2027-03-14T07:30:00Z")
 
 
+def test_an_occurrence_in_the_repeated_hour_of_a_dst_change_keeps_its_fold(store: CalendarStore) -> None:
+    """New York repeats 01:00-02:00 on 2027-11-07; an RDATE at the second 01:30 (EST) is that
+    instant, not the first 01:30 (EDT) that its wall time alone would mean."""
+    second = datetime(2027, 11, 7, 6, 30, tzinfo=UTC)
+    weekly_in_new_york(store, datetime(2027, 11, 1, 10, tzinfo=NEW_YORK),
+                       f"RRULE:FREQ=WEEKLY;COUNT=3\nRDATE:{rec.utc_stamp(second)}")
+    start, end = datetime(2027, 11, 7, 5, tzinfo=UTC), datetime(2027, 11, 7, 8, tzinfo=UTC)
+    [found] = store.events_between(start, end)
+    assert shown([found]) == shown(expanded_between(store, start, end))
+    assert found.start.fold == 1 and found.start.isoformat() == "2027-11-07T01:30:00-05:00"
+
+
 def test_a_moved_occurrence_is_found_at_its_new_time_and_not_at_its_old_one(store: CalendarStore) -> None:
     series = weekly_in_new_york(store, datetime(2026, 12, 7, 10, tzinfo=NEW_YORK), "RRULE:FREQ=WEEKLY;COUNT=10")
     original = datetime(2026, 12, 14, 10, tzinfo=NEW_YORK)

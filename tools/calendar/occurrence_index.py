@@ -25,7 +25,7 @@ its original start, since it may have been moved anywhere.
 from __future__ import annotations
 
 import sqlite3
-from datetime import datetime, timedelta
+from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from tools.calendar import recurrence as rec
@@ -62,8 +62,8 @@ def reindex(conn: sqlite3.Connection, event_id: int, now: datetime, until: datet
         limit = from_utc_text(to_utc_text(until or horizon_base(first, now) + INDEX_AHEAD))  # whole seconds
     rows: dict[str, tuple[int, str, str | None, str, str]] = {}
     for original in rec.starts_before(text, first, limit):
-        key = to_utc_text(original)
-        rows[key] = (event_id, key, _wall(original, key, zone), key, to_utc_text(original + length))
+        key = _utc_text(original)
+        rows[key] = (event_id, key, _wall(original, key, zone), key, _utc_text(original + length))
     limit_text = to_utc_text(limit) if limit is not None else None
     for original_utc, start, end in conn.execute(
         "SELECT original_utc, start_utc, end_utc FROM event_overrides WHERE event_id = ?", (event_id,)
@@ -100,8 +100,20 @@ def wall_start(original_utc: str, wall: str | None, zone: ZoneInfo) -> datetime:
     return from_utc_text(original_utc).astimezone(zone)
 
 
+def _utc_text(moment: datetime) -> str:
+    """``to_utc_text(moment)``, about three times faster (a rebuild writes two per occurrence,
+    ~2,000 for a daily series): ``isoformat`` instead of ``strftime``, which writes the same
+    text for the years 1000-9999 (it does not pad earlier ones, so those go to ``to_utc_text``)."""
+    utc = moment.astimezone(timezone.utc)
+    if utc.year < 1000:
+        return to_utc_text(moment)
+    return utc.isoformat(timespec="seconds")[:-6] + "Z"  # "+00:00" -> "Z"
+
+
 def _wall(original: datetime, key: str, zone: ZoneInfo) -> str | None:
     """The naive wall time of ``original`` if UTC ``key`` does not give it back, else None."""
+    if original.utcoffset() == original.replace(fold=1 - original.fold).utcoffset():
+        return None  # outside a DST gap or overlap, where a wall time and an instant are one-to-one
     back = from_utc_text(key).astimezone(zone)
     if back.replace(tzinfo=None) == original.replace(tzinfo=None) and back.fold == original.fold:
         return None
