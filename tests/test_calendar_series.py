@@ -174,6 +174,8 @@ def test_the_series_bench_figure_searches_the_same_day_in_both_calendars() -> No
     result = figure(n=70, repeats=2)
     assert result["series_found_per_day"] == 10 and result["singles_found_per_day"] <= 1
     assert result["series_day_search_ms"] > 0 and result["singles_day_search_ms"] > 0 and result["goal"] == 3
+    assert result["series_found_mean"] == result["same_events_found_mean"] == 10  # like with like
+    assert result["ratio_per_returned_event"] > 0 and result["same_events_ratio"] > 0
 
 
 def test_a_snoozed_reminder_of_an_occurrence_names_that_occurrence(tmp_path: Path) -> None:

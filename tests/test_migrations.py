@@ -367,3 +367,45 @@ def test_each_event_of_an_older_calendar_file_gets_its_uid_once_and_keeps_its_id
         assert [e.uid for e in store.all_events()] == uids
         with pytest.raises(sqlite3.IntegrityError):  # a UID names one event
             store.add_event("copy", datetime(2027, 1, 1, tzinfo=UTC), datetime(2027, 1, 1, 1, tzinfo=UTC), uid=uids[0])
+
+
+# Series as a version-6 file holds them: a weekly series with an EXDATE and a moved occurrence,
+# an endless daily series in New York, and a one-off event.
+CALENDAR_V6_ROWS = [
+    "INSERT INTO events (id, title, start_utc, end_utc, tz, created_at, updated_at, uid, recurrence, series_end_utc) "
+    "VALUES (7, '팀 회의', '2026-12-07T01:00:00Z', '2026-12-07T02:00:00Z', 'Asia/Seoul', '2026-11-01T00:00:00Z', "
+    "'2026-11-01T00:00:00Z', 'a@iljeong', 'RRULE:FREQ=WEEKLY;COUNT=10\nEXDATE:20261214T010000Z', '2027-02-08T02:00:00Z')",
+    "INSERT INTO events (id, title, start_utc, end_utc, tz, created_at, updated_at, uid, recurrence) "
+    "VALUES (8, 'Standup', '2026-12-01T14:00:00Z', '2026-12-01T14:15:00Z', 'America/New_York', "
+    "'2026-11-01T00:00:00Z', '2026-11-01T00:00:00Z', 'b@iljeong', 'RRULE:FREQ=DAILY')",
+    "INSERT INTO events (id, title, start_utc, end_utc, tz, created_at, updated_at, uid) "
+    "VALUES (9, '치과', '2026-12-22T06:00:00Z', '2026-12-22T07:00:00Z', 'Asia/Seoul', "
+    "'2026-11-01T00:00:00Z', '2026-11-01T00:00:00Z', 'c@iljeong')",
+    "INSERT INTO event_overrides (event_id, original_utc, title, start_utc, end_utc) "
+    "VALUES (7, '2026-12-21T01:00:00Z', '팀 회의 (moved)', '2026-12-22T05:00:00Z', '2026-12-22T06:00:00Z')",
+]
+
+
+def test_the_series_of_a_version_6_calendar_file_are_indexed_when_it_opens(tmp_path: Path) -> None:
+    """Version 8 materialises each series' occurrences; a file with series opens with them
+    indexed, and a search finds what expanding the series found (moved occurrences at their new
+    time, cancelled ones nowhere)."""
+    from agent.sqlite import Database
+    from tests.calendar_expansion import expanded_between
+    from tools.calendar.schema import MIGRATIONS, legacy_version
+
+    path = tmp_path / "calendar.sqlite3"
+    Database(path, MIGRATIONS[:6], legacy_version=legacy_version).close()
+    with sqlite3.connect(path) as raw:
+        for row in CALENDAR_V6_ROWS:
+            raw.execute(row)
+    with CalendarStore(path) as store:
+        assert store.schema_version() == SCHEMA_VERSION
+        indexed = {r[0] for r in store._conn.execute("SELECT DISTINCT event_id FROM event_occurrences")}
+        assert indexed == {7, 8}
+        start, end = datetime(2026, 12, 13, 15, tzinfo=UTC), datetime(2026, 12, 23, 15, tzinfo=UTC)  # Seoul days
+        found = store.events_between(start, end)
+        assert found == expanded_between(store, start, end)
+        assert [(e.id, e.title, e.start.astimezone(UTC).isoformat()) for e in found if e.id != 8] == [
+            (7, "팀 회의 (moved)", "2026-12-22T05:00:00+00:00"), (9, "치과", "2026-12-22T06:00:00+00:00")]
+        assert len([e for e in found if e.id == 8]) == 10

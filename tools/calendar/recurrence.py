@@ -184,12 +184,21 @@ class _Expansion:
         self.complete = False
 
     def between(self, lower: datetime, upper: datetime) -> list[datetime]:
-        while not self.complete and (not self.starts or self.starts[-1] < upper):
+        self._walk(upper)
+        return self.starts[bisect_left(self.starts, lower):bisect_left(self.starts, upper)]
+
+    def before(self, upper: datetime | None) -> list[datetime]:
+        """Every start before ``upper``; every one there is when ``upper`` is None."""
+        self._walk(upper)
+        return list(self.starts) if upper is None else self.starts[:bisect_left(self.starts, upper)]
+
+    def _walk(self, upper: datetime | None) -> None:
+        """Take starts from dateutil until one reaches ``upper`` (to the end when None)."""
+        while not self.complete and (upper is None or not self.starts or self.starts[-1] < upper):
             try:
                 self.starts.append(next(self._next))
             except StopIteration:
                 self.complete = True
-        return self.starts[bisect_left(self.starts, lower):bisect_left(self.starts, upper)]
 
 
 @lru_cache(maxsize=4096)
@@ -200,6 +209,13 @@ def _expansion(text: str, start: datetime, zone: object) -> _Expansion:
 def starts_between(text: str, start: datetime, lower: datetime, upper: datetime) -> list[datetime]:
     """Original starts of the series (first one ``start``, aware in the series' zone) in [lower, upper)."""
     return _expansion(text, start, start.tzinfo).between(lower, upper)
+
+
+def starts_before(text: str, start: datetime, upper: datetime | None) -> list[datetime]:
+    """Every original start of the series before ``upper``, from its earliest (an RDATE may come
+    before DTSTART); all of them when ``upper`` is None, which only a finite series (one whose
+    ``last_start`` is not None) may ask. What the occurrence index is filled from."""
+    return _expansion(text, start, start.tzinfo).before(upper)
 
 
 def last_start(text: str, start: datetime) -> datetime | None:

@@ -63,6 +63,45 @@ def _series_and_identity(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE UNIQUE INDEX events_uid ON events(uid)")
 
 
+def _occurrence_index(conn: sqlite3.Connection) -> None:
+    """Version 8. Each series' occurrences materialised (see ``occurrence_index``), filled here
+    for the series the file already has, so that a day search is a range query instead of a
+    ``dateutil`` expansion of every series; and an index on the start of one-off events alone,
+    which a day search reads beside it.
+
+    ``event_occurrences``: one row per occurrence, its original start (the identity) and its
+    start and end as shown (an override's if it was moved); ``original_wall`` only where the
+    original's wall time does not survive a trip through UTC (``dateutil`` yields a start in a
+    DST gap, 02:30 on the day New York skips to 03:00, as that wall time). ``occurrence_index``:
+    per series, the originals before ``until_utc`` are there (NULL: all of them, a finite
+    series), and its longest occurrence in seconds (the range query's lower bound)."""
+    from tools.calendar import occurrence_index  # imports this module: not at the top
+
+    for statement in split_sql(
+        """
+        CREATE TABLE event_occurrences (
+            event_id INTEGER NOT NULL REFERENCES events(id) ON DELETE CASCADE,
+            original_utc TEXT NOT NULL,
+            original_wall TEXT,
+            start_utc TEXT NOT NULL,
+            end_utc TEXT NOT NULL,
+            PRIMARY KEY (event_id, original_utc)
+        ) WITHOUT ROWID;
+        CREATE INDEX event_occurrences_start ON event_occurrences(start_utc, end_utc);
+        CREATE TABLE occurrence_index (
+            event_id INTEGER PRIMARY KEY REFERENCES events(id) ON DELETE CASCADE,
+            until_utc TEXT,
+            longest_s INTEGER NOT NULL
+        );
+        CREATE INDEX occurrence_index_until ON occurrence_index(until_utc) WHERE until_utc IS NOT NULL;
+        CREATE INDEX occurrence_index_longest ON occurrence_index(longest_s);
+        CREATE INDEX events_single_start ON events(start_utc) WHERE recurrence IS NULL;
+        """
+    ):
+        conn.execute(statement)
+    occurrence_index.build(conn, datetime.now(timezone.utc))
+
+
 # Forward migrations (run by agent.sqlite.Database): MIGRATIONS[i] takes a file from version i
 # to version i + 1. Never edit a released step; append a new one.
 MIGRATIONS: list[str] = [
@@ -248,6 +287,8 @@ MIGRATIONS: list[str] = [
             ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
     END;
     """,
+    # 8: the occurrence index (see _occurrence_index)
+    _occurrence_index,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -272,6 +313,8 @@ def from_utc_text(text: str) -> datetime:
     3.11+) several times faster than ``strptime``; a day search over a calendar of series reads
     thousands of them."""
     moment = datetime.fromisoformat(text)
+    if moment.tzinfo is timezone.utc:  # the "…Z" the store writes: already what is returned
+        return moment
     if moment.utcoffset() != timedelta(0):
         raise ValueError(f"{text!r} is not a stored UTC time")
     return moment.astimezone(timezone.utc)

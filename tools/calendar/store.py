@@ -11,16 +11,17 @@ reached as ``store.ledger``.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from functools import lru_cache
 from datetime import date, datetime, time, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 from zoneinfo import ZoneInfo
 
 from agent.sqlite import Database
+from tools.calendar import occurrence_index as index
 from tools.calendar import recurrence as rec
 from tools.calendar.ledger import DeliveryLedger
 from tools.calendar.schema import (
@@ -244,6 +245,7 @@ class CalendarStore:
             event_id = int(cur.lastrowid or 0)
             self._set_attendees(event_id, attendees)
             self._set_reminders(event_id, remind_minutes_before)
+            self._reindex(event_id)
             event = self.get_event(event_id)
         assert event is not None
         return event
@@ -325,6 +327,7 @@ class CalendarStore:
             if remind_minutes_before is not UNSET:
                 self._conn.execute("DELETE FROM reminders WHERE event_id = ?", (event_id,))
                 self._set_reminders(event_id, remind_minutes_before or ())
+            self._reindex(event_id)
             return self.get_event(event_id)
 
     def delete_event(self, event_id: int) -> bool:
@@ -340,33 +343,17 @@ class CalendarStore:
 
     def events_between(self, start: datetime, end: datetime, query: str | None = None) -> list[Event]:
         """Events and occurrences of series overlapping [start, end), optionally only those whose
-        text mentions ``query``; ordered by start. An occurrence carries its ``original_start``."""
+        text mentions ``query``; ordered by start. An occurrence carries its ``original_start``.
+
+        One-off events come from ``events`` and occurrences from the occurrence index, one range
+        query each (see ``occurrence_index``), not from expanding every series at every call."""
         lower, upper = to_utc_text(start), to_utc_text(end)
         with self._lock:
             rows = self._conn.execute(
                 "SELECT * FROM events WHERE recurrence IS NULL AND start_utc < ? AND end_utc > ? ORDER BY start_utc, id",
                 (upper, lower),
             ).fetchall()
-            events = [self._event_from_row(r) for r in rows]
-            series = self._conn.execute(
-                """SELECT * FROM events WHERE recurrence IS NOT NULL AND start_utc < ?
-                   AND (series_end_utc IS NULL OR series_end_utc > ?)""",
-                (upper, lower),
-            ).fetchall()
-            moved_in = {
-                int(r[0]) for r in self._conn.execute(
-                    "SELECT DISTINCT event_id FROM event_overrides WHERE start_utc < ? AND end_utc > ?", (upper, lower)
-                ).fetchall()
-            }
-            seen = {int(r["id"]) for r in series}
-            if moved_in - seen:
-                series += self._conn.execute(
-                    f"SELECT * FROM events WHERE id IN ({','.join('?' * len(moved_in - seen))})", sorted(moved_in - seen)
-                ).fetchall()
-            for row in series:
-                if int(row["id"]) not in moved_in and not _may_occur(row, start, end):
-                    continue  # most series of a big calendar: no occurrence that day, no row built
-                events += self._occurrences(self._event_from_row(row), start, end)
+            events = self._events_from_rows(rows) + self._indexed_occurrences(start, end)
         events.sort(key=lambda e: (e.start, e.id))
         return _matching(events, query)
 
@@ -374,7 +361,7 @@ class CalendarStore:
         """Every stored event and series (a series once, as its first occurrence's row)."""
         with self._lock:
             rows = self._conn.execute("SELECT * FROM events ORDER BY start_utc, id").fetchall()
-            events = [self._event_from_row(r) for r in rows]
+            events = self._events_from_rows(rows)
         return _matching(events, query)
 
     def conflicts(self, start: datetime, end: datetime, exclude_id: int | None = None,
@@ -459,12 +446,14 @@ class CalendarStore:
                  current.notes if notes is UNSET else notes, current.ics_extra if ics_extra is UNSET else ics_extra),
             )
             self._conn.execute("UPDATE events SET updated_at = ? WHERE id = ?", (now_text(), event_id))
+            self._reindex(event_id)
             return self.occurrence(event_id, original_start)
 
     def clear_overrides(self, event_id: int) -> None:
         """Forget the series' moved occurrences (an import replaces them with the file's)."""
         with self.transaction():
             self._conn.execute("DELETE FROM event_overrides WHERE event_id = ?", (event_id,))
+            self._reindex(event_id)
 
     def overrides(self, event_id: int) -> list[Event]:
         """The series' overridden occurrences, by original start."""
@@ -513,6 +502,7 @@ class CalendarStore:
             )
             self._conn.execute("UPDATE event_overrides SET event_id = ? WHERE event_id = ? AND original_utc >= ?",
                                (created.id, event_id, to_utc_text(original_start)))
+            self._reindex(created.id)
             self.end_series_before(event_id, original_start)
             return self.get_event(created.id)
 
@@ -599,6 +589,107 @@ class CalendarStore:
         last = rec.last_start(normalised or "", start)
         return normalised, to_utc_text(last + length) if last is not None else None
 
+    def _reindex(self, event_id: int) -> None:
+        """Rebuild the event's occurrence rows (inside the transaction that changed it)."""
+        index.reindex(self._conn, event_id, datetime.now(timezone.utc))
+
+    def _indexed_occurrences(self, start: datetime, end: datetime) -> list[Event]:
+        """Occurrences of every series overlapping [start, end), from the occurrence index (call
+        under the lock). Each is built as ``_occurrences`` builds it from the expansion, and they
+        come in its order where starts tie: an occurrence found by its original start before one
+        moved in from outside the window, then by original start."""
+        longest = self._conn.execute("SELECT MAX(longest_s) FROM occurrence_index").fetchone()[0]
+        if longest is None:
+            return []  # no series
+        upper = _ceil_text(end)
+        expanded = self._extend_index(end, upper)
+        rows = self._conn.execute(
+            """SELECT o.event_id, o.original_utc, o.original_wall, o.start_utc,
+                      v.original_utc, v.title, v.start_utc, v.end_utc, v.location, v.notes, v.ics_extra
+               FROM event_occurrences o LEFT JOIN event_overrides v
+                    ON v.event_id = o.event_id AND v.original_utc = o.original_utc
+               WHERE o.start_utc >= ? AND o.start_utc < ? AND o.end_utc > ?""",
+            (to_utc_text(start - timedelta(seconds=longest)), upper, to_utc_text(start)),
+        ).fetchall()
+        ids = json.dumps(sorted({int(r[0]) for r in rows} | expanded))
+        series = {f["id"]: f for f in self._fields_of_rows(self._conn.execute(
+            "SELECT * FROM events WHERE id IN (SELECT value FROM json_each(?))", (ids,)).fetchall())}
+        found: list[tuple[str, int, bool, str, Event]] = []
+        shapes: dict[int, tuple[ZoneInfo, timedelta]] = {}
+        for row in rows:
+            event_id = int(row[0])
+            if event_id in expanded:
+                continue
+            parent = series[event_id]
+            if event_id not in shapes:
+                shapes[event_id] = (ZoneInfo(parent["tz"]), parent["end"] - parent["start"])
+            zone, length = shapes[event_id]
+            if row[4] is None:
+                original = index.wall_start(row[1], row[2], zone)
+                found.append((row[3], event_id, False, row[1],
+                              _occurrence_of(parent, original, original + length, original)))
+                continue
+            original = index.wall_start(row[1], row[2], zone)
+            moved_in = not start - length <= original < end  # _occurrences takes these from the override
+            if moved_in:
+                original = datetime.fromisoformat(row[1]).astimezone(zone)
+            changed = {**parent, "title": str(row[5]), "location": row[8], "notes": row[9], "ics_extra": row[10]}
+            occurrence = _occurrence_of(changed, datetime.fromisoformat(row[6]).astimezone(zone),
+                                        datetime.fromisoformat(row[7]).astimezone(zone), original)
+            found.append((row[3], event_id, moved_in, row[1], occurrence))
+        found.sort(key=lambda item: item[:4])
+        occurrences = [item[4] for item in found]
+        for event_id in sorted(expanded):
+            occurrences += self._occurrences(Event(**series[event_id]), start, end)
+        return occurrences
+
+    def _extend_index(self, end: datetime, upper: str) -> set[int]:
+        """Make the occurrence index reach ``end`` (``upper``: its UTC text rounded up) for the
+        endless series whose materialised originals stop before it: extended if ``end`` is within
+        ``INDEX_REACH``, a write in its own transaction (or the caller's); the ids of the others,
+        which this search expands (a search a century ahead must not store a century of a
+        daily series)."""
+        short = self._conn.execute(
+            """SELECT i.event_id, e.start_utc FROM occurrence_index i JOIN events e ON e.id = i.event_id
+               WHERE i.until_utc < ?""",
+            (upper,),
+        ).fetchall()
+        if not short:
+            return set()
+        now = datetime.now(timezone.utc)
+        near = [int(r[0]) for r in short if end <= index.horizon_base(from_utc_text(r[1]), now) + index.INDEX_REACH]
+        if near:
+            with self.transaction():
+                for event_id in near:
+                    index.reindex(self._conn, event_id, now, until=end + index.INDEX_AHEAD)
+        return {int(r[0]) for r in short} - set(near)
+
+    def _events_from_rows(self, rows: list[sqlite3.Row]) -> list[Event]:
+        return [Event(**fields) for fields in self._fields_of_rows(rows)]
+
+    def _fields_of_rows(self, rows: list[sqlite3.Row]) -> list[dict[str, Any]]:
+        """The ``Event`` fields of ``rows``, their attendees and reminders read for all of them in
+        two queries (a day search over a calendar of series returns ~140: two queries per event
+        were most of its time)."""
+        if not rows:
+            return []
+        ids = json.dumps([int(r["id"]) for r in rows])
+        names: dict[int, list[str]] = {}
+        for event_id, name in self._conn.execute(
+            """SELECT a.event_id, p.name FROM event_attendees a JOIN people p ON p.id = a.person_id
+               WHERE a.event_id IN (SELECT value FROM json_each(?)) ORDER BY a.event_id, p.name""",
+            (ids,),
+        ).fetchall():
+            names.setdefault(int(event_id), []).append(str(name))
+        minutes: dict[int, list[int]] = {}
+        for event_id, value in self._conn.execute(
+            """SELECT event_id, minutes_before FROM reminders WHERE event_id IN (SELECT value FROM json_each(?))
+               ORDER BY event_id, minutes_before""",
+            (ids,),
+        ).fetchall():
+            minutes.setdefault(int(event_id), []).append(int(value))
+        return [_fields_of_row(r, tuple(names.get(int(r["id"]), ())), tuple(minutes.get(int(r["id"]), ()))) for r in rows]
+
     def _occurrences(self, series: Event, start: datetime, end: datetime) -> list[Event]:
         """Occurrences of ``series`` overlapping [start, end), overrides applied (call under the lock)."""
         length = series.end - series.start
@@ -670,7 +761,6 @@ class CalendarStore:
             )
 
     def _event_from_row(self, row: sqlite3.Row) -> Event:
-        zone = ZoneInfo(row["tz"])
         names = self._conn.execute(
             """SELECT p.name FROM event_attendees a JOIN people p ON p.id = a.person_id
                WHERE a.event_id = ? ORDER BY p.name""",
@@ -679,37 +769,50 @@ class CalendarStore:
         reminders = self._conn.execute(
             "SELECT minutes_before FROM reminders WHERE event_id = ? ORDER BY minutes_before", (row["id"],)
         ).fetchall()
-        return Event(
-            id=int(row["id"]),
-            title=str(row["title"]),
-            start=from_utc_text(row["start_utc"]).astimezone(zone),
-            end=from_utc_text(row["end_utc"]).astimezone(zone),
-            tz=str(row["tz"]),
-            location=row["location"],
-            notes=row["notes"],
-            attendees=tuple(str(n[0]) for n in names),
-            created_at=from_utc_text(row["created_at"]),
-            updated_at=from_utc_text(row["updated_at"]),
-            remind_minutes_before=tuple(int(r[0]) for r in reminders),
-            uid=str(row["uid"] or ""),
-            recurrence=row["recurrence"],
-            all_day=bool(row["all_day"]),
-            transparent=bool(row["transparent"]),
-            ics_extra=row["ics_extra"],
-        )
+        return Event(**_fields_of_row(row, tuple(str(n[0]) for n in names), tuple(int(r[0]) for r in reminders)))
 
 
-def _may_occur(row: sqlite3.Row, start: datetime, end: datetime) -> bool:
-    """Whether the series in ``row`` has an original start that could overlap [start, end)."""
-    first, length = _first_and_length(row["start_utc"], row["end_utc"], row["tz"])
-    return bool(rec.starts_between(row["recurrence"], first, start - length, end))
+def _ceil_text(moment: datetime) -> str:
+    """``to_utc_text`` rounded up to the second: stored times are whole seconds, so a stored
+    start is before ``moment`` exactly when its text is before this one."""
+    return to_utc_text(moment + timedelta(microseconds=1_000_000 - moment.microsecond) if moment.microsecond else moment)
 
 
-@lru_cache(maxsize=8192)
-def _first_and_length(start_utc: str, end_utc: str, tz: str) -> tuple[datetime, timedelta]:
-    """A series row's first start (in its zone) and length, parsed once per stored value."""
-    first = from_utc_text(start_utc)
-    return first.astimezone(ZoneInfo(tz)), from_utc_text(end_utc) - first
+def _fields_of_row(row: sqlite3.Row, attendees: tuple[str, ...], reminders: tuple[int, ...]) -> dict[str, Any]:
+    """An ``Event``'s fields from its stored row, in field order."""
+    zone = ZoneInfo(row["tz"])
+    return {
+        "id": int(row["id"]),
+        "title": str(row["title"]),
+        "start": from_utc_text(row["start_utc"]).astimezone(zone),
+        "end": from_utc_text(row["end_utc"]).astimezone(zone),
+        "tz": str(row["tz"]),
+        "location": row["location"],
+        "notes": row["notes"],
+        "attendees": attendees,
+        "created_at": from_utc_text(row["created_at"]),
+        "updated_at": from_utc_text(row["updated_at"]),
+        "remind_minutes_before": reminders,
+        "uid": str(row["uid"] or ""),
+        "recurrence": row["recurrence"],
+        "all_day": bool(row["all_day"]),
+        "transparent": bool(row["transparent"]),
+        "ics_extra": row["ics_extra"],
+        "original_start": None,
+    }
+
+
+def _occurrence_of(series: dict[str, Any], start: datetime, end: datetime, original: datetime) -> Event:
+    """``replace(Event(**series), start=start, end=end, original_start=original)``, made by
+    filling the instance's ``__dict__`` from the series' fields: the frozen dataclass' ``__init__``
+    costs ~5 times as much (18 ``object.__setattr__`` calls), and a day search over 1,000 weekly
+    series builds ~140 of these. The same object while ``Event`` has no ``__post_init__`` and no
+    slots (a test checks)."""
+    made = object.__new__(Event)
+    fields = made.__dict__
+    fields.update(series)
+    fields["start"], fields["end"], fields["original_start"] = start, end, original
+    return made
 
 
 def _overridden(series: Event, original: datetime, row: sqlite3.Row | None) -> Event:
