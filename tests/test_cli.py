@@ -29,6 +29,31 @@ def test_help_lists_the_subcommands(tmp_path):
         assert command in result.stdout
 
 
+def test_every_subcommand_and_action_prints_its_help() -> None:
+    """In process: argparse formats every help text (a bare % in one crashed ``eval --help``)."""
+    import argparse
+    import contextlib
+    import io
+
+    from agent.__main__ import build_parser
+
+    def paths(parser: argparse.ArgumentParser, prefix: list[str]) -> list[list[str]]:
+        found = [prefix]
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    found += paths(sub, [*prefix, name])
+        return found
+
+    every = paths(build_parser(), [])
+    assert ["eval", "rescore"] in every and ["calendar"] in every
+    for argv in every:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as done:
+            build_parser().parse_args([*argv, "--help"])
+        assert done.value.code == 0 and out.getvalue().startswith("usage:"), argv
+
+
 def readme_run_command() -> list[str]:
     """The final part of README's first command (``.venv/bin/python -m agent``), as argv."""
     text = (REPO / "README.md").read_text(encoding="utf-8")
