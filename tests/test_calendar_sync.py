@@ -6,6 +6,7 @@ server (down, 5xx, 507, 401/403, a held answer) and from real kill -9s of a sync
 
 from __future__ import annotations
 
+import base64
 import os
 import signal
 import subprocess
@@ -282,6 +283,8 @@ def test_a_refused_login_is_one_line_without_retries_and_never_shows_the_passwor
     assert report.kind == "auth" and "refused the login" in report.line()
     assert len(dav_proxy.requests) == 1
     assert secret not in report.line() and secret not in caplog.text
+    basic = base64.b64encode(f"{dav_server.username}:{secret}".encode()).decode()
+    assert basic not in caplog.text  # nor as the Authorization header a debug log could quote
     assert secret not in (SyncState(store).status().last_error or "")
     assert SyncState(store).status().queued == 1
 
