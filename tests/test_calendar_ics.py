@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import icalendar
 import pytest
 
-from tools.calendar.ics import export_ics, import_ics
+from tools.calendar.ics import export_ics, import_bytes, import_ics
 from tools.calendar.store import CalendarStore
 
 SEOUL = ZoneInfo("Asia/Seoul")
@@ -235,3 +235,29 @@ def test_a_broken_vevent_is_named_and_the_rest_of_the_file_is_imported(tmp_path:
         assert report.count == 3
         assert any(line.startswith("'Standup'") and "DURATION" in line for line in report.skipped), report.skipped
         assert "Standup" not in {e.title for e in store.all_events()}
+
+
+def calendar_of(*vevents: str) -> bytes:
+    """A one-VCALENDAR file holding the given VEVENT bodies (content lines joined by newlines)."""
+    body = "".join(f"BEGIN:VEVENT\n{v.strip()}\nEND:VEVENT\n" for v in vevents)
+    return f"BEGIN:VCALENDAR\nVERSION:2.0\nPRODID:-//test//EN\n{body}END:VCALENDAR\n".replace("\n", "\r\n").encode()
+
+
+LUNCH = "DTSTART:20261203T030000Z\nDTEND:20261203T040000Z"
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("rule, reason", [
+    ("FREQ=DAILY;INTERVAL=0", "INTERVAL=0"),  # dateutil never yields a second start: the import hung
+    ("FREQ=WEEKLY;INTERVAL=-1", "INTERVAL=-1"),
+    ("FREQ=WEEKLY;BYHOUR=9,10,11;BYMINUTE=0,30", "several occurrences a day"),
+])
+def test_an_rrule_that_cannot_run_is_skipped_with_its_reason_instead_of_hanging_the_import(rule: str, reason: str) -> None:
+    later = "RECURRENCE-ID:20271203T030000Z\nDTSTART:20271203T050000Z\nDTEND:20271203T060000Z"
+    content = calendar_of(f"UID:s@x\nSUMMARY:Series\nRRULE:{rule}\n{LUNCH}", f"UID:s@x\nSUMMARY:Moved\n{later}")
+    with CalendarStore(":memory:") as store:
+        report = import_bytes(store, content)
+        assert report.count == 0 and store.all_events() == []
+        series, moved = report.skipped
+        assert series.startswith("'Series' 20261203T030000Z: recurrence not kept: ") and reason in series, series
+        assert moved.endswith("an exception of a series that was not imported")
