@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import icalendar
 import pytest
 
-from tools.calendar.ics import export_ics, import_bytes, import_ics
+from tools.calendar.ics import export_ics, ics_bytes, import_bytes, import_ics
 from tools.calendar.store import CalendarStore
 
 SEOUL = ZoneInfo("Asia/Seoul")
@@ -244,6 +244,41 @@ def calendar_of(*vevents: str) -> bytes:
 
 
 LUNCH = "DTSTART:20261203T030000Z\nDTEND:20261203T040000Z"
+
+
+def test_a_property_given_twice_keeps_its_first_value_instead_of_a_python_repr() -> None:
+    """icalendar turns a repeated property into a list; its str was the title "[vText(b'Lunch'), ...]"."""
+    content = calendar_of(f"UID:a@x\nUID:b@x\nSUMMARY:Lunch\nSUMMARY:Dinner\nLOCATION:Here\nLOCATION:There\n"
+                          f"DESCRIPTION:Notes\nDESCRIPTION:More\nTRANSP:TRANSPARENT\nTRANSP:OPAQUE\n{LUNCH}",
+                          f"UID:c@x\nSTATUS:CANCELLED\nSTATUS:CONFIRMED\nSUMMARY:Gone\n{LUNCH}")
+    with CalendarStore(":memory:") as store:
+        report = import_bytes(store, content)
+        assert report.count == 1 and report.skipped == ["'Gone' 20261203T030000Z: cancelled"]
+        [lunch] = store.all_events()
+        assert (lunch.uid, lunch.title, lunch.location, lunch.notes, lunch.transparent) == (
+            "a@x", "Lunch", "Here", "Notes", True)
+
+
+def test_a_vevent_that_gives_its_start_twice_is_skipped_with_that_reason() -> None:
+    content = calendar_of(f"UID:a@x\nSUMMARY:Twice\nDTSTART:20261204T030000Z\n{LUNCH}", f"UID:b@x\nSUMMARY:Once\n{LUNCH}")
+    with CalendarStore(":memory:") as store:
+        report = import_bytes(store, content)
+        assert report.count == 1 and report.skipped == ["'Twice' 20261204T030000Z: DTSTART appears 2 times"]
+
+
+def test_a_vevent_nested_by_a_missing_end_is_imported_once_and_exported_once() -> None:
+    """A file whose END:VEVENT slipped below the next VEVENT nests that one in the one before; both
+    are events of their own, and the inner one is not also kept (and exported) inside the outer one."""
+    content = calendar_of(f"UID:outer@x\nSUMMARY:Outer\n{LUNCH}\nBEGIN:VEVENT\nUID:inner@x\nSUMMARY:Inner\n{LUNCH}\n"
+                          "END:VEVENT")
+    with CalendarStore(":memory:") as store:
+        assert import_bytes(store, content).count == 2
+        exported, count = ics_bytes(store)
+    assert count == 2 and exported.count(b"BEGIN:VEVENT") == 2
+    with CalendarStore(":memory:") as again:
+        report = import_bytes(again, exported)
+        assert (report.count, report.skipped) == (2, [])
+        assert sorted(e.title for e in again.all_events()) == ["Inner", "Outer"]
 
 
 @pytest.mark.timeout(30)

@@ -166,7 +166,7 @@ def _import_groups(store: CalendarStore, calendars: list[icalendar.Calendar], gr
                    order: list[str], loose: list[icalendar.Event]) -> ImportReport:
     for calendar in calendars:
         for vevent in calendar.walk("VEVENT"):
-            uid = str(vevent.get("uid", "")).strip()
+            uid = _first(vevent, "uid").strip()
             if not uid:
                 loose.append(vevent)
                 continue
@@ -219,7 +219,7 @@ _FLOATING: dict[int, ZoneInfo] = {}  # store id → the zone floating times of t
 
 
 def _calendar_zone(calendar: icalendar.Calendar) -> ZoneInfo | None:
-    name = str(calendar.get("x-wr-timezone", "")).strip()
+    name = _first(calendar, "x-wr-timezone").strip()
     try:
         return ZoneInfo(name) if name else None
     except (ValueError, KeyError, OSError):
@@ -248,11 +248,11 @@ def _guarded(store: CalendarStore, report: _Counter, vevent: icalendar.Event, st
 
 def _label(vevent: icalendar.Event) -> str:
     try:
-        title = " ".join(str(vevent.get("summary", "")).split()) or "(no title)"
+        title = " ".join(_first(vevent, "summary").split()) or "(no title)"
     except Exception:  # noqa: BLE001
         title = "(no title)"
     try:
-        start = vevent.get("dtstart")
+        start = next(iter(_as_list(vevent.get("dtstart"))), None)  # the first, if it is given twice
         when = f" {start.to_ical().decode()}" if start is not None else ""
     except Exception:  # noqa: BLE001
         when = ""
@@ -274,21 +274,21 @@ class _Fields:
 
 
 def _fields(vevent: icalendar.Event, store: CalendarStore) -> _Fields:
-    title = " ".join(str(vevent.get("summary", "")).split()) or "(no title)"
+    title = " ".join(_first(vevent, "summary").split()) or "(no title)"
     if "dtstart" not in vevent:
         raise _Skip("no DTSTART")
-    raw_start = vevent.decoded("dtstart")
+    raw_start = _decoded_once(vevent, "dtstart")
     all_day = not isinstance(raw_start, datetime)
     if not isinstance(raw_start, date):
         raise _Skip("DTSTART is not a date or a time")
     start = _aware(raw_start, store)
     if "dtend" in vevent:
-        raw_end = vevent.decoded("dtend")
+        raw_end = _decoded_once(vevent, "dtend")
         if isinstance(raw_end, datetime) == all_day or not isinstance(raw_end, date):
             raise _Skip("DTEND and DTSTART are not both dates or both times")
         end = _aware(raw_end, store)
     elif "duration" in vevent:
-        length = vevent.decoded("duration")
+        length = _decoded_once(vevent, "duration")
         if not isinstance(length, timedelta):
             raise _Skip(f"DURATION {str(vevent.get('duration'))[:40]!r} is not a duration")
         end = start + length
@@ -302,26 +302,48 @@ def _fields(vevent: icalendar.Event, store: CalendarStore) -> _Fields:
         raise _Skip("longer than a year")
     if all_day and (end - start) % timedelta(days=1):
         all_day = False  # a date with a DURATION of hours: a timed event from that midnight
-    transp = str(vevent.get("transp", "OPAQUE")).strip().upper()
+    transp = _first(vevent, "transp", "OPAQUE").strip().upper()
     return _Fields(
         title=title, start=start, end=end, tz=_zone_name(start, store), all_day=all_day,
         transparent=transp == "TRANSPARENT",
-        location=str(vevent["location"]) if vevent.get("location") else None,
-        notes=str(vevent["description"]) if vevent.get("description") else None,
+        location=_first(vevent, "location") or None,
+        notes=_first(vevent, "description") or None,
         attendees=_attendee_names(vevent.get("attendee")),
         extra=_unmodelled(vevent),
     )
 
 
+def _first(component: icalendar.cal.Component, name: str, default: str = "") -> str:
+    """The text of a property RFC 5545 allows once (UID, SUMMARY, LOCATION, STATUS, ...). A file
+    that repeats one gets icalendar's list of the values, whose ``str`` is the Python repr
+    ("[vText(b'Lunch'), ...]"), so the first value is the one kept; the others are dropped."""
+    value = component.get(name)
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return default if value is None else str(value)
+
+
+def _decoded_once(vevent: icalendar.Event, name: str) -> Any:
+    """A time property's value (DTSTART, DTEND, DURATION, RECURRENCE-ID); a VEVENT that gives
+    one twice does not say when it is, so it is skipped rather than guessed."""
+    values = vevent.get(name)
+    if isinstance(values, list):
+        raise _Skip(f"{name.upper()} appears {len(values)} times")
+    return vevent.decoded(name)
+
+
 def _unmodelled(vevent: icalendar.Event) -> str | None:
-    """The VEVENT's properties and components we do not model, as content lines."""
+    """The VEVENT's properties and components we do not model, as content lines. A VEVENT inside
+    it (a file missing an END:VEVENT nests the next one) is not kept: ``walk`` imports it as an
+    event of its own, and keeping it here too would export it twice, inside its parent."""
     keep = icalendar.Event()
     for name, value in vevent.property_items(recursive=False, sorted=False):
         if name in ("BEGIN", "END") or name.upper() in _MODELLED:
             continue
         keep.add(name, value, encode=False)
     for component in vevent.subcomponents:
-        keep.add_component(component)
+        if component.name != "VEVENT":
+            keep.add_component(component)
     text = keep.to_ical().decode("utf-8", errors="replace").replace("\r\n", "\n").strip().split("\n")
     body = [line for line in text if line not in ("BEGIN:VEVENT", "END:VEVENT")]
     return "\r\n".join(body) or None
@@ -397,7 +419,7 @@ def _import_loose(store: CalendarStore, vevent: icalendar.Event, report: _Counte
 
 
 def _import_master(store: CalendarStore, vevent: icalendar.Event, uid: str, report: _Counter) -> None:
-    if str(vevent.get("status", "")).upper() == "CANCELLED":
+    if _first(vevent, "status").strip().upper() == "CANCELLED":
         raise _Skip("cancelled")
     fields = _fields(vevent, store)
     text = _recurrence(vevent, fields, store)
@@ -444,7 +466,7 @@ def _import_exception(store: CalendarStore, vevent: icalendar.Event, uid: str, r
     series = store.find_uid(uid)
     if series is None or not series.is_series:
         raise _Skip("an exception (RECURRENCE-ID) of a series that is not in the calendar")
-    raw = vevent.decoded("recurrence-id")
+    raw = _decoded_once(vevent, "recurrence-id")
     if not isinstance(raw, date):
         raise _Skip("RECURRENCE-ID is not a date or a time")
     original = _aware(raw, store).astimezone(ZoneInfo(series.tz))
@@ -452,7 +474,7 @@ def _import_exception(store: CalendarStore, vevent: icalendar.Event, uid: str, r
         parts = rec.parse(series.recurrence)
         text = rec.Recurrence(parts.rrules, (*parts.rdates, original.astimezone(timezone.utc)), parts.exdates).text()
         store.update_event(series.id, recurrence=text)
-    if str(vevent.get("status", "")).upper() == "CANCELLED":
+    if _first(vevent, "status").strip().upper() == "CANCELLED":
         store.cancel_occurrence(series.id, original)
         report.exceptions += 1
         return
