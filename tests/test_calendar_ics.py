@@ -296,3 +296,13 @@ def test_an_rrule_that_cannot_run_is_skipped_with_its_reason_instead_of_hanging_
         series, moved = report.skipped
         assert series.startswith("'Series' 20261203T030000Z: recurrence not kept: ") and reason in series, series
         assert moved.endswith("an exception of a series that was not imported")
+
+
+def test_a_text_property_with_a_value_type_keeps_its_text_instead_of_a_python_repr() -> None:
+    """icalendar reads ``UID;VALUE=DURATION:123456`` as a time; its str was "vDDDTypes(12:34:56, ...)"."""
+    content = calendar_of(f"UID;VALUE=DURATION:123456\nSUMMARY;VALUE=DATE:20240101\nLOCATION;VALUE=INTEGER:7\n"
+                          f"ATTENDEE;VALUE=DATE-TIME:20240101T000000Z\n{LUNCH}")
+    with CalendarStore(":memory:") as store:
+        assert import_bytes(store, content).count == 1
+        [event] = store.all_events()
+        assert (event.uid, event.title, event.location, event.attendees) == ("123456", "20240101", "7", ("20240101T000000Z",))

@@ -320,7 +320,21 @@ def _first(component: icalendar.cal.Component, name: str, default: str = "") -> 
     value = component.get(name)
     if isinstance(value, list):
         value = value[0] if value else None
-    return default if value is None else str(value)
+    return default if value is None else _text(value)
+
+
+def _text(value: Any) -> str:
+    """A property's value as the text it was written as. icalendar reads a text property with a
+    VALUE parameter as that type (``UID;VALUE=DURATION:123456`` is a time), and ``str`` of most of
+    its types is their repr ("vDDDTypes(12:34:56, ...)"), so those give their iCalendar text."""
+    if isinstance(value, str):  # vText, vCalAddress: str already is the unescaped text
+        return str(value)
+    try:
+        written = value.to_ical()
+    except Exception:  # noqa: BLE001 - an object icalendar made from broken input cannot write itself
+        return ""
+    # bytes as a rule, but a time read as VALUE=DURATION writes itself as str (icalendar 7.3.2)
+    return written.decode("utf-8", errors="replace") if isinstance(written, bytes) else str(written)
 
 
 def _decoded_once(vevent: icalendar.Event, name: str) -> Any:
@@ -533,7 +547,7 @@ def _attendee_names(value: Any) -> list[str]:
         params = getattr(address, "params", {})
         name = params.get("CN") if params else None
         if not name:
-            text = str(address)
+            text = _text(address)
             for prefix in (_ATTENDEE_URN, "mailto:", "MAILTO:"):
                 if text.startswith(prefix):
                     text = unquote(text[len(prefix):]) if prefix == _ATTENDEE_URN else text[len(prefix):]
