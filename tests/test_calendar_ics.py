@@ -306,3 +306,20 @@ def test_a_text_property_with_a_value_type_keeps_its_text_instead_of_a_python_re
         assert import_bytes(store, content).count == 1
         [event] = store.all_events()
         assert (event.uid, event.title, event.location, event.attendees) == ("123456", "20240101", "7", ("20240101T000000Z",))
+
+
+def test_a_time_in_an_all_day_series_counts_as_its_day_so_the_export_reads_back_the_same() -> None:
+    """RDATE;VALUE=PERIOD:…T000000Z/PT1H in an all-day series made an occurrence at 09:00 (Seoul) lasting
+    an hour; exported as dates it became a zero-length day that the next import skipped."""
+    content = calendar_of("UID:s@x\nSUMMARY:Holiday\nDTSTART;VALUE=DATE:20261207\nRRULE:FREQ=WEEKLY;COUNT=2\n"
+                          "RDATE;VALUE=PERIOD:20261201T000000Z/PT1H\nEXDATE:20261214T050000Z")
+    with CalendarStore(":memory:") as store:
+        assert import_bytes(store, content).count == 1
+        window = (at(1, 0), at(31, 0))
+        first = [(e.start, e.end, e.all_day) for e in store.events_between(*window)]
+        assert first == [(at(1, 0), at(2, 0), True), (at(7, 0), at(8, 0), True)]
+        exported, _ = ics_bytes(store)
+    with CalendarStore(":memory:") as again:
+        report = import_bytes(again, exported)
+        assert (report.count, report.skipped) == (1, [])
+        assert [(e.start, e.end, e.all_day) for e in again.events_between(*window)] == first

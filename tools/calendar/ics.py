@@ -378,8 +378,8 @@ def _recurrence(vevent: icalendar.Event, fields: _Fields, store: CalendarStore) 
                 until = until.replace(tzinfo=zone)
             rule["UNTIL"] = [until.astimezone(timezone.utc)]
         rules.append(rule.to_ical().decode())
-    rdates = _moments(vevent, "rdate", store, zone)
-    exdates = _moments(vevent, "exdate", store, zone)
+    rdates = _moments(vevent, "rdate", zone, fields.all_day)
+    exdates = _moments(vevent, "exdate", zone, fields.all_day)
     if not rules and not rdates:
         return None
     return rec.Recurrence(tuple(rules), tuple(rdates), tuple(exdates)).text()
@@ -405,7 +405,10 @@ def _periods(vevent: icalendar.Event, zone: Any) -> list[tuple[datetime, datetim
     return found
 
 
-def _moments(vevent: icalendar.Event, name: str, store: CalendarStore, zone: Any) -> list[datetime]:
+def _moments(vevent: icalendar.Event, name: str, zone: Any, all_day: bool) -> list[datetime]:
+    """RDATE or EXDATE values as UTC instants. In an all-day series a time counts as its day (in
+    the series' zone): an occurrence at 09:00 of an all-day series is exported as a date, so it
+    would come back at midnight, another occurrence."""
     found: list[datetime] = []
     for prop in _as_list(vevent.get(name)):
         for item in getattr(prop, "dts", []):
@@ -413,8 +416,12 @@ def _moments(vevent: icalendar.Event, name: str, store: CalendarStore, zone: Any
             if isinstance(value, tuple):  # a PERIOD: its start is the occurrence (its end: _periods)
                 value = value[0]
             if isinstance(value, datetime):
-                found.append((value.replace(tzinfo=zone) if value.tzinfo is None else value).astimezone(timezone.utc))
-            elif isinstance(value, date):
+                value = value.replace(tzinfo=zone) if value.tzinfo is None else value
+                if not all_day:
+                    found.append(value.astimezone(timezone.utc))
+                    continue
+                value = value.astimezone(zone).date()
+            if isinstance(value, date):
                 found.append(datetime.combine(value, time(0), tzinfo=zone).astimezone(timezone.utc))
     return found
 
@@ -453,8 +460,8 @@ def _import_master(store: CalendarStore, vevent: icalendar.Event, uid: str, repo
 
 
 def _period_overrides(store: CalendarStore, event: Event | None, vevent: icalendar.Event, fields: _Fields) -> None:
-    if event is None or not event.is_series:
-        return
+    if event is None or not event.is_series or fields.all_day:
+        return  # an all-day occurrence is whole days: a PERIOD's hours would export as a zero-length day
     for begin, finish in _periods(vevent, fields.start.tzinfo):
         if finish > begin and finish - begin != fields.end - fields.start:
             store.override_occurrence(event.id, begin, start=begin, end=finish)
