@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 import icalendar
 import pytest
 
-from tools.calendar.ics import export_ics, import_ics
+from tools.calendar.ics import export_ics, ics_bytes, import_bytes, import_ics
 from tools.calendar.store import CalendarStore
 
 SEOUL = ZoneInfo("Asia/Seoul")
@@ -235,3 +235,91 @@ def test_a_broken_vevent_is_named_and_the_rest_of_the_file_is_imported(tmp_path:
         assert report.count == 3
         assert any(line.startswith("'Standup'") and "DURATION" in line for line in report.skipped), report.skipped
         assert "Standup" not in {e.title for e in store.all_events()}
+
+
+def calendar_of(*vevents: str) -> bytes:
+    """A one-VCALENDAR file holding the given VEVENT bodies (content lines joined by newlines)."""
+    body = "".join(f"BEGIN:VEVENT\n{v.strip()}\nEND:VEVENT\n" for v in vevents)
+    return f"BEGIN:VCALENDAR\nVERSION:2.0\nPRODID:-//test//EN\n{body}END:VCALENDAR\n".replace("\n", "\r\n").encode()
+
+
+LUNCH = "DTSTART:20261203T030000Z\nDTEND:20261203T040000Z"
+
+
+def test_a_property_given_twice_keeps_its_first_value_instead_of_a_python_repr() -> None:
+    """icalendar turns a repeated property into a list; its str was the title "[vText(b'Lunch'), ...]"."""
+    content = calendar_of(f"UID:a@x\nUID:b@x\nSUMMARY:Lunch\nSUMMARY:Dinner\nLOCATION:Here\nLOCATION:There\n"
+                          f"DESCRIPTION:Notes\nDESCRIPTION:More\nTRANSP:TRANSPARENT\nTRANSP:OPAQUE\n{LUNCH}",
+                          f"UID:c@x\nSTATUS:CANCELLED\nSTATUS:CONFIRMED\nSUMMARY:Gone\n{LUNCH}")
+    with CalendarStore(":memory:") as store:
+        report = import_bytes(store, content)
+        assert report.count == 1 and report.skipped == ["'Gone' 20261203T030000Z: cancelled"]
+        [lunch] = store.all_events()
+        assert (lunch.uid, lunch.title, lunch.location, lunch.notes, lunch.transparent) == (
+            "a@x", "Lunch", "Here", "Notes", True)
+
+
+def test_a_vevent_that_gives_its_start_twice_is_skipped_with_that_reason() -> None:
+    content = calendar_of(f"UID:a@x\nSUMMARY:Twice\nDTSTART:20261204T030000Z\n{LUNCH}", f"UID:b@x\nSUMMARY:Once\n{LUNCH}")
+    with CalendarStore(":memory:") as store:
+        report = import_bytes(store, content)
+        assert report.count == 1 and report.skipped == ["'Twice' 20261204T030000Z: DTSTART appears 2 times"]
+
+
+def test_a_vevent_nested_by_a_missing_end_is_imported_once_and_exported_once() -> None:
+    """A file whose END:VEVENT slipped below the next VEVENT nests that one in the one before; both
+    are events of their own, and the inner one is not also kept (and exported) inside the outer one."""
+    content = calendar_of(f"UID:outer@x\nSUMMARY:Outer\n{LUNCH}\nBEGIN:VEVENT\nUID:inner@x\nSUMMARY:Inner\n{LUNCH}\n"
+                          "END:VEVENT")
+    with CalendarStore(":memory:") as store:
+        assert import_bytes(store, content).count == 2
+        exported, count = ics_bytes(store)
+    assert count == 2 and exported.count(b"BEGIN:VEVENT") == 2
+    with CalendarStore(":memory:") as again:
+        report = import_bytes(again, exported)
+        assert (report.count, report.skipped) == (2, [])
+        assert sorted(e.title for e in again.all_events()) == ["Inner", "Outer"]
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("rule, reason", [
+    ("FREQ=DAILY;INTERVAL=0", "INTERVAL=0"),  # dateutil never yields a second start: the import hung
+    ("FREQ=WEEKLY;INTERVAL=-1", "INTERVAL=-1"),
+    ("FREQ=WEEKLY;BYHOUR=9,10,11;BYMINUTE=0,30", "several occurrences a day"),
+])
+def test_an_rrule_that_cannot_run_is_skipped_with_its_reason_instead_of_hanging_the_import(rule: str, reason: str) -> None:
+    later = "RECURRENCE-ID:20271203T030000Z\nDTSTART:20271203T050000Z\nDTEND:20271203T060000Z"
+    content = calendar_of(f"UID:s@x\nSUMMARY:Series\nRRULE:{rule}\n{LUNCH}", f"UID:s@x\nSUMMARY:Moved\n{later}")
+    with CalendarStore(":memory:") as store:
+        report = import_bytes(store, content)
+        assert report.count == 0 and store.all_events() == []
+        series, moved = report.skipped
+        assert series.startswith("'Series' 20261203T030000Z: recurrence not kept: ") and reason in series, series
+        assert moved.endswith("an exception of a series that was not imported")
+
+
+def test_a_text_property_with_a_value_type_keeps_its_text_instead_of_a_python_repr() -> None:
+    """icalendar reads ``UID;VALUE=DURATION:123456`` as a time; its str was "vDDDTypes(12:34:56, ...)"."""
+    content = calendar_of(f"UID;VALUE=DURATION:123456\nSUMMARY;VALUE=DATE:20240101\nLOCATION;VALUE=INTEGER:7\n"
+                          f"ATTENDEE;VALUE=DATE-TIME:20240101T000000Z\n{LUNCH}")
+    with CalendarStore(":memory:") as store:
+        assert import_bytes(store, content).count == 1
+        [event] = store.all_events()
+        assert (event.uid, event.title, event.location, event.attendees) == ("123456", "20240101", "7", ("20240101T000000Z",))
+
+
+def test_a_time_in_an_all_day_series_counts_as_its_day_so_the_export_reads_back_the_same() -> None:
+    """RDATE;VALUE=PERIOD:…T000000Z/PT1H in an all-day series made an occurrence at 09:00 (Seoul) lasting
+    an hour; exported as dates it became a zero-length day that the next import skipped."""
+    content = calendar_of("UID:s@x\nSUMMARY:Holiday\nDTSTART;VALUE=DATE:20261207\nRRULE:FREQ=WEEKLY;COUNT=2\n"
+                          "RDATE;VALUE=PERIOD:20261201T000000Z/PT1H\nEXDATE:20261214T050000Z")
+    with CalendarStore(":memory:") as store:
+        assert import_bytes(store, content).count == 1
+        window = (at(1, 0), at(31, 0))
+        first = [(e.start, e.end, e.all_day) for e in store.events_between(*window)]
+        assert first == [(at(1, 0), at(2, 0), True), (at(7, 0), at(8, 0), True)]
+        exported, _ = ics_bytes(store)
+    with CalendarStore(":memory:") as again:
+        report = import_bytes(again, exported)
+        assert (report.count, report.skipped) == (1, [])
+        assert [(e.start, e.end, e.all_day) for e in again.events_between(*window)] == first

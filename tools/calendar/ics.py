@@ -177,7 +177,7 @@ def _import_groups(store: CalendarStore, calendars: list[icalendar.Calendar], gr
                    order: list[str], loose: list[icalendar.Event]) -> ImportReport:
     for calendar in calendars:
         for vevent in calendar.walk("VEVENT"):
-            uid = str(vevent.get("uid", "")).strip()
+            uid = _first(vevent, "uid").strip()
             if not uid:
                 loose.append(vevent)
                 continue
@@ -230,7 +230,7 @@ _FLOATING: dict[int, ZoneInfo] = {}  # store id → the zone floating times of t
 
 
 def _calendar_zone(calendar: icalendar.Calendar) -> ZoneInfo | None:
-    name = str(calendar.get("x-wr-timezone", "")).strip()
+    name = _first(calendar, "x-wr-timezone").strip()
     try:
         return ZoneInfo(name) if name else None
     except (ValueError, KeyError, OSError):
@@ -259,11 +259,11 @@ def _guarded(store: CalendarStore, report: _Counter, vevent: icalendar.Event, st
 
 def _label(vevent: icalendar.Event) -> str:
     try:
-        title = " ".join(str(vevent.get("summary", "")).split()) or "(no title)"
+        title = " ".join(_first(vevent, "summary").split()) or "(no title)"
     except Exception:  # noqa: BLE001
         title = "(no title)"
     try:
-        start = vevent.get("dtstart")
+        start = next(iter(_as_list(vevent.get("dtstart"))), None)  # the first, if it is given twice
         when = f" {start.to_ical().decode()}" if start is not None else ""
     except Exception:  # noqa: BLE001
         when = ""
@@ -285,21 +285,21 @@ class _Fields:
 
 
 def _fields(vevent: icalendar.Event, store: CalendarStore) -> _Fields:
-    title = " ".join(str(vevent.get("summary", "")).split()) or "(no title)"
+    title = " ".join(_first(vevent, "summary").split()) or "(no title)"
     if "dtstart" not in vevent:
         raise _Skip("no DTSTART")
-    raw_start = vevent.decoded("dtstart")
+    raw_start = _decoded_once(vevent, "dtstart")
     all_day = not isinstance(raw_start, datetime)
     if not isinstance(raw_start, date):
         raise _Skip("DTSTART is not a date or a time")
     start = _aware(raw_start, store)
     if "dtend" in vevent:
-        raw_end = vevent.decoded("dtend")
+        raw_end = _decoded_once(vevent, "dtend")
         if isinstance(raw_end, datetime) == all_day or not isinstance(raw_end, date):
             raise _Skip("DTEND and DTSTART are not both dates or both times")
         end = _aware(raw_end, store)
     elif "duration" in vevent:
-        length = vevent.decoded("duration")
+        length = _decoded_once(vevent, "duration")
         if not isinstance(length, timedelta):
             raise _Skip(f"DURATION {str(vevent.get('duration'))[:40]!r} is not a duration")
         end = start + length
@@ -313,26 +313,62 @@ def _fields(vevent: icalendar.Event, store: CalendarStore) -> _Fields:
         raise _Skip("longer than a year")
     if all_day and (end - start) % timedelta(days=1):
         all_day = False  # a date with a DURATION of hours: a timed event from that midnight
-    transp = str(vevent.get("transp", "OPAQUE")).strip().upper()
+    transp = _first(vevent, "transp", "OPAQUE").strip().upper()
     return _Fields(
         title=title, start=start, end=end, tz=_zone_name(start, store), all_day=all_day,
         transparent=transp == "TRANSPARENT",
-        location=str(vevent["location"]) if vevent.get("location") else None,
-        notes=str(vevent["description"]) if vevent.get("description") else None,
+        location=_first(vevent, "location") or None,
+        notes=_first(vevent, "description") or None,
         attendees=_attendee_names(vevent.get("attendee")),
         extra=_unmodelled(vevent),
     )
 
 
+def _first(component: icalendar.cal.Component, name: str, default: str = "") -> str:
+    """The text of a property RFC 5545 allows once (UID, SUMMARY, LOCATION, STATUS, ...). A file
+    that repeats one gets icalendar's list of the values, whose ``str`` is the Python repr
+    ("[vText(b'Lunch'), ...]"), so the first value is the one kept; the others are dropped."""
+    value = component.get(name)
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return default if value is None else _text(value)
+
+
+def _text(value: Any) -> str:
+    """A property's value as the text it was written as. icalendar reads a text property with a
+    VALUE parameter as that type (``UID;VALUE=DURATION:123456`` is a time), and ``str`` of most of
+    its types is their repr ("vDDDTypes(12:34:56, ...)"), so those give their iCalendar text."""
+    if isinstance(value, str):  # vText, vCalAddress: str already is the unescaped text
+        return str(value)
+    try:
+        written = value.to_ical()
+    except Exception:  # noqa: BLE001 - an object icalendar made from broken input cannot write itself
+        return ""
+    # bytes as a rule, but a time read as VALUE=DURATION writes itself as str (icalendar 7.3.2)
+    return written.decode("utf-8", errors="replace") if isinstance(written, bytes) else str(written)
+
+
+def _decoded_once(vevent: icalendar.Event, name: str) -> Any:
+    """A time property's value (DTSTART, DTEND, DURATION, RECURRENCE-ID); a VEVENT that gives
+    one twice does not say when it is, so it is skipped rather than guessed."""
+    values = vevent.get(name)
+    if isinstance(values, list):
+        raise _Skip(f"{name.upper()} appears {len(values)} times")
+    return vevent.decoded(name)
+
+
 def _unmodelled(vevent: icalendar.Event) -> str | None:
-    """The VEVENT's properties and components we do not model, as content lines."""
+    """The VEVENT's properties and components we do not model, as content lines. A VEVENT inside
+    it (a file missing an END:VEVENT nests the next one) is not kept: ``walk`` imports it as an
+    event of its own, and keeping it here too would export it twice, inside its parent."""
     keep = icalendar.Event()
     for name, value in vevent.property_items(recursive=False, sorted=False):
         if name in ("BEGIN", "END") or name.upper() in _MODELLED:
             continue
         keep.add(name, value, encode=False)
     for component in vevent.subcomponents:
-        keep.add_component(component)
+        if component.name != "VEVENT":
+            keep.add_component(component)
     text = keep.to_ical().decode("utf-8", errors="replace").replace("\r\n", "\n").strip().split("\n")
     body = [line for line in text if line not in ("BEGIN:VEVENT", "END:VEVENT")]
     return "\r\n".join(body) or None
@@ -353,8 +389,8 @@ def _recurrence(vevent: icalendar.Event, fields: _Fields, store: CalendarStore) 
                 until = until.replace(tzinfo=zone)
             rule["UNTIL"] = [until.astimezone(timezone.utc)]
         rules.append(rule.to_ical().decode())
-    rdates = _moments(vevent, "rdate", store, zone)
-    exdates = _moments(vevent, "exdate", store, zone)
+    rdates = _moments(vevent, "rdate", zone, fields.all_day)
+    exdates = _moments(vevent, "exdate", zone, fields.all_day)
     if not rules and not rdates:
         return None
     return rec.Recurrence(tuple(rules), tuple(rdates), tuple(exdates)).text()
@@ -380,7 +416,10 @@ def _periods(vevent: icalendar.Event, zone: Any) -> list[tuple[datetime, datetim
     return found
 
 
-def _moments(vevent: icalendar.Event, name: str, store: CalendarStore, zone: Any) -> list[datetime]:
+def _moments(vevent: icalendar.Event, name: str, zone: Any, all_day: bool) -> list[datetime]:
+    """RDATE or EXDATE values as UTC instants. In an all-day series a time counts as its day (in
+    the series' zone): an occurrence at 09:00 of an all-day series is exported as a date, so it
+    would come back at midnight, another occurrence."""
     found: list[datetime] = []
     for prop in _as_list(vevent.get(name)):
         for item in getattr(prop, "dts", []):
@@ -388,8 +427,12 @@ def _moments(vevent: icalendar.Event, name: str, store: CalendarStore, zone: Any
             if isinstance(value, tuple):  # a PERIOD: its start is the occurrence (its end: _periods)
                 value = value[0]
             if isinstance(value, datetime):
-                found.append((value.replace(tzinfo=zone) if value.tzinfo is None else value).astimezone(timezone.utc))
-            elif isinstance(value, date):
+                value = value.replace(tzinfo=zone) if value.tzinfo is None else value
+                if not all_day:
+                    found.append(value.astimezone(timezone.utc))
+                    continue
+                value = value.astimezone(zone).date()
+            if isinstance(value, date):
                 found.append(datetime.combine(value, time(0), tzinfo=zone).astimezone(timezone.utc))
     return found
 
@@ -408,7 +451,7 @@ def _import_loose(store: CalendarStore, vevent: icalendar.Event, report: _Counte
 
 
 def _import_master(store: CalendarStore, vevent: icalendar.Event, uid: str, report: _Counter) -> None:
-    if str(vevent.get("status", "")).upper() == "CANCELLED":
+    if _first(vevent, "status").strip().upper() == "CANCELLED":
         raise _Skip("cancelled")
     fields = _fields(vevent, store)
     text = _recurrence(vevent, fields, store)
@@ -428,8 +471,8 @@ def _import_master(store: CalendarStore, vevent: icalendar.Event, uid: str, repo
 
 
 def _period_overrides(store: CalendarStore, event: Event | None, vevent: icalendar.Event, fields: _Fields) -> None:
-    if event is None or not event.is_series:
-        return
+    if event is None or not event.is_series or fields.all_day:
+        return  # an all-day occurrence is whole days: a PERIOD's hours would export as a zero-length day
     for begin, finish in _periods(vevent, fields.start.tzinfo):
         if finish > begin and finish - begin != fields.end - fields.start:
             store.override_occurrence(event.id, begin, start=begin, end=finish)
@@ -455,7 +498,7 @@ def _import_exception(store: CalendarStore, vevent: icalendar.Event, uid: str, r
     series = store.find_uid(uid)
     if series is None or not series.is_series:
         raise _Skip("an exception (RECURRENCE-ID) of a series that is not in the calendar")
-    raw = vevent.decoded("recurrence-id")
+    raw = _decoded_once(vevent, "recurrence-id")
     if not isinstance(raw, date):
         raise _Skip("RECURRENCE-ID is not a date or a time")
     original = _aware(raw, store).astimezone(ZoneInfo(series.tz))
@@ -463,7 +506,7 @@ def _import_exception(store: CalendarStore, vevent: icalendar.Event, uid: str, r
         parts = rec.parse(series.recurrence)
         text = rec.Recurrence(parts.rrules, (*parts.rdates, original.astimezone(timezone.utc)), parts.exdates).text()
         store.update_event(series.id, recurrence=text)
-    if str(vevent.get("status", "")).upper() == "CANCELLED":
+    if _first(vevent, "status").strip().upper() == "CANCELLED":
         store.cancel_occurrence(series.id, original)
         report.exceptions += 1
         return
@@ -522,7 +565,7 @@ def _attendee_names(value: Any) -> list[str]:
         params = getattr(address, "params", {})
         name = params.get("CN") if params else None
         if not name:
-            text = str(address)
+            text = _text(address)
             for prefix in (_ATTENDEE_URN, "mailto:", "MAILTO:"):
                 if text.startswith(prefix):
                     text = unquote(text[len(prefix):]) if prefix == _ATTENDEE_URN else text[len(prefix):]

@@ -15,7 +15,9 @@ counts weekdays. DTSTART always counts as the first occurrence (RFC 5545 3.8.5.3
 ``recurring-ical-events`` has it, even where a rule from another program does not match it.
 
 Sub-daily rules (HOURLY, MINUTELY, SECONDLY) are refused: a calendar person does not keep
-them, and they would turn a day search into thousands of occurrences.
+them, and they would turn a day search into thousands of occurrences; so is a daily or longer
+rule with several BYHOUR, BYMINUTE or BYSECOND values, which is the same thing spelled otherwise,
+and an INTERVAL below 1, on which ``dateutil`` never yields a second start.
 """
 
 from __future__ import annotations
@@ -145,6 +147,14 @@ def check(text: str | None, start: datetime) -> str | None:
         until = rule_part(rule, "UNTIL")
         if until is not None and not re.fullmatch(r"\d{8}T\d{6}Z", until):
             raise ValueError(f"UNTIL={until}: must be a UTC time (YYYYMMDDTHHMMSSZ)")
+        interval = rule_part(rule, "INTERVAL")
+        if interval is not None and not (interval.isdigit() and int(interval) >= 1):
+            # dateutil accepts INTERVAL=0 and then never yields the next start (a hang, not an error)
+            raise ValueError(f"INTERVAL={interval}: must be a whole number of at least 1")
+        for part in ("BYHOUR", "BYMINUTE", "BYSECOND"):
+            if len((rule_part(rule, part) or "").split(",")) > 1:
+                # FREQ=WEEKLY;BYHOUR=0,...,23;BYMINUTE=0,...,59 is a sub-daily series under another FREQ
+                raise ValueError(f"{part}={rule_part(rule, part)}: several occurrences a day are not kept")
     _ruleset(recurrence.text() or "", start)  # dateutil refuses what it cannot run
     return recurrence.text()
 
