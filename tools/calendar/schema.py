@@ -102,6 +102,27 @@ def _occurrence_index(conn: sqlite3.Connection) -> None:
     occurrence_index.build(conn, datetime.now(timezone.utc))
 
 
+def _queue_trigger(table: str, change: str, uid_of: str) -> str:
+    """One trigger of migration 7: a change to ``table`` queues its event's UID for the CalDAV push."""
+    return f"""
+    CREATE TRIGGER caldav_queue_{table}_{change.lower()} AFTER {change} ON {table} BEGIN
+        INSERT INTO caldav_queue (uid) {uid_of}
+            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
+    END;
+    """
+
+
+# An event's own row names its UID; an override's or an attendee's row reaches it by event_id
+# (and finds none once a cascade has deleted the event: the event's own trigger queued it then).
+_QUEUE_TRIGGERS = "".join(
+    [_queue_trigger("events", change, f"VALUES ({row}.uid)")
+     for change, row in (("INSERT", "NEW"), ("UPDATE", "NEW"), ("DELETE", "OLD"))]
+    + [_queue_trigger(table, change, f"SELECT uid FROM events WHERE id = {row}.event_id AND true")
+       for table, changes in (("event_overrides", ("INSERT", "UPDATE", "DELETE")), ("event_attendees", ("INSERT", "DELETE")))
+       for change in changes for row in [("OLD" if change == "DELETE" else "NEW")]]
+)
+
+
 # Forward migrations (run by agent.sqlite.Database): MIGRATIONS[i] takes a file from version i
 # to version i + 1. Never edit a released step; append a new one.
 MIGRATIONS: list[str] = [
@@ -254,39 +275,8 @@ MIGRATIONS: list[str] = [
         at_utc TEXT NOT NULL,
         told INTEGER NOT NULL DEFAULT 0
     );
-    CREATE TRIGGER caldav_queue_event_insert AFTER INSERT ON events BEGIN
-        INSERT INTO caldav_queue (uid) VALUES (NEW.uid)
-            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
-    END;
-    CREATE TRIGGER caldav_queue_event_update AFTER UPDATE ON events BEGIN
-        INSERT INTO caldav_queue (uid) VALUES (NEW.uid)
-            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
-    END;
-    CREATE TRIGGER caldav_queue_event_delete AFTER DELETE ON events BEGIN
-        INSERT INTO caldav_queue (uid) VALUES (OLD.uid)
-            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
-    END;
-    CREATE TRIGGER caldav_queue_override_insert AFTER INSERT ON event_overrides BEGIN
-        INSERT INTO caldav_queue (uid) SELECT uid FROM events WHERE id = NEW.event_id AND true
-            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
-    END;
-    CREATE TRIGGER caldav_queue_override_update AFTER UPDATE ON event_overrides BEGIN
-        INSERT INTO caldav_queue (uid) SELECT uid FROM events WHERE id = NEW.event_id AND true
-            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
-    END;
-    CREATE TRIGGER caldav_queue_override_delete AFTER DELETE ON event_overrides BEGIN
-        INSERT INTO caldav_queue (uid) SELECT uid FROM events WHERE id = OLD.event_id AND true
-            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
-    END;
-    CREATE TRIGGER caldav_queue_attendee_insert AFTER INSERT ON event_attendees BEGIN
-        INSERT INTO caldav_queue (uid) SELECT uid FROM events WHERE id = NEW.event_id AND true
-            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
-    END;
-    CREATE TRIGGER caldav_queue_attendee_delete AFTER DELETE ON event_attendees BEGIN
-        INSERT INTO caldav_queue (uid) SELECT uid FROM events WHERE id = OLD.event_id AND true
-            ON CONFLICT (uid) DO UPDATE SET seq = seq + 1, queued_utc = excluded.queued_utc;
-    END;
-    """,
+    """
+    + _QUEUE_TRIGGERS,
     # 8: the occurrence index (see _occurrence_index)
     _occurrence_index,
 ]
