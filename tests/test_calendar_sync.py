@@ -480,3 +480,23 @@ def test_calendars_are_chosen_by_name_and_an_unknown_name_is_one_line(dav_server
     wrong = Account(dav_server.url, dav_server.username, dav_server.password, calendars=("Holidays",), timeout_s=5)
     report = CalDAVSync(store, wrong).sync()
     assert report.kind == "refused" and "no calendar named 'Holidays'" in report.line() and "Work" in report.line()
+
+
+def test_a_server_without_sync_tokens_is_compared_by_etag_deletions_and_all(
+        dav_server: DavServer, store: CalendarStore) -> None:
+    """Where a server offers no sync-collection, the library lists the calendar and compares
+    ETags (its "fake-" tokens); a deletion is then what we knew and the listing no longer has.
+    Played against the real server by telling the client it has no sync tokens."""
+    sync = engine(store, dav_server)
+    sync.client().features.set_feature("sync-token", {"support": "unsupported"})
+    kept = store.add_event("팀 회의", T, T + HOUR)
+    gone = store.add_event("점심", T + 3 * HOUR, T + 4 * HOUR)
+    synced(sync)
+    assert all(str(SyncState(store).sync_token(c)).startswith("fake-")
+               for c in [r[0] for r in store.db.fetchall("SELECT url FROM caldav_collections")])
+    assert synced(sync).pulled == 0  # nothing changed: nothing fetched, nothing applied
+    phone_edit(dav_server, kept.uid, summary="팀 회의 (3층)")
+    dav_server.phone().event_by_uid(gone.uid).delete()
+    report = synced(sync)
+    assert (report.pulled, report.removed_here) == (1, 1)
+    assert store.get_event(kept.id).title == "팀 회의 (3층)" and store.get_event(gone.id) is None
