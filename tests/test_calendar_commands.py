@@ -111,7 +111,7 @@ def test_file_commands_are_local_only_never_offered_to_a_chat(tmp_path: Path) ->
     domain = load_domain(load_settings({"data_dir": str(tmp_path)}, environ={}))
     try:
         assert set(domain.commands) == {"today", "week"}
-        assert set(domain.local_commands) == {"import", "export"}
+        assert set(domain.local_commands) == {"import", "export", "sync", "status"}  # sync/status: the CLI's, no path either
         assert set(domain.documents) == {"ics"}  # reads only the store: no path from the chat
     finally:
         domain.close()

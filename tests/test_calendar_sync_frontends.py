@@ -241,3 +241,16 @@ def test_without_a_password_file_the_password_comes_from_the_keychain(tmp_path: 
             account(other)
     finally:
         keyring.set_keyring(previous)
+
+
+def test_sync_is_offered_only_where_a_server_is_set_up(dav_server: DavServer, runtime_with: Any,
+                                                       tmp_path: Path) -> None:
+    from tools.calendar.domain import load_domain
+
+    plain = load_domain(load_settings({"data_dir": str(tmp_path / "plain")}, environ={}))
+    try:
+        assert "sync" not in plain.commands and "sync" not in plain.descriptions and plain.remote is None
+    finally:
+        plain.close()
+    runtime = runtime_with(dav_server, [])
+    assert runtime.domain.descriptions["sync"] == "sync with your 127.0.0.1 calendar now"

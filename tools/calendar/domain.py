@@ -183,14 +183,15 @@ def load_domain(settings: Settings) -> Domain:
         commands={
             "today": lambda arg: agenda(store, arg),
             "week": lambda arg: week(store, arg),
-            "sync": lambda arg: remote.sync_now() if remote is not None else NOT_SET_UP,
+            # /sync only where a server is set up: a chat's menu offers nothing that cannot work
+            **({"sync": lambda _arg: remote.sync_now()} if remote is not None else {}),
         },
         documents={"ics": lambda _arg: ics_document(store)},
         descriptions={
             "today": "today's events",
             "week": "seven days from today (or /week DAY)",
             "ics": "your calendar as an .ics file",
-            "sync": "sync with your calendar server now (iCloud, Fastmail, Nextcloud)",
+            **({"sync": f"sync with your {account.provider} calendar now"} if account is not None else {}),
         },
         local_commands={"import": lambda arg: import_file(store, arg), "export": lambda arg: export_file(store, arg),
                         "sync": lambda _arg: sync_once(store, account), "status": lambda _arg: sync_status(store, account)},
