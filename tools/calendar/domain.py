@@ -159,8 +159,8 @@ def sync_status(store: CalendarStore, account: Account | None) -> str:
 
 
 def load_domain(settings: Settings) -> Domain:
-    own = load_settings(settings)  # before the store opens: a bad value loses nothing
-    account = caldav_account(settings)
+    own = calendar_settings(settings)  # both before the store opens: a bad value loses nothing
+    account = caldav_account(settings)  # load_settings checks it too: called apart, the password file is read once
     store = CalendarStore(settings.store_path, tz=settings.tz)
     notifier = CalendarNotifier(store, own.agenda_time, timedelta(minutes=own.reminder_grace_minutes))
     remote = None

@@ -39,7 +39,7 @@ from tools.calendar.store import CalendarStore, Event
 from tools.calendar.sync import objects
 from tools.calendar.sync.merge import merge
 from tools.calendar.sync.settings import LOCAL_HOSTS, Account
-from tools.calendar.sync.state import SyncState
+from tools.calendar.sync.state import Item, SyncState
 
 MULTIGET_BATCH = 100
 
@@ -222,27 +222,27 @@ class CalDAVSync:
         """One object from the server into the store, unless a local change of the same event
         is queued: then the push merges the two (it will be told 412)."""
         text = data.decode("utf-8", "replace") if isinstance(data, bytes) else (data or "")
+        name = unquote(href.rsplit("/", 1)[-1])
         uid = objects.uid_of(text)
         if uid is None:
             if "VEVENT" in text.upper() or not text:
-                report.skipped.append(f"{unquote(href.rsplit('/', 1)[-1])}: not an event we can read")
-            return
-        item = self.state.item(uid)
-        if self.state.is_queued(uid) and item is not None and self.store.find_uid(uid) is not None:
+                report.skipped.append(f"{name}: not an event we can read")
             return
         with self.store.transaction():
             if self.state.is_queued(uid) and self.store.find_uid(uid) is not None:
+                if self.state.item(uid) is not None:
+                    return  # a change of ours waits: its push is told 412 and merges the two
                 # the same UID made on both sides, or first met here: merge without an ancestor
-                self._merge_into_store(uid, None, text, report)
+                self._merge_into_store(uid, None, text, objects.snapshot(text, uid, self.store.tz), report)
                 self.state.saved(uid, collection, href, etag, text)
                 return
             try:
                 result = ics.import_bytes(self.store, text.encode())
             except ValueError as exc:
-                report.skipped.append(f"{unquote(href.rsplit('/', 1)[-1])}: {exc}")
+                report.skipped.append(f"{name}: {exc}")
                 self.state.saved(uid, collection, href, etag, None)
                 return
-            report.skipped += [f"{unquote(href.rsplit('/', 1)[-1])}: {why}" for why in result.skipped]
+            report.skipped += [f"{name}: {why}" for why in result.skipped]
             self.state.saved(uid, collection, href, etag, text)
             self.state.dequeue(uid)
             report.pulled += 1
@@ -276,23 +276,21 @@ class CalDAVSync:
                 if item is None:
                     self.state.done(uid, seq)
                 else:
-                    self._push_deletion(uid, seq, item.href, item.etag, report)
+                    self._push_deletion(uid, seq, item, report)
                 continue
-            if item is None:
+            if item is None:  # new there: its URL is made from its UID, in the first calendar
                 href = _key(calendars[0].url.join(quote(uid.replace("/", "_"), safe="@") + ".ics"))
-                self._push_event(uid, seq, event, _key(calendars[0].url), href, None, None, report)
-            else:
-                self._push_event(uid, seq, event, item.collection, item.href, item.etag, item.base, report)
+                item = Item(uid, _key(calendars[0].url), href, None, None)
+            self._push_event(seq, event, item, report)
 
-    def _push_event(self, uid: str, seq: int, event: Event, collection: str, href: str, etag: str | None,
-                    base: str | None, report: SyncReport, retried: bool = False) -> None:
+    def _push_event(self, seq: int, event: Event, item: Item, report: SyncReport, retried: bool = False) -> None:
         """PUT the event: ``If-Match`` its ETag, or ``If-None-Match: *`` when the server should
-        not have it (never made there, or a PUT whose answer a crash lost: then 412 and merge)."""
-        body = objects.object_bytes(self.store, event, base).decode("utf-8")
+        not have it (never made there, or a PUT whose answer a crash lost, ``item.sent``: then
+        412 and a merge against it)."""
+        uid, collection, href = item.uid, item.collection, item.href
+        body = objects.object_bytes(self.store, event, item.base).decode("utf-8")
         headers = {"Content-Type": "text/calendar; charset=utf-8"}
-        headers.update({"If-Match": etag} if etag else {"If-None-Match": "*"})
-        prior = self.state.item(uid)
-        lost = prior.sent if prior is not None else None  # a PUT of ours whose answer a crash lost
+        headers.update({"If-Match": item.etag} if item.etag else {"If-None-Match": "*"})
         self.state.sending(uid, collection, href, body)
         response = self._request(href, "PUT", body, headers)
         status = response.status
@@ -303,15 +301,15 @@ class CalDAVSync:
                 self.state.done(uid, seq)
             report.pushed += 1
         elif status == 412 and not retried:
-            self._resolve(uid, collection, href, base, lost, report)
+            self._resolve(item, report)
         else:
             self._refused(uid, href, status, report)
 
-    def _resolve(self, uid: str, collection: str, href: str, base: str | None, lost: str | None,
-                 report: SyncReport) -> None:
+    def _resolve(self, item: Item, report: SyncReport) -> None:
         """The server's copy moved under a queued change (412): fetch it, merge, keep the result
         here, and send it back if anything of ours survived. If the server's copy is our own
-        earlier PUT whose answer was lost (``lost``), that is the common ancestor."""
+        earlier PUT whose answer was lost (``item.sent``), that is the common ancestor."""
+        uid, collection, href = item.uid, item.collection, item.href
         response = self._request(href, "GET", "", {})
         if response.status == 404:
             self._apply_deletion(uid, report)
@@ -320,25 +318,27 @@ class CalDAVSync:
             self._refused(uid, href, response.status, report)
             return
         theirs = _body(response)
-        etag = _header(response, "ETag")
-        if lost is not None and objects.snapshot(lost, uid, self.store.tz) == objects.snapshot(theirs, uid, self.store.tz):
-            base = lost  # the server holds our own push whose answer was lost: no one else changed it
+        server = objects.snapshot(theirs, uid, self.store.tz)
+        base = item.base
+        if item.sent is not None and objects.snapshot(item.sent, uid, self.store.tz) == server:
+            base = item.sent  # the server holds our own push whose answer was lost: no one else changed it
         with self.store.transaction():
-            self._merge_into_store(uid, base, theirs, report)
-            self.state.saved(uid, collection, href, etag, theirs)
+            self._merge_into_store(uid, base, theirs, server, report)
+            self.state.saved(uid, collection, href, _header(response, "ETag"), theirs)
         queued = dict(self.state.queued())
         event = self.store.find_uid(uid)
-        if uid in queued and event is not None:
-            self._push_event(uid, queued[uid], event, collection, href, etag, theirs, report, retried=True)
+        merged = self.state.item(uid)
+        if uid in queued and event is not None and merged is not None:
+            self._push_event(queued[uid], event, merged, report, retried=True)
 
-    def _merge_into_store(self, uid: str, base: str | None, theirs: str, report: SyncReport) -> None:
+    def _merge_into_store(self, uid: str, base: str | None, theirs: str, server: objects.Snapshot | None,
+                          report: SyncReport) -> None:
         """Inside a transaction: the server's copy in, then the fields only we changed on top;
         each field both changed is recorded. Leaves the UID queued only if ours survived."""
         event = self.store.find_uid(uid)
         assert event is not None
         local = objects.event_snapshot(self.store, event)
         local_overrides = self.store.overrides(event.id) if event.is_series else []
-        server = objects.snapshot(theirs, uid, self.store.tz)
         if server is None:
             report.skipped.append(f"{uid}: the server's copy cannot be read; kept ours")
             return
@@ -374,8 +374,9 @@ class CalDAVSync:
                     self.store.override_occurrence(merged.id, moved.original_start, title=moved.title, start=moved.start,
                                                    end=moved.end, location=moved.location, notes=moved.notes)
 
-    def _push_deletion(self, uid: str, seq: int, href: str, etag: str | None, report: SyncReport) -> None:
-        response = self._request(href, "DELETE", "", {"If-Match": etag} if etag else {})
+    def _push_deletion(self, uid: str, seq: int, item: Item, report: SyncReport) -> None:
+        href = item.href
+        response = self._request(href, "DELETE", "", {"If-Match": item.etag} if item.etag else {})
         if response.status in (200, 204, 404, 410):
             with self.store.transaction():
                 self.state.forget(uid)
@@ -390,8 +391,7 @@ class CalDAVSync:
                     ics.import_bytes(self.store, theirs.encode())
                     restored = self.store.find_uid(uid)
                     self.state.conflict(uid, restored.title if restored else uid, "restored", None, None)
-                    self.state.saved(uid, self.state.item(uid).collection if self.state.item(uid) else "", href,
-                                     _header(got, "ETag"), theirs)
+                    self.state.saved(uid, item.collection, href, _header(got, "ETag"), theirs)
                     self.state.dequeue(uid)
                 report.conflicts += 1
                 report.pulled += 1

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime
 from zoneinfo import ZoneInfo
 
 from tools.calendar.schema import from_utc_text
@@ -77,7 +76,3 @@ def conflict_line(title: str, name: str, local: str | None, server: str | None, 
     theirs = value_words(name, server, zone) if server is not None else "(none)"
     mine = value_words(name, local, zone) if local is not None else "(none)"
     return f"'{title}' changed on {where} too: kept the phone's {what} {theirs}; mine was {mine}"
-
-
-def now_words(moment: datetime, zone: ZoneInfo) -> str:
-    return moment.astimezone(zone).strftime("%H:%M")

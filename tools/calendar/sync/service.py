@@ -111,8 +111,7 @@ class SyncService:
         self.start()
         asked = self._ask(pull=True)
         if self._wait(asked, wait_s if wait_s is not None else self.account.timeout_s * 3) and self._last is not None:
-            lines = [self._last.line()] + [line for line in self.notices()]
-            return "\n".join(lines)
+            return "\n".join([self._last.line(), *self.notices()])
         return self.status()
 
     # -- the thread ------------------------------------------------------------------------------
