@@ -19,6 +19,10 @@ API_KEY_ENV = "AGENT_API_KEY"
 KEY_FILE_NAME = "api_key"
 
 
+class SecretFileProblem(ValueError):
+    """A file that should hold a secret cannot be used; the message is one line saying why."""
+
+
 class KeyProblem(ValueError):
     """The key cannot be used as configured; the message is one line saying what to do."""
 
@@ -35,23 +39,35 @@ def key_from_environment(environ: Mapping[str, str] | None = None) -> str | None
     return value or None
 
 
-def read_key_file(path: Path) -> str | None:
-    """The key in ``path``; None if there is no such file. A file others can read is refused."""
+def read_secret_file(path: Path, what: str) -> str | None:
+    """The secret in ``path``, stripped (the API key, the bot token, a CalDAV password); None if
+    there is no such file. ``SecretFileProblem`` (one line naming ``what`` and the path, never
+    the secret) for a file that is not regular, that others can read, or that cannot be read."""
     try:
         info = path.stat()
     except FileNotFoundError:
         return None
     except OSError as exc:
-        raise KeyProblem(f"cannot read the API key file {path}: {exc.strerror or exc}") from exc
+        raise SecretFileProblem(f"cannot read the {what} {path}: {exc.strerror or exc}") from exc
     if not stat.S_ISREG(info.st_mode):
-        raise KeyProblem(f"the API key file {path} is not a regular file")
+        raise SecretFileProblem(f"the {what} {path} is not a regular file")
     if info.st_mode & 0o077:
-        raise KeyProblem(f"the API key file {path} is readable by others "
-                         f"(mode {stat.S_IMODE(info.st_mode):o}): run chmod 600 {path}")
+        raise SecretFileProblem(f"the {what} {path} is readable by others "
+                                f"(mode {stat.S_IMODE(info.st_mode):o}): run chmod 600 {path}")
     try:
-        key = path.read_text(encoding="utf-8").strip()
+        return path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:
-        raise KeyProblem(f"cannot read the API key file {path}: {exc}") from exc
+        raise SecretFileProblem(f"cannot read the {what} {path}: {exc}") from exc
+
+
+def read_key_file(path: Path) -> str | None:
+    """The key in ``path``; None if there is no such file. A file others can read is refused."""
+    try:
+        key = read_secret_file(path, "API key file")
+    except SecretFileProblem as exc:
+        raise KeyProblem(str(exc)) from exc.__cause__
+    if key is None:
+        return None
     if not key:
         raise KeyProblem(f"the API key file {path} is empty")
     if any(c.isspace() or not c.isprintable() for c in key):  # httpx quotes a header it cannot send

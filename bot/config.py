@@ -17,6 +17,7 @@ from typing import Annotated, Any, Mapping
 from pydantic import BeforeValidator, Field
 from pydantic.dataclasses import dataclass as settings_dataclass
 
+from agent.apikey import SecretFileProblem, read_secret_file
 from agent.config import PathText, Settings, config_file_path, load_section, load_settings, split_list
 from bot.inbox import KEEP_HANDLED_S, STALE_AFTER_S
 
@@ -160,25 +161,15 @@ def _config_file_problem(path: Path) -> ConfigProblem | None:
 def read_token_file(path: Path) -> str | ConfigProblem:
     """Read a token file that only its owner may read (it is a password for the bot)."""
     try:
-        info = path.stat()
-    except FileNotFoundError:
+        token = read_secret_file(path, "token file")
+    except SecretFileProblem as exc:
+        return ConfigProblem(str(exc))
+    if token is None:
         return ConfigProblem(
             f"no Telegram bot token: set TELEGRAM_BOT_TOKEN or write the token from @BotFather "
             f"to {path} (then chmod 600 {path})"
         )
-    except OSError as exc:
-        return ConfigProblem(f"cannot read the token file {path}: {exc.strerror or exc}")
-    if not stat.S_ISREG(info.st_mode):
-        return ConfigProblem(f"the token file {path} is not a regular file")
-    if info.st_mode & 0o077:
-        return ConfigProblem(
-            f"the token file {path} is readable by others (mode {stat.S_IMODE(info.st_mode):o}): "
-            f"run chmod 600 {path}"
-        )
-    try:
-        return path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        return ConfigProblem(f"cannot read the token file {path}: {exc}")
+    return token
 
 
 def check_token_shape(token: str, source: str) -> ConfigProblem | None:

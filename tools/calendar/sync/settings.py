@@ -8,7 +8,6 @@ name ``iljeong-caldav`` and the user name. So it never appears in argv, a plist 
 
 from __future__ import annotations
 
-import stat
 from dataclasses import dataclass as plain_dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
@@ -17,6 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import BeforeValidator
 from pydantic.dataclasses import dataclass
 
+from agent.apikey import read_secret_file
 from agent.config import load_section
 
 if TYPE_CHECKING:
@@ -94,21 +94,9 @@ def check_url(url: str) -> str:
 
 def read_password_file(path: Path) -> str:
     """The password in ``path``; ValueError (one line, never the password) if it cannot be used."""
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise ValueError(f"the CalDAV password file {path} does not exist") from None
-    except OSError as exc:
-        raise ValueError(f"cannot read the CalDAV password file {path}: {exc.strerror or exc}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise ValueError(f"the CalDAV password file {path} is not a regular file")
-    if info.st_mode & 0o077:
-        raise ValueError(f"the CalDAV password file {path} is readable by others "
-                         f"(mode {stat.S_IMODE(info.st_mode):o}): run chmod 600 {path}")
-    try:
-        password = path.read_text(encoding="utf-8").strip()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read the CalDAV password file {path}: {type(exc).__name__}") from None
+    password = read_secret_file(path, "CalDAV password file")
+    if password is None:
+        raise ValueError(f"the CalDAV password file {path} does not exist")
     if not password:
         raise ValueError(f"the CalDAV password file {path} is empty")
     return password
