@@ -761,15 +761,7 @@ class CalendarStore:
             )
 
     def _event_from_row(self, row: sqlite3.Row) -> Event:
-        names = self._conn.execute(
-            """SELECT p.name FROM event_attendees a JOIN people p ON p.id = a.person_id
-               WHERE a.event_id = ? ORDER BY p.name""",
-            (row["id"],),
-        ).fetchall()
-        reminders = self._conn.execute(
-            "SELECT minutes_before FROM reminders WHERE event_id = ? ORDER BY minutes_before", (row["id"],)
-        ).fetchall()
-        return Event(**_fields_of_row(row, tuple(str(n[0]) for n in names), tuple(int(r[0]) for r in reminders)))
+        return self._events_from_rows([row])[0]
 
 
 def _ceil_text(moment: datetime) -> str:
