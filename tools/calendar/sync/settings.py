@@ -2,7 +2,7 @@
 
 The password is never a setting's value: it comes from a file only its owner can read
 (``AGENT_CALDAV_PASSWORD_FILE``, refused unless mode 0600, as the bot token is) or, on a Mac,
-from the Keychain through ``keyring`` (``pip install 'iljeong[keychain]'``), under the service
+from the Keychain through ``keyring`` (``pip install keyring``, or the checkout's ``keychain`` extra), under the service
 name ``iljeong-caldav`` and the user name. So it never appears in argv, a plist or a log line.
 """
 
@@ -130,5 +130,5 @@ def account(settings: Settings) -> Account | None:
         if not password:
             raise ValueError("no CalDAV password: write it to a file with mode 600 and set "
                              "AGENT_CALDAV_PASSWORD_FILE, or store it in the Keychain under "
-                             f"'{KEYRING_SERVICE}' (pip install 'iljeong[keychain]')")
+                             f"'{KEYRING_SERVICE}' (pip install keyring)")
     return Account(url, own.caldav_username, password, own.caldav_calendars, own.caldav_timeout_s)
