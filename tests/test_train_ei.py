@@ -94,3 +94,49 @@ def test_one_round_keeps_verified_successes_trains_converts_and_evals_on_dev(smo
     assert sorted(p for p in round1.rglob("*") if p.is_file()) == files
     assert {p: p.stat().st_mtime_ns for p in files} == stamps
     assert not (out / "round-2").exists()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1500)
+def test_a_scenario_failed_in_every_sample_gets_the_fallback_policys_row_and_policy_rows_are_mixed_in(
+        smollm2: Path, tmp_path: Path) -> None:
+    """Issue 32's round: the start is first scored on dev (round 0) and weighs the templates; the
+    scripted start fails ``missing_info`` in both samples, so the oracle's episode of that same
+    scenario is its row; ``--policy-mix 1`` adds the oracle's rows of one other train scenario per
+    solved one; the on-policy success (``delete_request``) stays a row."""
+    out = tmp_path / "ei"
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.toml").write_text('n_ctx = 4096\nn_threads = 1\nmax_steps = 2\ntool_block = "compact"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AGENT_", "HF_"))}
+    env.update(AGENT_DATA_DIR=str(data), AGENT_NO_ADAPTER="1", HF_HUB_OFFLINE="1",
+               ILJEONG_TRAIN_CACHE=str(mf.cache_root() / "train-bases"))
+    result = subprocess.run(
+        [sys.executable, "-m", "agent", "train", "ei", "--base", str(smollm2), "--out", str(out), "--rounds", "1",
+         "--samples", "2", "--train-limit", "2", "--dev-limit", "1", "--start-policy", POLICY,
+         "--weigh-templates", "--fallback-policy", "oracle", "--policy-mix", "1",
+         "--sft-max-steps", "1", "--lr", "1e-3", "--max-tokens", "32", "--max-user-turns", "2",
+         "--max-length", "2048", "--no-progress"],
+        capture_output=True, text=True, env=env, timeout=1400,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    start = json.loads((out / "round-0" / "dev.json").read_text(encoding="utf-8"))
+    assert start["episodes"] == 1 and set(start["weights"]) == set(start["success_by_template"])
+    info = json.loads((out / "round-1" / "round.json").read_text(encoding="utf-8"))
+    samples = [json.loads(p.read_text(encoding="utf-8"))
+               for p in sorted((out / "round-1" / "samples" / "episodes").glob("*.json"))]
+    failed = {s["scenario_id"] for s in samples if s["template"] == "missing_info"}
+    solved = {s["scenario_id"] for s in samples if s["verdict"]["success"] and s["verdict"]["policy_ok"]}
+    assert len(failed) == 1 and len(solved) == 1 and not failed & solved
+    policy = {json.loads(p.read_text(encoding="utf-8"))["scenario_id"]
+              for p in (out / "round-1" / "policy" / "episodes").glob("*.json")}
+    assert failed <= policy and len(policy - failed) == 1  # the fallback, and one mixed-in scenario
+    (mixed,) = policy - failed
+    assert mixed not in {s["scenario_id"] for s in samples}  # from the rest of the pool, not this round's
+    rows = [json.loads(line) for line in (out / "round-1" / "data" / "sft.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert {r["scenario_id"] for r in rows} == solved | failed | {mixed}
+    assert all(r["success"] for r in rows)
+    assert (info["rows_on_policy"], info["policy_fallback_scenarios"], info["policy_mixed_scenarios"]) == (1, 1, 1)
+    assert info["rows_kept"] == 3
+    summary = json.loads((out / "ei_summary.json").read_text(encoding="utf-8"))
+    assert summary["start_dev"]["success"] == start["success"]

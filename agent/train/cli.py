@@ -68,6 +68,17 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     from agent.train.demo import add_arguments
 
     add_arguments(demo)
+    demo_ei = actions.add_parser(
+        "demo-ei", parents=list(parents), help="the demo adapter's second stage: expert iteration from the SFT adapter",
+        description="train ei from the shipped SFT demo adapter with the recipe's settings (templates weighted by "
+                    "dev failures, the oracle's row for scenarios failed in every sample, oracle rows mixed in, "
+                    "continued training, stop once dev stops rising), printed as the CLI command it runs; prints "
+                    "the best dev round's adapter record. The test split is not looked at.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    from agent.train.demo_ei import add_arguments as add_ei_arguments
+
+    add_ei_arguments(demo_ei)
     _add_grpo(actions, parents)
     _add_ei(actions, parents)
     return train
@@ -107,6 +118,19 @@ def _add_ei(actions: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
                    help="continue the previous round's adapter on this round's rows (default: from the base, all rows)")
     e.add_argument("--start-adapter", type=Path, help="LoRA GGUF that samples round 1 (default: the bare base)")
     e.add_argument("--start-policy", help="round 1 samples a scripted policy instead (e.g. oracle: bootstrap data)")
+    e.add_argument("--start-peft", type=Path,
+                   help="--start-adapter as a PEFT folder (python -m models lora-to-peft): with --continue, round 1 "
+                        "keeps training it")
+    e.add_argument("--weigh-templates", action="store_true",
+                   help="first eval the start on dev (OUT/round-0), then sample each template in proportion to its "
+                        "failure rate there")
+    e.add_argument("--weight-floor", type=float, default=0.2, help="smallest template weight with --weigh-templates")
+    e.add_argument("--fallback-policy",
+                   help="a scripted policy (e.g. oracle) whose episode is the row of a scenario failed in every sample")
+    e.add_argument("--policy-mix", type=float, default=0.0,
+                   help="with --fallback-policy: that policy's rows for this many other train scenarios per solved one")
+    e.add_argument("--stop-when-flat", action="store_true",
+                   help="stop once a round's dev success does not beat the best before it (the start's included)")
     e.add_argument("--max-user-turns", type=int, default=4, help="user messages per episode at most")
     e.add_argument("--max-tokens", type=int, default=512, help="generated tokens per model step")
     e.add_argument("--rank", type=int, default=16, help="LoRA rank r")
@@ -114,6 +138,9 @@ def _add_ei(actions: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
     e.add_argument("--epochs", type=float, default=1.0, help="SFT passes over the rows per round")
     e.add_argument("--sft-max-steps", type=int, default=-1, help="SFT steps per round (overrides --epochs)")
     e.add_argument("--lr", type=float, default=2e-4, help="SFT learning rate")
+    e.add_argument("--dropout", type=float, default=0.05, help="LoRA dropout")
+    e.add_argument("--grad-accum", type=int, default=1, help="SFT gradient accumulation steps (rows per step)")
+    e.add_argument("--save-steps", type=int, default=50, help="SFT checkpoint every N steps")
     e.add_argument("--max-length", type=int, default=4096, help="truncate SFT rows to this many tokens")
     e.add_argument("--bf16", action="store_true", help="each round's SFT as train sft --bf16: " + BF16_HELP)
     e.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -176,6 +203,10 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         from agent.train.demo import run as run_demo
 
         return run_demo(args)
+    if args.train_command == "demo-ei":
+        from agent.train.demo_ei import run as run_demo_ei
+
+        return run_demo_ei(args)
 
     base = _base(args, settings)
     if base is None:
@@ -309,6 +340,13 @@ def _run_ei(args: argparse.Namespace, settings: Settings, base: Path) -> int:
     if args.start_adapter is not None and not args.start_adapter.is_file():
         print(f"error: --start-adapter {args.start_adapter}: no such file", file=sys.stderr)
         return 2
+    if args.start_peft is not None and not (args.start_peft / "adapter_config.json").is_file():
+        print(f"error: --start-peft {args.start_peft}: no adapter_config.json there "
+              "(make it with python -m models lora-to-peft)", file=sys.stderr)
+        return 2
+    if args.fallback_policy is None and args.policy_mix:
+        print("error: --policy-mix needs --fallback-policy (whose rows are mixed in)", file=sys.stderr)
+        return 2
     opts = EiOptions(
         base=base, out=args.out, rounds=args.rounds, samples=args.samples, temperature=args.temperature,
         top_p=args.top_p, seed=args.seed, per_template=args.per_template, train_limit=args.train_limit,
@@ -317,7 +355,10 @@ def _run_ei(args: argparse.Namespace, settings: Settings, base: Path) -> int:
         max_user_turns=args.max_user_turns, max_steps_per_turn=settings.max_steps, max_tool_calls=settings.max_tool_calls,
         max_tokens=args.max_tokens, n_ctx=settings.n_ctx, n_threads=settings.n_threads, tool_block=settings.tool_block,
         prompt_style=settings.prompt_style, date_grounding=settings.date_grounding, rank=args.rank, alpha=args.alpha, epochs=args.epochs, sft_max_steps=args.sft_max_steps, lr=args.lr,
-        max_length=args.max_length, progress=not args.no_progress, bf16=args.bf16,
+        max_length=args.max_length, progress=not args.no_progress, bf16=args.bf16, start_peft=args.start_peft,
+        weigh_templates=args.weigh_templates, weight_floor=args.weight_floor, fallback_policy=args.fallback_policy,
+        policy_mix=args.policy_mix, stop_when_flat=args.stop_when_flat, dropout=args.dropout,
+        grad_accum=args.grad_accum, save_steps=args.save_steps,
     )
     try:
         summary = run_ei(opts, settings)

@@ -15,11 +15,22 @@ Round n (``OUT/round-n/``):
 ``OUT/ei_summary.json`` lists each round's rows kept and dev success. Dev picks nothing here, but
 whoever reads it to choose a round selects on dev: the honest comparison is on the test split
 (``test_limit``), where the last round and the starting point are both evaluated at the end.
+
+Three options make a round learn from its own mistakes without forgetting (issue 32):
+- ``weigh_templates``: the starting adapter is first evaluated on dev (``OUT/round-0/dev``, also the
+  start's dev figure); each template's share of the sampled train scenarios follows its failure
+  rate there (at least ``weight_floor``), so samples go where the adapter fails;
+- ``fallback_policy`` (e.g. ``oracle``): a scenario the adapter failed in every sample gets that
+  policy's verified episode as its row (``round-n/policy/``), so the hardest templates still get rows;
+- ``policy_mix``: that policy's rows for this many other train scenarios per kept row, spread over
+  every template (a replay of what the adapter was first trained on, so it keeps it).
+``stop_when_flat`` ends the rounds once a round's dev success does not beat the best so far.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -50,7 +61,13 @@ class EiOptions:
     test_limit: int | None = None  # 0/None: no test-split evaluation at the end
     best_only: bool = False
     continue_adapter: bool = False
+    weigh_templates: bool = False  # sample each template in proportion to the start adapter's dev failure rate
+    weight_floor: float = 0.2
+    fallback_policy: str | None = None  # scenarios failed in every sample get this policy's episode as row
+    policy_mix: float = 0.0  # and this many of its rows per kept row, from other train scenarios
+    stop_when_flat: bool = False  # stop once a round's dev success does not beat the best so far
     adapter: Path | None = None  # GGUF adapter to sample round 1 with (default: the bare base)
+    start_peft: Path | None = None  # that adapter as a PEFT folder: round 1 continues training it (continue_adapter)
     policy: str | None = None  # sample round 1 with this scripted policy instead (bootstrapping, tests)
     max_user_turns: int = 4
     max_steps_per_turn: int = 8
@@ -65,6 +82,8 @@ class EiOptions:
     rank: int = 16
     alpha: float = 32.0
     dropout: float = 0.05
+    grad_accum: int = 1
+    save_steps: int = 50
     targets: tuple[str, ...] = DEFAULT_TARGETS
     epochs: float = 1.0
     sft_max_steps: int = -1
@@ -95,6 +114,52 @@ def best_per_scenario(records: list[EpisodeRecord]) -> list[EpisodeRecord]:
     return list(best.values())
 
 
+def success_by_template(records: list[EpisodeRecord]) -> dict[str, float]:
+    """Task success in percent per template (each template's share of successful episodes)."""
+    runs: dict[str, list[bool]] = {}
+    for r in records:
+        runs.setdefault(r.template, []).append(bool(r.verdict.success))
+    return {t: 100.0 * sum(v) / len(v) for t, v in runs.items()}
+
+
+def template_weights(success: dict[str, float], floor: float) -> dict[str, float]:
+    """A template's sampling weight: its failure rate (0..1), at least ``floor``, so a template the
+    adapter already gets right keeps a few samples instead of none."""
+    return {t: max(1.0 - s / 100.0, floor) for t, s in success.items()}
+
+
+def weighted_pick(pool: list[Any], weights: dict[str, float], total: int) -> list[Any]:
+    """``total`` scenarios of ``pool``, each template's count in proportion to its weight (largest
+    remainders, capped by what the pool has; a template without a weight gets the mean weight), each
+    template's first scenarios in pool order, interleaved round-robin as ``balanced`` does."""
+    queues: dict[str, list[Any]] = {}
+    for s in pool:
+        queues.setdefault(s.template, []).append(s)
+    mean = sum(weights.values()) / len(weights) if weights else 1.0
+    w = {t: weights.get(t, mean) for t in queues}
+    total = min(total, len(pool))
+    counts = {t: 0 for t in queues}
+    while sum(counts.values()) < total:  # hand out the rest by largest remainder among templates with room
+        left = total - sum(counts.values())
+        room = {t: len(queues[t]) - counts[t] for t in queues if counts[t] < len(queues[t])}
+        mass = sum(w[t] for t in room) or 1.0
+        share = {t: left * w[t] / mass for t in room}
+        for t in room:
+            counts[t] += min(math.floor(share[t]), room[t])
+        if sum(counts.values()) < total:
+            for t in sorted(room, key=lambda t: (share[t] - math.floor(share[t]), w[t]), reverse=True):
+                if sum(counts.values()) < total and counts[t] < len(queues[t]):
+                    counts[t] += 1
+                    break
+    picked = {t: queues[t][:counts[t]] for t in queues}
+    out: list[Any] = []
+    while any(picked.values()):
+        for t in queues:
+            if picked[t]:
+                out.append(picked[t].pop(0))
+    return out
+
+
 def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -> dict[str, Any]:
     """Run (or resume) the rounds; returns the summary written to ``OUT/ei_summary.json``."""
     from agent.backends.llama import LlamaBackend
@@ -111,9 +176,11 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
     from agent.train.sft import SftOptions, train_sft
 
     suite = load_eval_suite(settings)
-    if opts.policy is not None and opts.policy not in suite.policies:
-        raise TrainError(f"unknown policy {opts.policy!r}; known: {', '.join(suite.policies)}")
-    train = balanced(suite.scenarios(split="train", per_template=opts.per_template, seed=opts.seed), opts.train_limit)
+    for name in (opts.policy, opts.fallback_policy):
+        if name is not None and name not in suite.policies:
+            raise TrainError(f"unknown policy {name!r}; known: {', '.join(suite.policies)}")
+    pool = suite.scenarios(split="train", per_template=opts.per_template, seed=opts.seed)
+    train = balanced(pool, opts.train_limit)
     dev = balanced(suite.scenarios(split="dev", per_template=opts.per_template, seed=opts.seed), opts.dev_limit)
     if not train or not dev:
         raise TrainError("no train or no dev scenarios (raise --per-template)")
@@ -138,13 +205,46 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
                                       progress=opts.progress, prompt_style=opts.prompt_style,
                                       date_grounding=opts.date_grounding, **history))
         overall = write_reports(folder, records, f"{folder} · adapter {adapter}", suite.reference_templates)[-1]
-        return {"success": overall.task_success, "reward": overall.mean_reward, "episodes": overall.episodes}
+        return {"success": overall.task_success, "reward": overall.mean_reward, "episodes": overall.episodes,
+                "success_by_template": success_by_template(records)}
+
+    def rows_of(records: list[Any], samples_dir: Path) -> list[Any]:
+        # as ``export sft`` reads a results folder: one episode per history window the model was shown,
+        # with the domain's tool schemas (an eval record does not carry them)
+        return [w for r in records for w in as_served(episode_from_record(r, str(samples_dir)))]
+
+    def peft_of_start(adapter: Path) -> Path:
+        # the start exists as a llama.cpp GGUF only (the shipped demo adapter): back to PEFT, once
+        from models.lora_to_peft import gguf_lora_to_peft
+
+        folder = opts.out / "start-peft"
+        if not (folder / "adapter_config.json").is_file():
+            log(f"the start adapter {adapter} to a PEFT folder {folder}, to keep training it")
+            gguf_lora_to_peft(adapter, opts.base, folder)
+        return folder
 
     rounds = finished_rounds(opts.out)
     if rounds:
         log(f"resuming after round {len(rounds)}")
     start_adapter = opts.adapter
+    start_dev: dict[str, Any] | None = None
+    if opts.weigh_templates or opts.stop_when_flat:
+        log(f"round 0: the start adapter on dev ({len(dev)} scenarios)")
+        start_dev = evaluate(start_adapter, dev, opts.out / "round-0" / "dev")
+        if opts.weigh_templates:
+            weights = template_weights(start_dev["success_by_template"], opts.weight_floor)
+            train = weighted_pick(pool, weights, opts.train_limit or len(pool))
+            start_dev["weights"] = weights
+            log("round 0: train scenarios per template " + ", ".join(
+                f"{t} {sum(s.template == t for s in train)}" for t in weights))
+        write_json_atomic(opts.out / "round-0" / "dev.json", start_dev)
+    others = [s for s in pool if s.id not in {t.id for t in train}]  # where mixed-in policy rows come from
     for n in range(len(rounds) + 1, opts.rounds + 1):
+        before = [r["dev"]["success"] for r in rounds[:-1]] + ([start_dev["success"]] if start_dev else [])
+        if opts.stop_when_flat and rounds and before and rounds[-1]["dev"]["success"] <= max(before):
+            log(f"round {n}: not run: round {n - 1}'s dev success {rounds[-1]['dev']['success']:.1f}% did not beat "
+                f"the best before it ({max(before):.1f}%)")
+            break
         folder = opts.out / f"round-{n}"
         started = time.monotonic()
         adapter = Path(rounds[-1]["adapter"]) if rounds and rounds[-1]["adapter"] else start_adapter
@@ -167,9 +267,24 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         kept = [r for r in records if r.verdict.success and r.verdict.policy_ok]
         if opts.best_only:
             kept = best_per_scenario(kept)
-        # as ``export sft`` reads a results folder: one episode per history window the model was shown,
-        # with the domain's tool schemas (an eval record does not carry them)
-        episodes = [w for r in kept for w in as_served(episode_from_record(r, str(folder / "samples")))]
+        episodes = rows_of(kept, folder / "samples")
+        rows_on_policy = len(episodes)
+        fallback_n = mixed_n = 0
+        if opts.fallback_policy is not None:
+            solved = {r.scenario_id for r in kept}
+            failed = [s for s in train if s.id not in solved]
+            mixed = balanced(others, math.ceil(opts.policy_mix * len(solved)))
+            factory = suite.policies[opts.fallback_policy]
+            scripted = run_eval(suite, failed + mixed, lambda s, k: ScriptedBackend(factory(s)),
+                                RunOptions(out_dir=folder / "policy", max_user_turns=opts.max_user_turns, budgets=budgets,
+                                           progress=False, prompt_style=opts.prompt_style,
+                                           date_grounding=opts.date_grounding, **history))
+            good = [r for r in scripted if r.verdict.success and r.verdict.policy_ok]
+            fallback_n = sum(r.scenario_id not in {m.id for m in mixed} for r in good)
+            mixed_n = len(good) - fallback_n
+            episodes += rows_of(good, folder / "policy")
+            log(f"round {n}: {opts.fallback_policy} rows for {fallback_n} scenarios failed in every sample, "
+                f"and {mixed_n} mixed in from other train scenarios")
         report = build_rows(episodes, Selection(success_only=True, split="train"), fmt, default_tools=tools,
                             tool_block=opts.tool_block)
         write_sft(report, folder / "data")
@@ -187,10 +302,12 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
             init = None
             if opts.continue_adapter and rounds and rounds[-1].get("adapter_dir"):
                 init = Path(rounds[-1]["adapter_dir"])
+            elif opts.continue_adapter and not rounds and start_adapter is not None:
+                init = opts.start_peft or peft_of_start(start_adapter)  # round 1 keeps training the adapter it sampled with
             result = train_sft(SftOptions(
                 base=opts.base, data=merged, out=folder / "adapter", rank=opts.rank, alpha=opts.alpha,
                 dropout=opts.dropout, targets=opts.targets, epochs=opts.epochs, max_steps=opts.sft_max_steps,
-                lr=opts.lr, max_length=opts.max_length, split="train", seed=opts.seed + n, resume=True, convert=True,
+                lr=opts.lr, max_length=opts.max_length, grad_accum=opts.grad_accum, save_steps=opts.save_steps, split="train", seed=opts.seed + n, resume=True, convert=True,
                 progress=opts.progress, cache=opts.cache, tool_block=opts.tool_block, init_adapter=init,
                 prompt_style=opts.prompt_style, date_grounding=opts.date_grounding, bf16=opts.bf16,
             ))
@@ -205,7 +322,8 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
             "round": n, "sampled_from": str(adapter) if adapter else (f"policy {opts.policy}" if n == 1 and opts.policy else None),
             "sampling": run_sampling.to_dict() if run_sampling else None,
             "episodes": len(records), "sample_success": sampled.task_success, "sample_reward": sampled.mean_reward,
-            "rows_kept": rows_kept, "rows_trained": total_rows if train_info else 0, "data": str(folder / "data" / "sft.jsonl"),
+            "rows_kept": rows_kept, "rows_on_policy": rows_on_policy, "policy_fallback_scenarios": fallback_n,
+            "policy_mixed_scenarios": mixed_n, "rows_trained": total_rows if train_info else 0, "data": str(folder / "data" / "sft.jsonl"),
             "adapter": str(new_adapter) if new_adapter else None,
             "adapter_dir": str(folder / "adapter") if train_info else (rounds[-1].get("adapter_dir") if rounds else None),
             "train": train_info, "dev": dev_result, "seconds": round(time.monotonic() - started, 1),
@@ -213,7 +331,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         write_json_atomic(folder / ROUND, info)
         rounds.append(info)
         log(f"round {n}: dev success {dev_result['success']:.1f}% (reward {dev_result['reward']:.3f})")
-        write_json_atomic(opts.out / SUMMARY, _summary(opts, rounds, None))
+        write_json_atomic(opts.out / SUMMARY, _summary(opts, rounds, None, start_dev))
     test = None
     if opts.test_limit:
         test_scenarios = balanced(suite.scenarios(split="test", per_template=opts.per_template, seed=opts.seed),
@@ -221,14 +339,16 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         last = Path(rounds[-1]["adapter"]) if rounds and rounds[-1]["adapter"] else None
         test = {"start": evaluate(start_adapter, test_scenarios, opts.out / "test-start"),
                 "last_round": evaluate(last, test_scenarios, opts.out / "test-last")}
-    summary = _summary(opts, rounds, test)
+    summary = _summary(opts, rounds, test, start_dev)
     write_json_atomic(opts.out / SUMMARY, summary)
     return summary
 
 
-def _summary(opts: EiOptions, rounds: list[dict[str, Any]], test: dict[str, Any] | None) -> dict[str, Any]:
+def _summary(opts: EiOptions, rounds: list[dict[str, Any]], test: dict[str, Any] | None,
+             start_dev: dict[str, Any] | None = None) -> dict[str, Any]:
     options = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(replace(opts)).items()}
     return {
+        "start_dev": start_dev,
         "rounds": [{"round": r["round"], "rows_kept": r["rows_kept"], "dev_success": r["dev"]["success"],
                     "dev_reward": r["dev"]["reward"], "sample_success": r["sample_success"], "adapter": r["adapter"]}
                    for r in rounds],
