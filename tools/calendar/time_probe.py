@@ -151,14 +151,13 @@ def _pct(value: float | None) -> str:
 
 def format_figure(results: Sequence[OpeningResult]) -> str:
     lines = ["time probe: created events at exactly the asked time (from the final store)", ""]
-    lines.append(f"{'episode':<24} {'asked':<16}  {'created':<23} {'exact':<5}  said")
+    lines.append(f"{'episode':<24} {'asked':<16}  {'created':<23} {'exact':<5}  {'day':<5}  said")
     for r in results:
         created = ", ".join(r.created) if r.created else "(none)"
-        mark = "yes" if r.exact else "no"
-        if r.exact and not r.right_day:
-            mark += " (wrong day)"
+        day = "-" if not r.created else ("ok" if all(c[:10] == r.asked_date for c in r.created) else "wrong")
         note = f"  [runner error: {r.error}]" if r.error else ""
-        lines.append(f"{r.key:<24} {r.asked_date} {r.asked_time}  {created:<23} {mark:<5}  {r.said}{note}")
+        lines.append(f"{r.key:<24} {r.asked_date} {r.asked_time}  {created:<23} {'yes' if r.exact else 'no':<5}  "
+                     f"{day:<5}  {r.said}{note}")
     lines += ["", f"{'':<5} {'openings':>8} {'created':>8} {'exact':>6} {'exact+day':>9} {'exact/created':>14} {'exact/all':>10}"]
     for t in totals(results):
         lines.append(f"{t.group:<5} {t.openings:>8} {t.created:>8} {t.exact:>6} {t.exact_day:>9} "
