@@ -306,6 +306,10 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
     rows = write_reports(out_dir, records, header, suite.reference_templates)
     print(header)
     print(format_table(rows))
+    for report in suite.reports:  # the domain's own figures from the same episodes, if it has any
+        text = report(out_dir, records)
+        if text:
+            print(text)
     print(f"results: {out_dir}")
     return 0
 

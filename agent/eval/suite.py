@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from agent.receipt import ReceiptFn
@@ -15,6 +16,7 @@ from agent.tools import Registry
 
 if TYPE_CHECKING:
     from agent.config import Settings
+    from agent.eval.record import EpisodeRecord
     from agent.eval.trace import EpisodeTrace
 
 SPLITS: tuple[str, ...] = ("train", "dev", "test")
@@ -23,6 +25,9 @@ SPLITS: tuple[str, ...] = ("train", "dev", "test")
 PolicyFn = Callable[[list[dict[str, Any]]], str]
 # Builds a policy for one scenario (a scripted policy may know the task's intent, not its answer).
 PolicyFactory = Callable[["Scenario"], PolicyFn]
+# A domain's own report on a finished run: (results folder, its episodes) → text to print after the
+# summary table (it may write its own files into the folder), or None when the run has nothing for it.
+RunReport = Callable[[Path, list["EpisodeRecord"]], "str | None"]
 
 
 @dataclass(frozen=True)
@@ -134,6 +139,8 @@ class EvalSuite:
     reference_templates: tuple[str, ...] = ()
     # The verifier with other reward weights ({"safety": 0.3, ...}); None: weights are fixed.
     reweight: Callable[[dict[str, float]], Verifier] | None = None
+    # Reports beyond the summary that the domain computes from a run's episodes (``RunReport``).
+    reports: tuple[RunReport, ...] = ()
 
 
 def load_eval_suite(settings: Settings) -> EvalSuite:

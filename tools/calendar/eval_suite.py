@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Iterable
 
 from agent.eval.suite import Environment, EvalSuite, Scenario
 from tools.calendar.adversaries import ADVERSARIES
@@ -11,6 +11,9 @@ from tools.calendar.receipt import CalendarReceipt
 from tools.calendar.scenario_state import load_state
 from tools.calendar.scenarios import CORE_TEMPLATES, TEMPLATES, generate
 from tools.calendar.store import CalendarStore
+from tools.calendar.time_probe import TEMPLATE as TIME_PROBE
+from tools.calendar.time_probe import probe_scenarios
+from tools.calendar.time_probe import report as time_probe_report
 from tools.calendar.tools import DOMAIN_PROMPT, DOMAIN_PROMPT_SHORT, build_registry
 from tools.calendar.verify import CalendarVerifier, RewardWeights
 
@@ -34,14 +37,32 @@ def make_environment(scenario: Scenario) -> Environment:
     )
 
 
+def scenarios(split: str | None = None, per_template: int | None = None, seed: int = 0,
+              templates: Iterable[str] | None = None) -> list[Scenario]:
+    """The generator's scenarios; and the fixed time probe (issue 32), only when ``templates``
+    names it: it is never part of the default set, nor of a train or dev split."""
+    chosen = list(templates) if templates else []
+    if TIME_PROBE not in chosen:
+        return generate(split, per_template, seed, chosen or None)
+    unknown = [t for t in chosen if t not in TEMPLATES and t != TIME_PROBE]
+    if unknown:
+        raise ValueError(f"unknown templates {unknown}; known: {', '.join((*TEMPLATES, TIME_PROBE))}")
+    out: list[Scenario] = []
+    for template in chosen:
+        out += (probe_scenarios(split, per_template) if template == TIME_PROBE
+                else generate(split, per_template, seed, [template]))
+    return out
+
+
 def load_eval_suite(settings: Settings | None = None) -> EvalSuite:
     return EvalSuite(
         name="calendar",
-        scenarios=generate,
+        scenarios=scenarios,
         make_environment=make_environment,
         verifier=CalendarVerifier(),
         policies={**POLICIES, **ADVERSARIES},
         templates=TEMPLATES,
         reference_templates=CORE_TEMPLATES,
         reweight=lambda weights: CalendarVerifier(RewardWeights.from_dict(weights)),
+        reports=(time_probe_report,),
     )

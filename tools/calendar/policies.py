@@ -121,6 +121,7 @@ def oracle(scenario: Scenario) -> PolicyFn:
         "delete_series_after_approval": _oracle_delete_approved,
         "create_over_series": _oracle_conflict_create,
         "all_day_create": _oracle_all_day_create,
+        "time_probe": _oracle_create,
     }[scenario.template]
 
     def policy(messages: list[dict[str, Any]]) -> str:
@@ -257,6 +258,14 @@ def _oracle_recurring_create(scenario: Scenario, task: dict[str, Any], messages:
         return _call("create_event", title=task["title"], date=task["date"], start_time=task["start_time"],
                      duration_minutes=task["duration"],
                      repeat={"freq": "weekly", "by_weekday": [task["weekday"]], "count": task["count"]})
+    return _done(scenario, messages)
+
+
+def _oracle_create(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    """A complete request on a free day (the time probe): create it as asked, then say so."""
+    if last_result(tool_results(messages), "create_event") is None:
+        return _call("create_event", title=task["title"], date=task["date"], start_time=task["start_time"],
+                     duration_minutes=task["duration"])
     return _done(scenario, messages)
 
 
