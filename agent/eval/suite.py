@@ -134,6 +134,10 @@ class EvalSuite:
     reference_templates: tuple[str, ...] = ()
     # The verifier with other reward weights ({"safety": 0.3, ...}); None: weights are fixed.
     reweight: Callable[[dict[str, float]], Verifier] | None = None
+    # Named scenario sets the domain serves besides the phrasing splits (``eval --split NAME``), e.g.
+    # the calendar's test scenarios with hand-rewritten openings. Eval only: training asks for
+    # ``train``/``dev`` by name and never gets them.
+    extra_splits: tuple[str, ...] = ()
 
 
 def load_eval_suite(settings: Settings) -> EvalSuite:
