@@ -22,8 +22,10 @@ from agent.eval.suite import SPLITS, EvalSuite, Scenario, Verifier, load_eval_su
 from agent.loop import Budgets
 
 RUN_JSON = "run.json"
-IDENTITY_KEYS = ("label", "suite", "backend", "model_path", "adapter_sha256", "lora_scale", "seed", "sampling", "history",
-                 "prompt_style", "tool_block", "date_grounding")
+# split: the calendar's rewritten and rewritten-original sets share scenario ids, so resuming one
+# into the other's folder would take its episodes as done.
+IDENTITY_KEYS = ("label", "suite", "split", "backend", "model_path", "adapter_sha256", "lora_scale", "seed", "sampling",
+                 "history", "prompt_style", "tool_block", "date_grounding")
 # What a run.json from before a key was recorded meant by its absence.
 IDENTITY_DEFAULTS = {"prompt_style": "full", "tool_block": "full", "date_grounding": False}
 
@@ -39,7 +41,9 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     p.add_argument("--concurrency", type=int, default=1,
                    help="episodes in flight at once (--backend openai: a server that batches, e.g. vLLM or llama-server -np N)")
     p.add_argument("--samples", type=int, default=1, help="episodes per scenario (pass^k uses all of them)")
-    p.add_argument("--split", choices=(*SPLITS, "all"), default="all", help="phrasing split (default all)")
+    p.add_argument("--split", default="all",
+                   help=f"phrasing split: {', '.join(SPLITS)} or all (default), or a named set the domain "
+                        "serves (the calendar's: rewritten, rewritten-original)")
     p.add_argument("--domain", help="the domain to score: a module with load_domain/load_eval_suite, or a short "
                    "name for tools.NAME.domain (bfcl, calendar); default: the configured domain")
     p.add_argument("--templates", "--category", dest="templates",
@@ -154,6 +158,9 @@ def make_backend_for(suite: EvalSuite, args: argparse.Namespace, settings: Any) 
 def _usage_error(args: argparse.Namespace, suite: EvalSuite, settings: Any) -> str | None:
     if args.policy and args.policy not in suite.policies:
         return f"unknown policy {args.policy!r}; known: {', '.join(suite.policies)}"
+    known_splits = (*SPLITS, "all", *suite.extra_splits)
+    if args.split not in known_splits:
+        return f"unknown split {args.split!r}; known: {', '.join(known_splits)}"
     if args.policy and args.backend is not None:
         return "--policy runs a scripted backend; leave out --backend"
     if backend_of(args, settings) == "openai":

@@ -141,6 +141,10 @@ class EvalSuite:
     reweight: Callable[[dict[str, float]], Verifier] | None = None
     # Reports beyond the summary that the domain computes from a run's episodes (``RunReport``).
     reports: tuple[RunReport, ...] = ()
+    # Named scenario sets the domain serves besides the phrasing splits (``eval --split NAME``), e.g.
+    # the calendar's test scenarios with hand-rewritten openings. Eval only: training asks for
+    # ``train``/``dev`` by name and never gets them.
+    extra_splits: tuple[str, ...] = ()
 
 
 def load_eval_suite(settings: Settings) -> EvalSuite:

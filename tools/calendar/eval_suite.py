@@ -8,6 +8,7 @@ from agent.eval.suite import Environment, EvalSuite, Scenario
 from tools.calendar.adversaries import ADVERSARIES
 from tools.calendar.policies import POLICIES
 from tools.calendar.receipt import CalendarReceipt
+from tools.calendar.rewritten import REWRITTEN_SPLITS, rewritten_scenarios
 from tools.calendar.scenario_state import load_state
 from tools.calendar.scenarios import CORE_TEMPLATES, TEMPLATES, generate
 from tools.calendar.store import CalendarStore
@@ -39,8 +40,11 @@ def make_environment(scenario: Scenario) -> Environment:
 
 def scenarios(split: str | None = None, per_template: int | None = None, seed: int = 0,
               templates: Iterable[str] | None = None) -> list[Scenario]:
-    """The generator's scenarios; and the fixed time probe (issue 32), only when ``templates``
-    names it: it is never part of the default set, nor of a train or dev split."""
+    """The generator's scenarios of a phrasing split, or a rewritten set (``tools.calendar.rewritten``);
+    and the fixed time probe (issue 32), only when ``templates`` names it: it is never part of the
+    default set, nor of a train or dev split."""
+    if split in REWRITTEN_SPLITS:
+        return rewritten_scenarios(split, per_template=per_template, seed=seed, templates=templates)
     chosen = list(templates) if templates else []
     if TIME_PROBE not in chosen:
         return generate(split, per_template, seed, chosen or None)
@@ -65,4 +69,5 @@ def load_eval_suite(settings: Settings | None = None) -> EvalSuite:
         reference_templates=CORE_TEMPLATES,
         reweight=lambda weights: CalendarVerifier(RewardWeights.from_dict(weights)),
         reports=(time_probe_report,),
+        extra_splits=REWRITTEN_SPLITS,
     )
