@@ -43,7 +43,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     p.add_argument("--samples", type=int, default=1, help="episodes per scenario (pass^k uses all of them)")
     p.add_argument("--split", default="all",
                    help=f"phrasing split: {', '.join(SPLITS)} or all (default), or a named set the domain "
-                        "serves (the calendar's: rewritten, rewritten-original)")
+                        "serves (an unknown name lists them)")
     p.add_argument("--domain", help="the domain to score: a module with load_domain/load_eval_suite, or a short "
                    "name for tools.NAME.domain (bfcl, calendar); default: the configured domain")
     p.add_argument("--templates", "--category", dest="templates",
