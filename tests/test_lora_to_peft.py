@@ -188,7 +188,7 @@ def test_round_trip_keeps_the_lora_settings_train_sft_wrote(trip: RoundTrip) -> 
 
 
 @pytest.mark.slow
-def test_recovered_folder_loads_trainable_and_gives_the_original_logits(trip: RoundTrip) -> None:
+def test_recovered_folder_loads_trainable_with_the_original_logits_and_gradients(trip: RoundTrip) -> None:
     model, warned = trip.base.load_peft(trip.recovered)
     assert problems(warned) == [], warned
     saved = load_file(str(trip.recovered / "adapter_model.safetensors"))
@@ -200,6 +200,12 @@ def test_recovered_folder_loads_trainable_and_gives_the_original_logits(trip: Ro
     effect = float(np.abs(trip.original_logits - trip.base.hf_base).mean())
     assert effect > 0.5, effect  # a strong adapter: equality below is not base == base
     np.testing.assert_allclose(logits, trip.original_logits, atol=1e-4, rtol=0)
+    # and training can go on from it: a loss reaches every LoRA weight
+    model.train()
+    ids = torch.tensor([trip.base.tokens])
+    model(ids, labels=ids).loss.backward()
+    assert all(p.grad is not None and float(p.grad.abs().sum()) > 0
+               for n, p in model.named_parameters() if n in trainable)
 
 
 @pytest.mark.slow
