@@ -25,7 +25,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m models", description="Pull, verify and inspect GGUF models and LoRA adapters."
     )
-    sub = parser.add_subparsers(dest="command", required=True, metavar="{pull,verify,list,convert-lora}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{pull,verify,list,convert-lora,lora-to-peft}")
 
     pull = sub.add_parser(
         "pull", help="download a model and its adapter (default: the reference pair; huggingface_hub, resumable)",
@@ -61,6 +61,19 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("--base", required=True, type=Path, help="the base model GGUF the adapter was trained on")
     convert.add_argument("--out", required=True, type=Path, help="adapter GGUF to write")
     convert.add_argument("--outtype", choices=("f16", "f32"), default="f16", help="tensor type (default f16)")
+
+    back = sub.add_parser(
+        "lora-to-peft", help="turn a llama.cpp LoRA GGUF back into a PEFT adapter folder (needs the train extra)",
+        description="The inverse of convert-lora: write a llama.cpp LoRA GGUF made for --base as a PEFT LoRA folder "
+                    "(adapter_config.json + adapter_model.safetensors, float32) that PeftModel.from_pretrained loads "
+                    "for more training, when the adapter exists only as GGUF (e.g. the shipped demo adapter). "
+                    "q/k rows of the llama architecture go back to Hugging Face's rope layout. Files that are not "
+                    "a LoRA adapter for --base, and adapters on embeddings or the output head, are refused.",
+    )
+    back.add_argument("adapter", type=Path, help="LoRA adapter GGUF (e.g. models/demo/smollm2-135m-calendar-lora-f16.gguf)")
+    back.add_argument("--base", required=True, type=Path, help="the base model GGUF the adapter was made for")
+    back.add_argument("--out", required=True, type=Path,
+                      help="PEFT folder to write (created; refused if it already holds an adapter)")
     return parser
 
 
@@ -241,6 +254,27 @@ def cmd_convert_lora(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_lora_to_peft(args: argparse.Namespace) -> int:
+    from models.convert_lora import ConversionError
+    from models.lora_to_peft import gguf_lora_to_peft
+
+    try:
+        result = gguf_lora_to_peft(args.adapter, args.base, args.out)
+    except ConversionError as exc:
+        print(f"error: {args.adapter}: {exc}".replace("\n", " "), file=sys.stderr)
+        return 2
+    except ImportError as exc:
+        print(f"error: lora-to-peft needs the train extra (pip install -e '.[train]'): {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"{result.path}: PEFT LoRA, {result.tensor_pairs} pairs ({', '.join(result.targets)}), rank "
+        f"{'/'.join(map(str, result.ranks))}, alpha {result.alpha:g}, {result.architecture}, "
+        f"{'/'.join(result.source_types)} -> float32"
+        + (", q/k rows put back into Hugging Face's rope layout" if result.unpermuted else "")
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "verify":
@@ -249,6 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         return cmd_pull(args)
     if args.command == "list":
         return cmd_list(args)
+    if args.command == "lora-to-peft":
+        return cmd_lora_to_peft(args)
     return cmd_convert_lora(args)
 
 

@@ -193,9 +193,10 @@ def test_templates_of_no_known_family_are_unknown_and_never_raise(template: str,
 def test_help_lists_subcommands(tmp_path: Path) -> None:
     proc = run_models("--help", tmp=tmp_path)
     assert proc.returncode == 0
-    for word in ("pull", "verify", "list", "convert-lora"):
+    for word in ("pull", "verify", "list", "convert-lora", "lora-to-peft"):
         assert word in " ".join(proc.stdout.split())
     assert run_models("convert-lora", tmp=tmp_path).returncode == 2  # its arguments are required
+    assert run_models("lora-to-peft", tmp=tmp_path).returncode == 2
 
 
 # --------------------------------------------------------------------------- big files, headers only
