@@ -72,3 +72,14 @@ def test_success_by_template_is_the_share_of_successful_episodes() -> None:
 
     records = [R("a", V(True)), R("a", V(False)), R("a", V(False)), R("a", V(True)), R("b", V(False))]
     assert success_by_template(records) == {"a": 50.0, "b": 0.0}  # type: ignore[arg-type]
+
+
+def test_templates_of_equal_weight_get_equal_counts_give_or_take_one() -> None:
+    """The seats left after the floors go one per template, not all to the first (a bug seen in the
+    first run: one template got 20 where its equals got 8)."""
+    weights = {f"t{i}": 1.0 for i in range(9)} | {"half": 0.5, "fifth": 0.2}
+    picked = weighted_pick(_pool({t: 40 for t in weights}), weights, 120)
+    counts = Counter(s.template for s in picked)
+    equal = [counts[f"t{i}"] for i in range(9)]
+    assert sum(counts.values()) == 120 and max(equal) - min(equal) <= 1
+    assert counts["half"] < min(equal) and counts["fifth"] < counts["half"]

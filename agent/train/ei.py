@@ -129,29 +129,37 @@ def template_weights(success: dict[str, float], floor: float) -> dict[str, float
 
 
 def weighted_pick(pool: list[Any], weights: dict[str, float], total: int) -> list[Any]:
-    """``total`` scenarios of ``pool``, each template's count in proportion to its weight (largest
-    remainders, capped by what the pool has; a template without a weight gets the mean weight), each
-    template's first scenarios in pool order, interleaved round-robin as ``balanced`` does."""
+    """``total`` scenarios of ``pool``, each template's count in proportion to its weight (a template
+    without a weight gets the mean weight), each template's first scenarios in pool order,
+    interleaved round-robin as ``balanced`` does.
+
+    Counts by largest remainder: each template gets the floor of its quota, and the seats left go one
+    each to the largest fractional parts (ties: pool order). A template whose quota exceeds what the
+    pool has takes all it has, and the rest is shared among the others again."""
     queues: dict[str, list[Any]] = {}
     for s in pool:
         queues.setdefault(s.template, []).append(s)
     mean = sum(weights.values()) / len(weights) if weights else 1.0
     w = {t: weights.get(t, mean) for t in queues}
-    total = min(total, len(pool))
-    counts = {t: 0 for t in queues}
-    while sum(counts.values()) < total:  # hand out the rest by largest remainder among templates with room
-        left = total - sum(counts.values())
-        room = {t: len(queues[t]) - counts[t] for t in queues if counts[t] < len(queues[t])}
-        mass = sum(w[t] for t in room) or 1.0
-        share = {t: left * w[t] / mass for t in room}
-        for t in room:
-            counts[t] += min(math.floor(share[t]), room[t])
-        if sum(counts.values()) < total:
-            for t in sorted(room, key=lambda t: (share[t] - math.floor(share[t]), w[t]), reverse=True):
-                if sum(counts.values()) < total and counts[t] < len(queues[t]):
-                    counts[t] += 1
-                    break
-    picked = {t: queues[t][:counts[t]] for t in queues}
+    remaining = min(total, len(pool))
+    counts: dict[str, int] = {}
+    active = list(queues)
+    while active:
+        mass = sum(w[t] for t in active) or 1.0
+        quota = {t: remaining * w[t] / mass for t in active}
+        full = [t for t in active if quota[t] >= len(queues[t])]
+        if not full:
+            floors = {t: math.floor(quota[t]) for t in active}
+            left = remaining - sum(floors.values())
+            for t in sorted(active, key=lambda t: quota[t] - floors[t], reverse=True)[:left]:
+                floors[t] += 1
+            counts.update(floors)
+            break
+        for t in full:
+            counts[t] = len(queues[t])
+            remaining -= len(queues[t])
+            active.remove(t)
+    picked = {t: queues[t][:counts.get(t, 0)] for t in queues}
     out: list[Any] = []
     while any(picked.values()):
         for t in queues:
