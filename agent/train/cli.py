@@ -129,6 +129,11 @@ def _add_ei(actions: Any, parents: Sequence[argparse.ArgumentParser]) -> None:
                    help="a scripted policy (e.g. oracle) whose episode is the row of a scenario failed in every sample")
     e.add_argument("--policy-mix", type=float, default=0.0,
                    help="with --fallback-policy: that policy's rows for this many other train scenarios per solved one")
+    e.add_argument("--policy-templates", default="",
+                   help="with --fallback-policy: also that policy's rows of these train templates, comma-separated "
+                        "(train-only sets the domain serves only by name, such as a drill)")
+    e.add_argument("--policy-template-rows", type=int, default=0,
+                   help="how many scenarios of --policy-templates per round (new ones each round)")
     e.add_argument("--stop-when-flat", action="store_true",
                    help="stop once a round's dev success does not beat the best before it (the start's included)")
     e.add_argument("--max-user-turns", type=int, default=4, help="user messages per episode at most")
@@ -344,8 +349,8 @@ def _run_ei(args: argparse.Namespace, settings: Settings, base: Path) -> int:
         print(f"error: --start-peft {args.start_peft}: no adapter_config.json there "
               "(make it with python -m models lora-to-peft)", file=sys.stderr)
         return 2
-    if args.fallback_policy is None and args.policy_mix:
-        print("error: --policy-mix needs --fallback-policy (whose rows are mixed in)", file=sys.stderr)
+    if args.fallback_policy is None and (args.policy_mix or args.policy_templates):
+        print("error: --policy-mix and --policy-templates need --fallback-policy (whose rows they add)", file=sys.stderr)
         return 2
     opts = EiOptions(
         base=base, out=args.out, rounds=args.rounds, samples=args.samples, temperature=args.temperature,
@@ -357,7 +362,9 @@ def _run_ei(args: argparse.Namespace, settings: Settings, base: Path) -> int:
         prompt_style=settings.prompt_style, date_grounding=settings.date_grounding, rank=args.rank, alpha=args.alpha, epochs=args.epochs, sft_max_steps=args.sft_max_steps, lr=args.lr,
         max_length=args.max_length, progress=not args.no_progress, bf16=args.bf16, start_peft=args.start_peft,
         weigh_templates=args.weigh_templates, weight_floor=args.weight_floor, fallback_policy=args.fallback_policy,
-        policy_mix=args.policy_mix, stop_when_flat=args.stop_when_flat, dropout=args.dropout,
+        policy_mix=args.policy_mix, stop_when_flat=args.stop_when_flat,
+        policy_templates=tuple(t.strip() for t in args.policy_templates.split(",") if t.strip()),
+        policy_template_rows=args.policy_template_rows, dropout=args.dropout,
         grad_accum=args.grad_accum, save_steps=args.save_steps,
     )
     try:

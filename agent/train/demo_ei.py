@@ -3,7 +3,8 @@
 The SFT demo adapter (``train demo``) learned the oracle's path by heart and never saw its own
 mistakes. This stage samples it on train scenarios (templates weighted by its dev failures), keeps
 the verified runs, gives the oracle's run to every scenario it failed in all samples, mixes in
-oracle rows of other scenarios so it keeps what it knew, and keeps training that same adapter
+oracle rows of other scenarios so it keeps what it knew and of the time drill (times said every
+way, each with its HH:MM), and keeps training that same adapter
 (``train ei --continue`` from its PEFT form) for up to ``rounds`` rounds, stopping once dev stops
 rising. The round with the best dev success is the result; the test split is never looked at
 here (issue 32: choose on dev, report on test, once).
@@ -42,6 +43,8 @@ EI_RECIPE: dict[str, Any] = {
     "weight_floor": 0.2,
     "fallback_policy": "oracle",
     "policy_mix": 0.5,
+    "policy_templates": "time_drill",  # the calendar's train-only drill of times said every way (issue 32)
+    "policy_template_rows": 60,
     "lr": 2e-4,
     "rank": 16,
     "alpha": 32.0,
@@ -95,7 +98,9 @@ def run(args: argparse.Namespace) -> int:
            "AGENT_DATE_GROUNDING": str(DEMO_DATE_GROUNDING).lower(), "HF_HUB_OFFLINE": "1"}
     command = [sys.executable, "-m", "agent", "--threads", str(r["threads"]), "train", "ei", "--base", str(smol),
                "--start-adapter", str(start), "--continue", "--weigh-templates", "--weight-floor", str(r["weight_floor"]),
-               "--fallback-policy", r["fallback_policy"], "--policy-mix", str(r["policy_mix"]), "--stop-when-flat",
+               "--fallback-policy", r["fallback_policy"], "--policy-mix", str(r["policy_mix"]),
+               "--policy-templates", r["policy_templates"], "--policy-template-rows", str(r["policy_template_rows"]),
+               "--stop-when-flat",
                "--rounds", str(args.rounds), "--samples", str(r["samples"]), "--temperature", str(r["temperature"]),
                "--train-limit", str(r["train_limit"]), "--dev-limit", str(r["dev_limit"]), "--seed", str(r["seed"]),
                "--lr", str(r["lr"]), "--rank", str(r["rank"]), "--alpha", str(r["alpha"]), "--dropout", str(r["dropout"]),
@@ -128,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
         "dev_success": {"start": summary["start_dev"]["success"],
                         **{f"round {x['round']}": x["dev_success"] for x in summary["rounds"]}},
         "rows": {k: info[k] for k in ("rows_kept", "rows_on_policy", "policy_fallback_scenarios",
-                                      "policy_mixed_scenarios")},
+                                      "policy_mixed_scenarios", "policy_named_scenarios")},
         "seconds": round(time.monotonic() - started),
     }
     print(f"adapter: {gguf} (round {best['round']}, dev {best['dev_success']:.1f}%) in {record['seconds'] / 60:.0f} min")

@@ -32,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
@@ -65,6 +66,8 @@ class EiOptions:
     weight_floor: float = 0.2
     fallback_policy: str | None = None  # scenarios failed in every sample get this policy's episode as row
     policy_mix: float = 0.0  # and this many of its rows per kept row, from other train scenarios
+    policy_templates: tuple[str, ...] = ()  # and its rows of train scenarios the domain serves only by name
+    policy_template_rows: int = 0  # (e.g. the calendar's time drill): this many per round, new ones each round
     stop_when_flat: bool = False  # stop once a round's dev success does not beat the best so far
     adapter: Path | None = None  # GGUF adapter to sample round 1 with (default: the bare base)
     start_peft: Path | None = None  # that adapter as a PEFT folder: round 1 continues training it (continue_adapter)
@@ -231,6 +234,14 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
             gguf_lora_to_peft(adapter, opts.base, folder)
         return folder
 
+    def named_templates(n: int) -> list[Any]:
+        # round n's share of the named templates' scenarios: the next policy_template_rows of them
+        if not opts.policy_templates or not opts.policy_template_rows:
+            return []
+        k = opts.policy_template_rows
+        named = suite.scenarios(split="train", per_template=n * k, seed=opts.seed, templates=list(opts.policy_templates))
+        return balanced(named, n * k)[(n - 1) * k:]
+
     rounds = finished_rounds(opts.out)
     if rounds:
         log(f"resuming after round {len(rounds)}")
@@ -277,22 +288,25 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
             kept = best_per_scenario(kept)
         episodes = rows_of(kept, folder / "samples")
         rows_on_policy = len(episodes)
-        fallback_n = mixed_n = 0
+        from_policy: Counter[str] = Counter()
         if opts.fallback_policy is not None:
             solved = {r.scenario_id for r in kept}
-            failed = [s for s in train if s.id not in solved]
-            mixed = balanced(others, math.ceil(opts.policy_mix * len(solved)))
+            kind = {s.id: "fallback" for s in train if s.id not in solved}
+            kind |= {s.id: "mixed" for s in balanced(others, math.ceil(opts.policy_mix * len(solved)))}
+            kind |= {s.id: "named" for s in named_templates(n)}
+            chosen = [s for s in (*train, *others, *named_templates(n)) if s.id in kind]
             factory = suite.policies[opts.fallback_policy]
-            scripted = run_eval(suite, failed + mixed, lambda s, k: ScriptedBackend(factory(s)),
+            scripted = run_eval(suite, list({s.id: s for s in chosen}.values()),
+                                lambda s, k: ScriptedBackend(factory(s)),
                                 RunOptions(out_dir=folder / "policy", max_user_turns=opts.max_user_turns, budgets=budgets,
                                            progress=False, prompt_style=opts.prompt_style,
                                            date_grounding=opts.date_grounding, **history))
             good = [r for r in scripted if r.verdict.success and r.verdict.policy_ok]
-            fallback_n = sum(r.scenario_id not in {m.id for m in mixed} for r in good)
-            mixed_n = len(good) - fallback_n
+            from_policy = Counter(kind[r.scenario_id] for r in good)
             episodes += rows_of(good, folder / "policy")
-            log(f"round {n}: {opts.fallback_policy} rows for {fallback_n} scenarios failed in every sample, "
-                f"and {mixed_n} mixed in from other train scenarios")
+            log(f"round {n}: {opts.fallback_policy} rows for {from_policy['fallback']} scenarios failed in every "
+                f"sample, {from_policy['mixed']} mixed in from other train scenarios, "
+                f"{from_policy['named']} of {', '.join(opts.policy_templates) or 'no named template'}")
         report = build_rows(episodes, Selection(success_only=True, split="train"), fmt, default_tools=tools,
                             tool_block=opts.tool_block)
         write_sft(report, folder / "data")
@@ -330,8 +344,9 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
             "round": n, "sampled_from": str(adapter) if adapter else (f"policy {opts.policy}" if n == 1 and opts.policy else None),
             "sampling": run_sampling.to_dict() if run_sampling else None,
             "episodes": len(records), "sample_success": sampled.task_success, "sample_reward": sampled.mean_reward,
-            "rows_kept": rows_kept, "rows_on_policy": rows_on_policy, "policy_fallback_scenarios": fallback_n,
-            "policy_mixed_scenarios": mixed_n, "rows_trained": total_rows if train_info else 0, "data": str(folder / "data" / "sft.jsonl"),
+            "rows_kept": rows_kept, "rows_on_policy": rows_on_policy,
+            "policy_fallback_scenarios": from_policy["fallback"], "policy_mixed_scenarios": from_policy["mixed"],
+            "policy_named_scenarios": from_policy["named"], "rows_trained": total_rows if train_info else 0, "data": str(folder / "data" / "sft.jsonl"),
             "adapter": str(new_adapter) if new_adapter else None,
             "adapter_dir": str(folder / "adapter") if train_info else (rounds[-1].get("adapter_dir") if rounds else None),
             "train": train_info, "dev": dev_result, "seconds": round(time.monotonic() - started, 1),
