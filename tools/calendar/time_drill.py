@@ -41,7 +41,6 @@ MINUTES = (0, 15, 30, 45)
 DURATIONS = (30, 60, 90, 120)
 
 Rng = random.Random
-Say = Callable[[Rng, int, int], str]  # (rng, hour, minute) -> the time as said
 
 # -- words -----------------------------------------------------------------------------------------
 
@@ -78,104 +77,108 @@ def _en_hour(rng: Rng, hour: int) -> str:
     return f"{_h12(hour)}{rng.choice(('', ' '))}{'am' if hour < 12 else 'pm'}"
 
 
-def _en_can_name(hour: int) -> bool:
-    return hour == 12 or bool(_parts(_EN_PARTS, hour))
+def _any_time(rng: Rng, ok: Callable[[int, int], bool] = lambda h, m: True) -> tuple[int, int]:
+    return rng.choice([(h, m) for h in HOURS for m in MINUTES if ok(h, m)])
 
 
-# -- form families: (can say hour:minute, say it) ---------------------------------------------------
+def _part_time(rng: Rng, table: tuple[tuple[str, int, int], ...], shift: int = 0) -> tuple[str, int, int]:
+    """A part of the day first (so each is about as frequent), then a time whose hour + ``shift`` it names."""
+    usable = [(part, first, last) for part, first, last in table if any(first <= h + shift <= last for h in HOURS)]
+    part, first, last = rng.choice(usable)
+    hour, minute = _any_time(rng, lambda h, m: first <= h + shift <= last)
+    return part, hour, minute
 
 
-def _ko_ampm(rng: Rng, h: int, m: int) -> str:  # 오후 3시, 오전 9시 반, 오후 4시 15분
-    return f"{_parts(_KO_AMPM, h)[0]} {_h12(h)}시{_ko_minutes(rng, m)}"
+# -- form families: each picks a time and says it: (hour, minute, words) --------------------------
+
+Made = tuple[int, int, str]
 
 
-def _ko_part(rng: Rng, h: int, m: int) -> str:  # 저녁 7시, 밤 9시 30분, 새벽 6시, 낮 2시 반, 아침 8시 45분
-    return f"{rng.choice(_parts(_KO_PARTS, h))} {_h12(h)}시{_ko_minutes(rng, m)}"
+def _ko_ampm(rng: Rng) -> Made:  # 오후 3시, 오전 9시 반, 오후 4시 15분
+    part, h, m = _part_time(rng, _KO_AMPM)
+    return h, m, f"{part} {_h12(h)}시{_ko_minutes(rng, m)}"
 
 
-def _ko_native(rng: Rng, h: int, m: int) -> str:  # 오후 세 시, 아침 일곱시 반, 밤 열 시 15분
-    part = rng.choice(_parts(_KO_AMPM, h) + _parts(_KO_PARTS, h))
-    return f"{part} {_KO_NATIVE[_h12(h)]}{rng.choice((' ', ''))}시{_ko_minutes(rng, m)}"
+def _ko_part(rng: Rng) -> Made:  # 저녁 7시, 밤 9시 30분, 새벽 6시, 낮 2시 반, 아침 8시 45분
+    part, h, m = _part_time(rng, _KO_PARTS)
+    return h, m, f"{part} {_h12(h)}시{_ko_minutes(rng, m)}"
 
 
-def _ko_noon(rng: Rng, h: int, m: int) -> str:
-    return "정오"
+def _ko_native(rng: Rng) -> Made:  # 오후 세 시, 아침 일곱시 반, 밤 열 시 15분
+    part, h, m = _part_time(rng, _KO_AMPM + _KO_PARTS)
+    return h, m, f"{part} {_KO_NATIVE[_h12(h)]}{rng.choice((' ', ''))}시{_ko_minutes(rng, m)}"
 
 
-def _ko_24h(rng: Rng, h: int, m: int) -> str:  # 15시, 16시 30분, 17시 반
-    return f"{h}시{_ko_minutes(rng, m)}"
+def _ko_noon(rng: Rng) -> Made:
+    return 12, 0, "정오"
 
 
-def _clock(rng: Rng, h: int, m: int) -> str:  # 15:00, 09:45
-    return f"{h:02d}:{m:02d}"
+def _ko_24h(rng: Rng) -> Made:  # 15시, 16시 30분, 17시 반 ("9시" alone would be ambiguous: 13-22 only)
+    h, m = _any_time(rng, lambda h, m: h >= 13)
+    return h, m, f"{h}시{_ko_minutes(rng, m)}"
 
 
-def _ko_before(rng: Rng, h: int, m: int) -> str:  # 오후 3시 15분 전 = 14:45, 아침 아홉 시 15분 전 = 08:45
-    named = h + 1
-    part = rng.choice(_parts(_KO_AMPM, named) + _parts(_KO_PARTS, named))
-    hour = rng.choice((str(_h12(named)), _KO_NATIVE[_h12(named)] + rng.choice((" ", ""))))
-    return f"{part} {hour}시 15분 전"
+def _ko_before(rng: Rng) -> Made:  # 오후 3시 15분 전 = 14:45, 아침 아홉 시 15분 전 = 08:45
+    part, h, _ = _part_time(rng, _KO_AMPM + _KO_PARTS, shift=1)
+    named = _h12(h + 1)
+    hour = rng.choice((str(named), _KO_NATIVE[named] + rng.choice((" ", ""))))
+    return h, 45, f"{part} {hour}시 15분 전"
 
 
-def _en_ampm(rng: Rng, h: int, m: int) -> str:  # 3pm, 3 PM, 3 p.m., 3:30pm, 9:45 AM, 1:00 p.m.
-    am = h < 12
-    suffix = rng.choice((("am", " am", "AM", " AM", " a.m.") if am else ("pm", " pm", "PM", " PM", " p.m.")))
+def _clock(rng: Rng) -> Made:  # 15:00, 09:45
+    h, m = _any_time(rng)
+    return h, m, f"{h:02d}:{m:02d}"
+
+
+def _en_ampm(rng: Rng) -> Made:  # 3pm, 3 PM, 3 p.m., 3:30pm, 9:45 AM, 1:00 p.m.
+    h, m = _any_time(rng)
+    suffix = rng.choice((("am", " am", "AM", " AM", " a.m.") if h < 12 else ("pm", " pm", "PM", " PM", " p.m.")))
     minutes = f":{m:02d}" if m or rng.random() < 0.3 else ""
-    return f"{_h12(h)}{minutes}{suffix}"
+    return h, m, f"{_h12(h)}{minutes}{suffix}"
 
 
-def _en_noon(rng: Rng, h: int, m: int) -> str:
-    return rng.choice(("noon", "midday", "12 noon"))
+def _en_noon(rng: Rng) -> Made:
+    return 12, 0, rng.choice(("noon", "midday", "12 noon"))
 
 
-def _en_part(rng: Rng, h: int, m: int) -> str:  # 3 in the afternoon, seven o'clock in the evening, 8:30 in the morning
-    part = rng.choice(_parts(_EN_PARTS, h))
+def _en_part(rng: Rng) -> Made:  # 3 in the afternoon, seven o'clock in the evening, 8:30 in the morning
+    part, h, m = _part_time(rng, _EN_PARTS)
     if m:
-        return f"{_h12(h)}:{m:02d} {part}"
+        return h, m, f"{_h12(h)}:{m:02d} {part}"
     number = rng.choice((_EN_WORDS[_h12(h)], str(_h12(h))))
     oclock = rng.choice(("", " o'clock"))
-    return f"{number}{oclock} {part}"
+    return h, m, f"{number}{oclock} {part}"
 
 
-def _en_half(rng: Rng, h: int, m: int) -> str:  # half past three in the afternoon, half past noon
-    return f"half past {_en_hour(rng, h)}"
+def _en_half(rng: Rng) -> Made:  # half past three in the afternoon, half past noon, half past 8 pm
+    h, m = _any_time(rng, lambda h, m: m == 30)
+    return h, m, f"half past {_en_hour(rng, h)}"
 
 
-def _en_quarter(rng: Rng, h: int, m: int) -> str:  # quarter past four in the afternoon, a quarter to nine am
+def _en_quarter(rng: Rng) -> Made:  # quarter past four in the afternoon, a quarter to nine am, quarter to noon
+    h, m = _any_time(rng, lambda h, m: m in (15, 45))
     article = rng.choice(("", "a "))
     if m == 15:
-        return f"{article}quarter past {_en_hour(rng, h)}"
-    return f"{article}quarter to {_en_hour(rng, h + 1)}"
+        return h, m, f"{article}quarter past {_en_hour(rng, h)}"
+    return h, m, f"{article}quarter to {_en_hour(rng, h + 1)}"
 
 
-def _en_minutes(rng: Rng, h: int, m: int) -> str:  # 15 minutes past two in the afternoon, fifteen minutes to six pm
+def _en_minutes(rng: Rng) -> Made:  # 15 minutes past two in the afternoon, fifteen minutes to six pm
+    h, m = _any_time(rng, lambda h, m: m != 0)
     if m == 45:
-        return f"{rng.choice(('15', 'fifteen'))} minutes to {_en_hour(rng, h + 1)}"
+        return h, m, f"{rng.choice(('15', 'fifteen'))} minutes to {_en_hour(rng, h + 1)}"
     count = rng.choice((str(m), {15: "fifteen", 30: "thirty"}[m]))
-    return f"{count} minutes past {_en_hour(rng, h)}"
+    return h, m, f"{count} minutes past {_en_hour(rng, h)}"
 
 
-# name -> (language, which hour:minute it can say, how)
-FAMILIES: dict[str, tuple[str, Callable[[int, int], bool], Say]] = {
-    "ko_ampm": ("ko", lambda h, m: bool(_parts(_KO_AMPM, h)), _ko_ampm),
-    "ko_part": ("ko", lambda h, m: bool(_parts(_KO_PARTS, h)), _ko_part),
-    "ko_native": ("ko", lambda h, m: bool(_parts(_KO_AMPM, h) + _parts(_KO_PARTS, h)), _ko_native),
-    "ko_noon": ("ko", lambda h, m: (h, m) == (12, 0), _ko_noon),
-    "ko_24h": ("ko", lambda h, m: h >= 13, _ko_24h),  # "9시" alone would be ambiguous
-    "ko_clock": ("ko", lambda h, m: True, _clock),
-    "ko_before": ("ko", lambda h, m: m == 45 and bool(_parts(_KO_AMPM, h + 1) + _parts(_KO_PARTS, h + 1)),
-                  _ko_before),
-    "en_ampm": ("en", lambda h, m: True, _en_ampm),
-    "en_clock": ("en", lambda h, m: True, _clock),
-    "en_noon": ("en", lambda h, m: (h, m) == (12, 0), _en_noon),
-    "en_part": ("en", lambda h, m: bool(_parts(_EN_PARTS, h)), _en_part),
-    "en_half": ("en", lambda h, m: m == 30 and _en_can_name(h), _en_half),
-    "en_quarter": ("en", lambda h, m: (m == 15 and _en_can_name(h)) or (m == 45 and _en_can_name(h + 1)),
-                   _en_quarter),
-    "en_minutes": ("en", lambda h, m: (m in (15, 30) and _en_can_name(h)) or (m == 45 and _en_can_name(h + 1)),
-                   _en_minutes),
+# name -> (language, how it picks and says a time)
+FAMILIES: dict[str, tuple[str, Callable[[Rng], Made]]] = {
+    "ko_ampm": ("ko", _ko_ampm), "ko_part": ("ko", _ko_part), "ko_native": ("ko", _ko_native),
+    "ko_noon": ("ko", _ko_noon), "ko_24h": ("ko", _ko_24h), "ko_clock": ("ko", _clock), "ko_before": ("ko", _ko_before),
+    "en_ampm": ("en", _en_ampm), "en_clock": ("en", _clock), "en_noon": ("en", _en_noon), "en_part": ("en", _en_part),
+    "en_half": ("en", _en_half), "en_quarter": ("en", _en_quarter), "en_minutes": ("en", _en_minutes),
 }
-_BY_LANGUAGE = {lang: tuple(name for name, (l, _, _) in FAMILIES.items() if l == lang) for lang in ("en", "ko")}
+_BY_LANGUAGE = {lang: tuple(name for name, (l, _) in FAMILIES.items() if l == lang) for lang in ("en", "ko")}
 
 
 # -- openings --------------------------------------------------------------------------------------
@@ -206,17 +209,16 @@ def build_drill(index: int, seed: int = 0) -> Scenario:
     """Drill scenario ``index``: the language alternates, the form family cycles, the rest is seeded."""
     lang = "en" if index % 2 == 0 else "ko"
     family = _BY_LANGUAGE[lang][(index // 2) % len(_BY_LANGUAGE[lang])]
-    _, can_say, say = FAMILIES[family]
+    _, make = FAMILIES[family]
     scenario_seed = random.Random(f"{seed}:{TEMPLATE}:{index}").getrandbits(32)
     rng = random.Random(scenario_seed)
     now = datetime.combine(rng.choice(_NOW_DAYS), time(rng.choice((8, 9)), rng.choice((0, 30))), tzinfo=ZONE)
     c = _Ctx(rng=rng, lang=lang, phrasing=0, now=now)
-    hour, minute = rng.choice([(h, m) for h in HOURS for m in MINUTES if can_say(h, m)])
+    hour, minute, said = make(rng)
     start = time(hour, minute)
     minutes = rng.choice([d for d in DURATIONS if hour * 60 + minute + d <= 24 * 60])
     kind, day = c.pick_day()
     title = c.title()
-    said = say(rng, hour, minute)
     opening = rng.choice(_FRAMES[lang]).format(title=title, d=day_words(kind, day, lang), t=said,
                                                dur=duration_words(minutes, lang))
     initial: dict[str, Any] = {"events": c.noise(day, title, count=rng.choice((1, 2))), "busy": []}
