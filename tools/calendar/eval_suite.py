@@ -12,6 +12,8 @@ from tools.calendar.rewritten import REWRITTEN_SPLITS, rewritten_scenarios
 from tools.calendar.scenario_state import load_state
 from tools.calendar.scenarios import CORE_TEMPLATES, TEMPLATES, generate
 from tools.calendar.store import CalendarStore
+from tools.calendar.time_drill import TEMPLATE as TIME_DRILL
+from tools.calendar.time_drill import drill_scenarios
 from tools.calendar.time_probe import TEMPLATE as TIME_PROBE
 from tools.calendar.time_probe import probe_scenarios
 from tools.calendar.time_probe import report as time_probe_report
@@ -41,20 +43,26 @@ def make_environment(scenario: Scenario) -> Environment:
 def scenarios(split: str | None = None, per_template: int | None = None, seed: int = 0,
               templates: Iterable[str] | None = None) -> list[Scenario]:
     """The generator's scenarios of a phrasing split, or a rewritten set (``tools.calendar.rewritten``);
-    and the fixed time probe (issue 32), only when ``templates`` names it: it is never part of the
-    default set, nor of a train or dev split."""
+    and, only when ``templates`` names them, the fixed time probe (issue 32; test only) and the time
+    drill (issue 32's training rows; train only, ``per_template`` of them, default 200): neither is
+    ever part of the default set."""
     if split in REWRITTEN_SPLITS:
         return rewritten_scenarios(split, per_template=per_template, seed=seed, templates=templates)
     chosen = list(templates) if templates else []
-    if TIME_PROBE not in chosen:
+    named = (TIME_PROBE, TIME_DRILL)
+    if not any(t in named for t in chosen):
         return generate(split, per_template, seed, chosen or None)
-    unknown = [t for t in chosen if t not in TEMPLATES and t != TIME_PROBE]
+    unknown = [t for t in chosen if t not in TEMPLATES and t not in named]
     if unknown:
-        raise ValueError(f"unknown templates {unknown}; known: {', '.join((*TEMPLATES, TIME_PROBE))}")
+        raise ValueError(f"unknown templates {unknown}; known: {', '.join((*TEMPLATES, *named))}")
     out: list[Scenario] = []
     for template in chosen:
-        out += (probe_scenarios(split, per_template) if template == TIME_PROBE
-                else generate(split, per_template, seed, [template]))
+        if template == TIME_PROBE:
+            out += probe_scenarios(split, per_template)
+        elif template == TIME_DRILL:
+            out += drill_scenarios(split, per_template, seed)
+        else:
+            out += generate(split, per_template, seed, [template])
     return out
 
 

@@ -122,6 +122,7 @@ def oracle(scenario: Scenario) -> PolicyFn:
         "create_over_series": _oracle_conflict_create,
         "all_day_create": _oracle_all_day_create,
         "time_probe": _oracle_create,
+        "time_drill": _oracle_create,
     }[scenario.template]
 
     def policy(messages: list[dict[str, Any]]) -> str:
@@ -262,7 +263,7 @@ def _oracle_recurring_create(scenario: Scenario, task: dict[str, Any], messages:
 
 
 def _oracle_create(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
-    """A complete request on a free day (the time probe): create it as asked, then say so."""
+    """A complete request at a free time (the time probe, the time drill): create it as asked, then say so."""
     if last_result(tool_results(messages), "create_event") is None:
         return _call("create_event", title=task["title"], date=task["date"], start_time=task["start_time"],
                      duration_minutes=task["duration"])
