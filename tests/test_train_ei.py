@@ -103,7 +103,8 @@ def test_a_scenario_failed_in_every_sample_gets_the_fallback_policys_row_and_pol
     """Issue 32's round: the start is first scored on dev (round 0) and weighs the templates; the
     scripted start fails ``missing_info`` in both samples, so the oracle's episode of that same
     scenario is its row; ``--policy-mix 1`` adds the oracle's rows of one other train scenario per
-    solved one; the on-policy success (``delete_request``) stays a row."""
+    solved one, and ``--policy-templates time_drill`` one scenario of the train-only time drill; the
+    on-policy success (``delete_request``) stays a row."""
     out = tmp_path / "ei"
     data = tmp_path / "data"
     data.mkdir()
@@ -115,6 +116,7 @@ def test_a_scenario_failed_in_every_sample_gets_the_fallback_policys_row_and_pol
         [sys.executable, "-m", "agent", "train", "ei", "--base", str(smollm2), "--out", str(out), "--rounds", "1",
          "--samples", "2", "--train-limit", "2", "--dev-limit", "1", "--start-policy", POLICY,
          "--weigh-templates", "--fallback-policy", "oracle", "--policy-mix", "1",
+         "--policy-templates", "time_drill", "--policy-template-rows", "1",
          "--sft-max-steps", "1", "--lr", "1e-3", "--max-tokens", "32", "--max-user-turns", "2",
          "--max-length", "2048", "--no-progress"],
         capture_output=True, text=True, env=env, timeout=1400,
@@ -130,13 +132,15 @@ def test_a_scenario_failed_in_every_sample_gets_the_fallback_policys_row_and_pol
     assert len(failed) == 1 and len(solved) == 1 and not failed & solved
     policy = {json.loads(p.read_text(encoding="utf-8"))["scenario_id"]
               for p in (out / "round-1" / "policy" / "episodes").glob("*.json")}
-    assert failed <= policy and len(policy - failed) == 1  # the fallback, and one mixed-in scenario
-    (mixed,) = policy - failed
+    drill = {p for p in policy if p.startswith("time_drill-")}
+    assert failed <= policy and len(drill) == 1 and len(policy - failed - drill) == 1  # fallback, drill, one mixed
+    (mixed,) = policy - failed - drill
     assert mixed not in {s["scenario_id"] for s in samples}  # from the rest of the pool, not this round's
     rows = [json.loads(line) for line in (out / "round-1" / "data" / "sft.jsonl").read_text(encoding="utf-8").splitlines()]
-    assert {r["scenario_id"] for r in rows} == solved | failed | {mixed}
+    assert {r["scenario_id"] for r in rows} == solved | failed | {mixed} | drill
     assert all(r["success"] for r in rows)
-    assert (info["rows_on_policy"], info["policy_fallback_scenarios"], info["policy_mixed_scenarios"]) == (1, 1, 1)
-    assert info["rows_kept"] == 3
+    assert (info["rows_on_policy"], info["policy_fallback_scenarios"], info["policy_mixed_scenarios"],
+            info["policy_named_scenarios"]) == (1, 1, 1, 1)
+    assert info["rows_kept"] == 4
     summary = json.loads((out / "ei_summary.json").read_text(encoding="utf-8"))
     assert summary["start_dev"]["success"] == start["success"]
