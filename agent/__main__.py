@@ -27,14 +27,21 @@ class _NotAFlag(argparse.Action):
         parser.error(f"{option_string} is not a flag: the adapter is --adapter FILE (or AGENT_LORA_PATH)")
 
 
-def model_flags() -> argparse.ArgumentParser:
-    """Flags shared by every subcommand that loads a model; they override the environment."""
-    p = argparse.ArgumentParser(add_help=False)
+def model_flags(for_subcommand: bool = False) -> argparse.ArgumentParser:
+    """Flags shared by every subcommand that loads a model; they override the environment.
+
+    They are accepted before the subcommand and after it (``python -m agent --threads 2 eval`` and
+    ``python -m agent eval --threads 2``). A subcommand's copy leaves a flag it was not given out of
+    the namespace (``for_subcommand``: every default is ``SUPPRESS``); with ordinary defaults its
+    ``None`` would overwrite the value given before the subcommand, silently (argparse sets a
+    subparser's defaults over the parent's namespace)."""
+    p = argparse.ArgumentParser(add_help=False, argument_default=argparse.SUPPRESS if for_subcommand else None)
     g = p.add_argument_group("model and data")
     g.add_argument("--model", dest="model_path", metavar="GGUF",
                    help="base model file (env AGENT_MODEL_PATH); with --backend openai the served model's name (env AGENT_REMOTE_MODEL)")
     g.add_argument("--adapter", dest="lora_path", metavar="GGUF", help="LoRA adapter file (env AGENT_LORA_PATH)")
-    g.add_argument("--no-adapter", action="store_true", default=None, help="run the base model without an adapter")
+    g.add_argument("--no-adapter", action="store_true", help="run the base model without an adapter",
+                   **({} if for_subcommand else {"default": None}))
     g.add_argument("--lora-scale", type=float, help="adapter strength (default 1.0)")
     g.add_argument("--lora", action=_NotAFlag, help=argparse.SUPPRESS)
     g.add_argument("--demo", action="store_true", help="try it with the small SmolLM2-135M model (installed on demand)")
@@ -90,12 +97,12 @@ def no_abbreviations(parser: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    shared = model_flags()
     parser = argparse.ArgumentParser(
         prog="python -m agent",
         description="iljeong: a private calendar assistant running a local model. Without a subcommand, starts the chat.",
-        parents=[shared],
+        parents=[model_flags()],
     )
+    shared = model_flags(for_subcommand=True)
     parser.add_argument("--yes", action="store_true", help="approve destructive actions without asking (scripts only)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chat = sub.add_parser("chat", parents=[shared], help="talk to your calendar in the terminal (the default)")

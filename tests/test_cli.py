@@ -227,3 +227,19 @@ def test_the_runtime_never_imports_the_train_extra():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == ""
+
+
+def test_model_flags_before_the_subcommand_are_kept_not_overwritten_by_its_defaults() -> None:
+    """``python -m agent --threads 2 train ei`` ran llama.cpp on its default threads: argparse set the
+    subcommand's ``None`` defaults over the values given before it. Now both places work, and a flag
+    given in both places takes the later one."""
+    from agent.__main__ import build_parser
+
+    parser = build_parser()
+    for argv in (["--threads", "2", "--model", "m.gguf", "--demo", "eval"], ["eval", "--threads", "2", "--model", "m.gguf", "--demo"],
+                 ["--threads", "2", "--model", "m.gguf", "--demo", "train", "ei", "--out", "x"]):
+        args = parser.parse_args(argv)
+        assert (args.n_threads, args.model_path, args.demo) == (2, "m.gguf", True), argv
+    assert parser.parse_args(["--threads", "2", "eval", "--threads", "5"]).n_threads == 5
+    plain = parser.parse_args(["eval"])
+    assert (plain.n_threads, plain.model_path, plain.demo, plain.no_adapter) == (None, None, False, None)
