@@ -106,9 +106,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--yes", action="store_true", help="approve destructive actions without asking (scripts only)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     chat = sub.add_parser("chat", parents=[shared], help="talk to your calendar in the terminal (the default)")
-    chat.add_argument("--yes", action="store_true", help="approve destructive actions without asking")
-    for p in (parser, chat):
-        p.add_argument("--receipt", choices=RECEIPT_MODES,
+    chat.add_argument("--yes", action="store_true", default=argparse.SUPPRESS,
+                      help="approve destructive actions without asking")
+    for p, default in ((parser, None), (chat, argparse.SUPPRESS)):  # given before chat, kept (see model_flags)
+        p.add_argument("--receipt", choices=RECEIPT_MODES, default=default,
                        help="the 📅 line of what a turn really did: changes (default; after a turn that changed "
                             "or tried to change the calendar), on (every turn), off (env AGENT_RECEIPT)")
     doctor = sub.add_parser("doctor", parents=[shared], help="show the configuration, check the model, run one generation")

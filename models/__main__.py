@@ -266,6 +266,9 @@ def cmd_lora_to_peft(args: argparse.Namespace) -> int:
     except ImportError as exc:
         print(f"error: lora-to-peft needs the train extra (pip install -e '.[train]'): {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        print(f"error: {args.out}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
     print(
         f"{result.path}: PEFT LoRA, {result.tensor_pairs} pairs ({', '.join(result.targets)}), rank "
         f"{'/'.join(map(str, result.ranks))}, alpha {result.alpha:g}, {result.architecture}, "

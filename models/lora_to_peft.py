@@ -132,9 +132,10 @@ def gguf_lora_to_peft(
     adapter, base, out = Path(adapter_gguf), Path(base_gguf), Path(out_dir)
     if out.exists() and not out.is_dir():
         raise ConversionError(f"--out {out} is a file, not a folder")
-    taken = [name for name in (CONFIG_FILE, WEIGHTS_FILE) if (out / name).exists()]
-    if taken:
-        raise ConversionError(f"--out {out} already holds a PEFT adapter ({taken[0]}); pick another folder")
+    # The config is renamed into place last, so a folder with weights but no config is a conversion
+    # that died between the two renames: it is finished now, not refused for ever.
+    if (out / CONFIG_FILE).exists():
+        raise ConversionError(f"--out {out} already holds a PEFT adapter ({CONFIG_FILE}); pick another folder")
     _check_fit(adapter, base)
     arch, n_head, n_head_kv, shapes = _base_header(base)
     gguf_alpha, pairs, types = _read_adapter(adapter)

@@ -241,5 +241,9 @@ def test_model_flags_before_the_subcommand_are_kept_not_overwritten_by_its_defau
         args = parser.parse_args(argv)
         assert (args.n_threads, args.model_path, args.demo) == (2, "m.gguf", True), argv
     assert parser.parse_args(["--threads", "2", "eval", "--threads", "5"]).n_threads == 5
+    for argv in (["--yes", "--receipt", "on", "chat"], ["chat", "--yes", "--receipt", "on"]):
+        args = parser.parse_args(argv)
+        assert (args.yes, args.receipt) == (True, "on"), argv
+    assert (parser.parse_args(["chat"]).yes, parser.parse_args(["chat"]).receipt) == (False, None)
     plain = parser.parse_args(["eval"])
     assert (plain.n_threads, plain.model_path, plain.demo, plain.no_adapter) == (None, None, False, None)

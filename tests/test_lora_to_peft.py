@@ -415,3 +415,15 @@ def test_never_overwrites_an_adapter_folder(tiny_qwen3: Path, tiny_qwen3_lora: P
     assert err == (f"error: {tiny_qwen3_lora}: --out {out} already holds a PEFT adapter (adapter_config.json); "
                    "pick another folder")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_weights_left_without_a_config_by_a_crash_are_finished_not_refused(tiny_qwen3: Path, tiny_qwen3_lora: Path,
+                                                                            tmp_path: Path) -> None:
+    """The config is renamed into place last; a conversion killed between the two renames leaves the
+    weights alone. The next run (expert iteration converts its start once) finishes it."""
+    out = tmp_path / "start-peft"
+    out.mkdir()
+    (out / "adapter_model.safetensors").write_bytes(b"half a conversion")
+    result = lp.gguf_lora_to_peft(tiny_qwen3_lora, tiny_qwen3, out)
+    assert (out / "adapter_config.json").is_file() and result.tensor_pairs > 0
+    assert (out / "adapter_model.safetensors").read_bytes() != b"half a conversion"

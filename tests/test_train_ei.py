@@ -100,8 +100,7 @@ def test_one_round_keeps_verified_successes_trains_converts_and_evals_on_dev(smo
 @pytest.mark.timeout(1500)
 def test_a_scenario_failed_in_every_sample_gets_the_fallback_policys_row_and_policy_rows_are_mixed_in(
         smollm2: Path, tmp_path: Path) -> None:
-    """Issue 32's round: the start is first scored on dev (round 0) and weighs the templates; the
-    scripted start fails ``missing_info`` in both samples, so the oracle's episode of that same
+    """Issue 32's round: the scripted start fails ``missing_info`` in both samples, so the oracle's episode of that same
     scenario is its row; ``--policy-mix 1`` adds the oracle's rows of one other train scenario per
     solved one, and ``--policy-templates time_drill`` one scenario of the train-only time drill; the
     on-policy success (``delete_request``) stays a row."""
@@ -115,15 +114,13 @@ def test_a_scenario_failed_in_every_sample_gets_the_fallback_policys_row_and_pol
     result = subprocess.run(
         [sys.executable, "-m", "agent", "train", "ei", "--base", str(smollm2), "--out", str(out), "--rounds", "1",
          "--samples", "2", "--train-limit", "2", "--dev-limit", "1", "--start-policy", POLICY,
-         "--weigh-templates", "--fallback-policy", "oracle", "--policy-mix", "1",
+         "--fallback-policy", "oracle", "--policy-mix", "1",
          "--policy-templates", "time_drill", "--policy-template-rows", "1",
          "--sft-max-steps", "1", "--lr", "1e-3", "--max-tokens", "32", "--max-user-turns", "2",
          "--max-length", "2048", "--no-progress"],
         capture_output=True, text=True, env=env, timeout=1400,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    start = json.loads((out / "round-0" / "dev.json").read_text(encoding="utf-8"))
-    assert start["episodes"] == 1 and set(start["weights"]) == set(start["success_by_template"])
     info = json.loads((out / "round-1" / "round.json").read_text(encoding="utf-8"))
     samples = [json.loads(p.read_text(encoding="utf-8"))
                for p in sorted((out / "round-1" / "samples" / "episodes").glob("*.json"))]
@@ -142,5 +139,49 @@ def test_a_scenario_failed_in_every_sample_gets_the_fallback_policys_row_and_pol
     assert (info["rows_on_policy"], info["policy_fallback_scenarios"], info["policy_mixed_scenarios"],
             info["policy_named_scenarios"]) == (1, 1, 1, 1)
     assert info["rows_kept"] == 4
-    summary = json.loads((out / "ei_summary.json").read_text(encoding="utf-8"))
-    assert summary["start_dev"]["success"] == start["success"]
+    assert info["mixed_taken"] == 1 and json.loads((out / "ei_options.json").read_text(encoding="utf-8"))["policy_mix"] == 1
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "agent", "train", "ei", *args], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+
+
+@pytest.mark.parametrize("flags, says", [
+    (["--policy-mix", "0.5"], "need --fallback-policy"),
+    (["--fallback-policy", "oracle", "--policy-templates", "time_drill"], "go together"),
+    (["--fallback-policy", "oracle", "--policy-template-rows", "5"], "go together"),
+    (["--start-peft", "."], "needs both and --continue"),
+    (["--weigh-templates", "--weight-floor", "0"], "--weight-floor must be in (0, 1]"),
+])
+def test_options_that_would_be_ignored_or_meaningless_are_refused_in_one_line(smollm2: Path, tmp_path: Path,
+                                                                              flags: list[str], says: str) -> None:
+    peft = tmp_path / "peft"
+    peft.mkdir()
+    (peft / "adapter_config.json").write_text("{}")
+    flags = [str(peft) if f == "." else f for f in flags]
+    run = _cli("--base", str(smollm2), "--out", str(tmp_path / "ei"), *flags)
+    assert run.returncode == 2 and says in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert not (tmp_path / "ei").exists()
+
+
+def test_a_wrong_policy_template_and_a_scripted_start_with_round_0_fail_before_any_sampling(smollm2: Path,
+                                                                                           tmp_path: Path) -> None:
+    for flags, says in ((["--fallback-policy", "oracle", "--policy-templates", "time_probe", "--policy-template-rows", "2"],
+                         "--policy-templates"),
+                        (["--start-policy", "oracle", "--weigh-templates"], "a scripted --start-policy has none")):
+        run = _cli("--base", str(smollm2), "--out", str(tmp_path / "ei"), *flags)
+        assert run.returncode == 2 and says in run.stderr, run.stderr
+        assert not (tmp_path / "ei" / "round-1").exists()
+
+
+def test_a_rerun_with_other_options_is_refused_and_with_the_same_ones_accepted(smollm2: Path, tmp_path: Path) -> None:
+    from agent.train.ei import EiOptions, check_same_run
+    from agent.train.sft import TrainError
+
+    opts = EiOptions(base=smollm2, out=tmp_path / "ei", samples=2, policy_mix=0.5, fallback_policy="oracle")
+    check_same_run(opts)  # first start: writes ei_options.json
+    check_same_run(EiOptions(base=smollm2, out=tmp_path / "ei", samples=2, policy_mix=0.5, fallback_policy="oracle",
+                             rounds=5, test_limit=10))  # more rounds, a test eval: the same run
+    with pytest.raises(TrainError, match=r"other options \(samples, policy_mix\)"):
+        check_same_run(EiOptions(base=smollm2, out=tmp_path / "ei", samples=3, policy_mix=1.0, fallback_policy="oracle"))

@@ -349,8 +349,17 @@ def _run_ei(args: argparse.Namespace, settings: Settings, base: Path) -> int:
         print(f"error: --start-peft {args.start_peft}: no adapter_config.json there "
               "(make it with python -m models lora-to-peft)", file=sys.stderr)
         return 2
+    problem = None
     if args.fallback_policy is None and (args.policy_mix or args.policy_templates):
-        print("error: --policy-mix and --policy-templates need --fallback-policy (whose rows they add)", file=sys.stderr)
+        problem = "--policy-mix and --policy-templates need --fallback-policy (whose rows they add)"
+    elif bool(args.policy_templates) != bool(args.policy_template_rows):
+        problem = "--policy-templates and --policy-template-rows go together (which sets, how many a round)"
+    elif args.start_peft is not None and not (args.start_adapter and args.continue_adapter):
+        problem = "--start-peft is the --start-adapter that round 1 keeps training: it needs both and --continue"
+    elif not 0 < args.weight_floor <= 1 or args.policy_mix < 0 or args.policy_template_rows < 0:
+        problem = "--weight-floor must be in (0, 1], --policy-mix and --policy-template-rows at least 0"
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     opts = EiOptions(
         base=base, out=args.out, rounds=args.rounds, samples=args.samples, temperature=args.temperature,

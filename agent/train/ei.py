@@ -22,8 +22,9 @@ Three options make a round learn from its own mistakes without forgetting (issue
   rate there (at least ``weight_floor``), so samples go where the adapter fails;
 - ``fallback_policy`` (e.g. ``oracle``): a scenario the adapter failed in every sample gets that
   policy's verified episode as its row (``round-n/policy/``), so the hardest templates still get rows;
-- ``policy_mix``: that policy's rows for this many other train scenarios per kept row, spread over
-  every template (a replay of what the adapter was first trained on, so it keeps it).
+- ``policy_mix``: that policy's rows for this many other train scenarios per solved one, spread over
+  every template and new ones each round (a replay of what the adapter was first trained on, so it
+  keeps it); ``policy_templates``: its rows of train-only sets the domain serves only by name.
 ``stop_when_flat`` ends the rounds once a round's dev success does not beat the best so far.
 """
 
@@ -45,6 +46,15 @@ if TYPE_CHECKING:
 
 SUMMARY = "ei_summary.json"
 ROUND = "round.json"
+OPTIONS = "ei_options.json"
+# What a run is: a re-run with any of these changed would mix two recipes in one folder (round 0's
+# dev episodes, the start's PEFT folder, the chosen train scenarios, the rows), so it is refused.
+# Not here: rounds (a re-run may add some), test_limit, stop_when_flat, threads, progress.
+IDENTITY = ("base", "adapter", "start_peft", "policy", "seed", "per_template", "train_limit", "dev_limit", "samples",
+            "temperature", "top_p", "best_only", "continue_adapter", "weigh_templates", "weight_floor",
+            "fallback_policy", "policy_mix", "policy_templates", "policy_template_rows", "max_user_turns",
+            "max_steps_per_turn", "max_tool_calls", "max_tokens", "tool_block", "prompt_style", "date_grounding",
+            "rank", "alpha", "dropout", "targets", "epochs", "sft_max_steps", "lr", "grad_accum", "max_length", "bf16")
 
 
 @dataclass
@@ -65,9 +75,9 @@ class EiOptions:
     weigh_templates: bool = False  # sample each template in proportion to the start adapter's dev failure rate
     weight_floor: float = 0.2
     fallback_policy: str | None = None  # scenarios failed in every sample get this policy's episode as row
-    policy_mix: float = 0.0  # and this many of its rows per kept row, from other train scenarios
+    policy_mix: float = 0.0  # and its rows for this many other train scenarios per solved one
     policy_templates: tuple[str, ...] = ()  # and its rows of train scenarios the domain serves only by name
-    policy_template_rows: int = 0  # (e.g. the calendar's time drill): this many per round, new ones each round
+    policy_template_rows: int = 0  # (a drill, say): this many per round, new ones each round
     stop_when_flat: bool = False  # stop once a round's dev success does not beat the best so far
     adapter: Path | None = None  # GGUF adapter to sample round 1 with (default: the bare base)
     start_peft: Path | None = None  # that adapter as a PEFT folder: round 1 continues training it (continue_adapter)
@@ -98,6 +108,33 @@ class EiOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def run_identity(opts: EiOptions) -> dict[str, Any]:
+    """The options that make a run what it is, with each file given by its sha256 (a path may move)."""
+    from models.pull import sha256_file
+
+    ident: dict[str, Any] = {}
+    for key in IDENTITY:
+        value = getattr(opts, key)
+        if isinstance(value, Path):
+            value = sha256_file(value) if value.is_file() else str(value)
+        ident[key] = list(value) if isinstance(value, tuple) else value
+    return ident
+
+
+def check_same_run(opts: EiOptions) -> None:
+    """Write ``OUT/ei_options.json`` on a run's first start; on a re-run, refuse changed options."""
+    path = opts.out / OPTIONS
+    ident = run_identity(opts)
+    if not path.is_file():
+        write_json_atomic(path, ident)
+        return
+    before = json.loads(path.read_text(encoding="utf-8"))
+    changed = [k for k in IDENTITY if k in before and before[k] != ident[k]]
+    if changed:
+        raise TrainError(f"{opts.out} holds a run with other options ({', '.join(changed)}); "
+                         "use the same options to resume it, or another --out")
+
+
 def finished_rounds(out: Path) -> list[dict[str, Any]]:
     """``round.json`` of every finished round, in order (stops at the first unfinished one)."""
     done = []
@@ -115,6 +152,19 @@ def best_per_scenario(records: list[EpisodeRecord]) -> list[EpisodeRecord]:
         if r.scenario_id not in best or r.verdict.reward > best[r.scenario_id].verdict.reward:
             best[r.scenario_id] = r
     return list(best.values())
+
+
+def _round_robin(scenarios: list[Any]) -> list[Any]:
+    """All of ``scenarios``, templates taken in turn (``balanced`` without a limit)."""
+    queues: dict[str, list[Any]] = {}
+    for s in scenarios:
+        queues.setdefault(s.template, []).append(s)
+    out: list[Any] = []
+    while any(queues.values()):
+        for queue in queues.values():
+            if queue:
+                out.append(queue.pop(0))
+    return out
 
 
 def success_by_template(records: list[EpisodeRecord]) -> dict[str, float]:
@@ -190,6 +240,9 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
     for name in (opts.policy, opts.fallback_policy):
         if name is not None and name not in suite.policies:
             raise TrainError(f"unknown policy {name!r}; known: {', '.join(suite.policies)}")
+    if (opts.weigh_templates or opts.stop_when_flat) and opts.policy is not None:
+        raise TrainError("--weigh-templates and --stop-when-flat score the start adapter on dev; a scripted "
+                         "--start-policy has none (leave one of them out)")
     pool = suite.scenarios(split="train", per_template=opts.per_template, seed=opts.seed)
     train = balanced(pool, opts.train_limit)
     dev = balanced(suite.scenarios(split="dev", per_template=opts.per_template, seed=opts.seed), opts.dev_limit)
@@ -242,6 +295,11 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         named = suite.scenarios(split="train", per_template=n * k, seed=opts.seed, templates=list(opts.policy_templates))
         return balanced(named, n * k)[(n - 1) * k:]
 
+    try:
+        named_templates(1)  # a wrong name fails now, not after an hour of sampling
+    except (ValueError, LookupError) as exc:
+        raise TrainError(f"--policy-templates: {exc}") from exc
+    check_same_run(opts)
     rounds = finished_rounds(opts.out)
     if rounds:
         log(f"resuming after round {len(rounds)}")
@@ -257,7 +315,9 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
             log("round 0: train scenarios per template " + ", ".join(
                 f"{t} {sum(s.template == t for s in train)}" for t in weights))
         write_json_atomic(opts.out / "round-0" / "dev.json", start_dev)
-    others = [s for s in pool if s.id not in {t.id for t in train}]  # where mixed-in policy rows come from
+    # where mixed-in policy rows come from: the rest of the pool, round-robin over templates, each
+    # round taking the next ones (a replay, not the same rows again)
+    others = _round_robin([s for s in pool if s.id not in {t.id for t in train}])
     for n in range(len(rounds) + 1, opts.rounds + 1):
         before = [r["dev"]["success"] for r in rounds[:-1]] + ([start_dev["success"]] if start_dev else [])
         if opts.stop_when_flat and rounds and before and rounds[-1]["dev"]["success"] <= max(before):
@@ -289,12 +349,17 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         episodes = rows_of(kept, folder / "samples")
         rows_on_policy = len(episodes)
         from_policy: Counter[str] = Counter()
+        mixed_taken = 0
         if opts.fallback_policy is not None:
             solved = {r.scenario_id for r in kept}
+            taken = sum(r.get("mixed_taken", r.get("policy_mixed_scenarios", 0)) for r in rounds)
+            mixed_taken = min(math.ceil(opts.policy_mix * len(solved)), len(others))
+            mixed = [others[(taken + i) % len(others)] for i in range(mixed_taken)]
+            named = named_templates(n)
             kind = {s.id: "fallback" for s in train if s.id not in solved}
-            kind |= {s.id: "mixed" for s in balanced(others, math.ceil(opts.policy_mix * len(solved)))}
-            kind |= {s.id: "named" for s in named_templates(n)}
-            chosen = [s for s in (*train, *others, *named_templates(n)) if s.id in kind]
+            kind |= {s.id: "mixed" for s in mixed}
+            kind |= {s.id: "named" for s in named}
+            chosen = [s for s in (*train, *mixed, *named) if s.id in kind]
             factory = suite.policies[opts.fallback_policy]
             scripted = run_eval(suite, list({s.id: s for s in chosen}.values()),
                                 lambda s, k: ScriptedBackend(factory(s)),
@@ -346,7 +411,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
             "episodes": len(records), "sample_success": sampled.task_success, "sample_reward": sampled.mean_reward,
             "rows_kept": rows_kept, "rows_on_policy": rows_on_policy,
             "policy_fallback_scenarios": from_policy["fallback"], "policy_mixed_scenarios": from_policy["mixed"],
-            "policy_named_scenarios": from_policy["named"], "rows_trained": total_rows if train_info else 0, "data": str(folder / "data" / "sft.jsonl"),
+            "policy_named_scenarios": from_policy["named"], "mixed_taken": mixed_taken, "rows_trained": total_rows if train_info else 0, "data": str(folder / "data" / "sft.jsonl"),
             "adapter": str(new_adapter) if new_adapter else None,
             "adapter_dir": str(folder / "adapter") if train_info else (rounds[-1].get("adapter_dir") if rounds else None),
             "train": train_info, "dev": dev_result, "seconds": round(time.monotonic() - started, 1),
