@@ -10,11 +10,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 from pathlib import Path
+from datetime import datetime, timedelta
 from typing import Any
+from zoneinfo import ZoneInfo
 
 from bot.worker import QUEUED_NOTICE
 from tests.fake_telegram import Call, FakeTelegram
@@ -80,6 +83,14 @@ RECEIPTS = {
 }
 
 
+def quiet_agenda_time(config: str) -> str:
+    """A daily-agenda time twelve hours from now in the time zone ``config`` sets (else the default)."""
+    from agent.config import DEFAULT_TZ
+
+    found = re.search(r'^tz\s*=\s*"([^"]+)"', config, re.MULTILINE)
+    return (datetime.now(ZoneInfo(found.group(1) if found else DEFAULT_TZ)) + timedelta(hours=12)).strftime("%H:%M")
+
+
 class BotProcess:
     """The bot as a subprocess with its own data dir, pointed at the fake server."""
 
@@ -97,7 +108,10 @@ class BotProcess:
         # No script: the real SmolLM2 demo model.
         self.model_args = ["--scripted", str(self.script_path)] if script is not None else ["--demo"]
         self.proc: subprocess.Popen | None = None
-        self.extra_env: dict[str, str] = {}  # e.g. a longer allowlist for one module's bot
+        # e.g. a longer allowlist for one module's bot. The calendar's daily agenda (08:00 local by
+        # default) would otherwise arrive in whichever test runs at 08:00 in the bot's time zone:
+        # it goes to half a day from now, and a test of the agenda sets its own.
+        self.extra_env: dict[str, str] = {"AGENT_AGENDA_TIME": quiet_agenda_time(extra_config)}
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "AGENT_"))}
