@@ -347,7 +347,6 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         if opts.best_only:
             kept = best_per_scenario(kept)
         episodes = rows_of(kept, folder / "samples")
-        rows_on_policy = len(episodes)
         from_policy: Counter[str] = Counter()
         mixed_taken = 0
         if opts.fallback_policy is not None:
@@ -376,6 +375,10 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
                             tool_block=opts.tool_block)
         write_sft(report, folder / "data")
         rows_kept = len(report.rows)
+        # rows, not episodes: two samples that are the same conversation make one row (build_rows dedupes);
+        # a solved scenario gets no scripted row, so the solved ids name the on-policy rows
+        on_policy_ids = {r.scenario_id for r in kept}
+        rows_on_policy = sum(row["scenario_id"] in on_policy_ids for row in report.rows)
         # From the base: every round's rows so far (expert iteration's usual form); continuing: this round's.
         data_files = [folder / "data" / "sft.jsonl"]
         if not opts.continue_adapter:
