@@ -49,14 +49,24 @@ HANDFUL = ["multi_turn_base_0", "multi_turn_base_1", "multi_turn_base_180", "mul
 @pytest.mark.parametrize("case_id", HANDFUL)
 def test_the_oracle_passes_bfcls_checker(case_id: str) -> None:
     verdict = play("oracle", scenario(case_id))
-    assert (verdict.success, verdict.errors, verdict.components) == (True, [], {"bfcl_valid": 1.0})
+    assert (verdict.success, verdict.errors, verdict.components) == (True, [], {"bfcl_valid": 1.0, "bfcl_turns": 1.0})
 
 
 def test_calling_nothing_fails_bfcls_checker_with_its_error_type() -> None:
     verdict = play("no_calls", scenario("multi_turn_base_0"))
     assert not verdict.success and verdict.reward == 0.0
-    assert verdict.components == {"bfcl_valid": 0.0, "bfcl_error:multi_turn:empty_turn_model_response": 1.0}
+    assert verdict.components == {"bfcl_valid": 0.0, "bfcl_turns": 0.0,
+                                   "bfcl_error:multi_turn:empty_turn_model_response": 1.0}
     assert verdict.errors[0].startswith("multi_turn:empty_turn_model_response: ")
+
+
+def play_altered(chosen: Scenario, calls: list[list[str]]) -> Verdict:
+    """The oracle playing ``calls`` instead of the case's ground truth, scored against the real one."""
+    altered = Scenario.from_dict({**chosen.to_dict(), "expected": {"ground_truth": calls}})
+    environment = SUITE.make_environment(altered)
+    trace = run_episode(altered, ScriptedBackend(SUITE.policies["oracle"](altered)), environment)
+    trace.scenario = chosen
+    return SUITE.verifier.verify(trace)
 
 
 def test_a_wrong_call_is_a_state_mismatch_for_bfcls_checker() -> None:
@@ -65,13 +75,34 @@ def test_a_wrong_call_is_a_state_mismatch_for_bfcls_checker() -> None:
     truth = chosen.expected["ground_truth"]
     wrong = [["cd(folder='document')", "mkdir(dir_name='tmp')", "mv(source='final_report.pdf', destination='tmp')"],
              *truth[1:]]
-    altered = Scenario.from_dict({**chosen.to_dict(), "expected": {"ground_truth": wrong}})
-    environment = SUITE.make_environment(altered)
-    trace = run_episode(altered, ScriptedBackend(SUITE.policies["oracle"](altered)), environment)
-    trace.scenario = chosen  # scored against the real ground truth
-    verdict = SUITE.verifier.verify(trace)
-    assert not verdict.success
+    verdict = play_altered(chosen, wrong)
+    assert not verdict.success and verdict.components["bfcl_turns"] == 0.0
     assert verdict.errors[0].startswith("multi_turn:instance_state_mismatch: ")
+
+
+@pytest.mark.parametrize("wrong_turn", [1, 3])
+def test_the_turns_passed_before_the_first_wrong_one_are_counted_by_bfcls_checker(wrong_turn: int) -> None:
+    """Case 0 has four turns; a wrong grep (turn 2) or a missing diff (turn 4) fails the case, but
+    the checker run on the first turns alone passes those before it: 1 or 3 of 4."""
+    chosen = scenario("multi_turn_base_0")
+    calls = [list(t) for t in chosen.expected["ground_truth"]]
+    calls[wrong_turn] = calls[wrong_turn][:-1] if wrong_turn == 3 else \
+        ["cd(folder='temp')", "grep(file_name='final_report.pdf',pattern='nothing like it')"]
+    verdict = play_altered(chosen, calls)
+    assert not verdict.success and verdict.reward == 0.0
+    assert verdict.components["bfcl_turns"] == wrong_turn / 4
+
+
+def test_the_run_report_gives_the_mean_share_of_turns_per_category(tmp_path: Path) -> None:
+    from tools.bfcl.checker import turns_report
+
+    chosen = [scenario("multi_turn_base_0"), scenario("multi_turn_base_1")]
+    policy = {"multi_turn_base_0": "oracle", "multi_turn_base_1": "no_calls"}
+    records = run_eval(SUITE, chosen, lambda s, k: ScriptedBackend(SUITE.policies[policy[s.id]](s)),
+                       RunOptions(out_dir=tmp_path, progress=False))
+    text = turns_report(tmp_path, records)
+    assert text is not None and "multi_turn_base: 50.0 % of turns, mean over 2 episodes; turn 1 passed in 1" in text
+    assert turns_report(tmp_path, []) is None
 
 
 def test_samples_of_one_case_do_not_share_the_checkers_state(tmp_path: Path) -> None:

@@ -23,8 +23,11 @@ case and every keyword a parameter its argument model declares, and every value 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
+from agent.eval.record import EpisodeRecord
 from agent.eval.suite import Verdict
 from agent.eval.trace import EpisodeTrace
 from agent.records import CallStatus
@@ -72,9 +75,21 @@ def check(decoded: list[list[list[str]]], ground_truth: list[list[str]], entry: 
             del names[key]
 
 
+def turns_passed(decoded: list[list[list[str]]], ground_truth: list[list[str]], entry: dict[str, Any]) -> int:
+    """How many leading turns BFCL's checker passes: the checker run again on the first k turns of
+    both sides, for k = 1, 2, ... until it fails. A case is all or nothing; this is the same
+    checker's finer grain, so two weak models that both fail every case can still be told apart."""
+    for k in range(1, min(len(decoded), len(ground_truth)) + 1):
+        if not check(decoded[:k], ground_truth[:k], entry).get("valid"):
+            return k - 1
+    return min(len(decoded), len(ground_truth))
+
+
 class BfclVerifier:
     """The verdict of BFCL's checker: success is its ``valid``; its error type is kept in
-    ``errors`` (``multi_turn:instance_state_mismatch: ...``) and in the components."""
+    ``errors`` (``multi_turn:instance_state_mismatch: ...``) and in the components, beside
+    ``bfcl_turns``, the share of the case's turns passed before the first failing one. The
+    reward is the checker's valid alone."""
 
     def verify(self, trace: EpisodeTrace) -> Verdict:
         scenario = trace.scenario
@@ -82,12 +97,15 @@ class BfclVerifier:
                  "involved_classes": scenario.initial["involved_classes"]}
         ground_truth = scenario.expected["ground_truth"]
         calls = trace.calls()
+        decoded = decoded_turns(trace)
         if trace.error is not None:
             result: dict[str, Any] = {"valid": False, "error_type": "runner_error", "error_message": trace.error}
         else:
-            result = check(decoded_turns(trace), ground_truth, entry)
+            result = check(decoded, ground_truth, entry)
         valid = bool(result.get("valid"))
-        components = {"bfcl_valid": 1.0 if valid else 0.0}
+        passed = len(ground_truth) if valid else turns_passed(decoded, ground_truth, entry)
+        components = {"bfcl_valid": 1.0 if valid else 0.0,
+                      "bfcl_turns": passed / len(ground_truth) if ground_truth else 1.0}
         errors: list[str] = []
         if not valid:
             error_type = str(result.get("error_type") or "multi_turn:unknown")
@@ -102,3 +120,20 @@ class BfclVerifier:
             success=valid, policy_ok=True, reward=1.0 if valid else 0.0, components=components, errors=errors,
             valid_calls=len(calls) - wrong, attempted_calls=len(calls) + unreadable,
         )
+
+
+def turns_report(out_dir: Path, records: Sequence[EpisodeRecord]) -> str | None:
+    """The eval's extra line (``EvalSuite.reports``): the mean share of turns passed before the
+    first failure, per category, for episodes scored with it (nothing is written)."""
+    shares: dict[str, list[float]] = {}
+    for record in records:
+        share = record.verdict.components.get("bfcl_turns")
+        if share is not None:
+            shares.setdefault(record.scenario.template, []).append(share)
+    if not shares:
+        return None
+    lines = ["BFCL turns passed before the first failing turn (BFCL's checker on each prefix of the case):"]
+    for category, values in shares.items():
+        lines.append(f"  {category}: {100 * sum(values) / len(values):.1f} % of turns, mean over {len(values)} episodes; "
+                     f"turn 1 passed in {sum(v > 0 for v in values)}")
+    return "\n".join(lines)

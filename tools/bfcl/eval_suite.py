@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 from agent.eval.suite import Environment, EvalSuite, Scenario
-from tools.bfcl.checker import BfclVerifier
+from tools.bfcl.checker import BfclVerifier, turns_report
 from tools.bfcl.data import CATEGORIES, DEFAULT_CATEGORY, BFCL_VERSION, Case, load_cases
 from tools.bfcl.oracle import POLICIES
 from tools.bfcl.world import build_world
@@ -77,4 +77,5 @@ def make_environment(scenario: Scenario) -> Environment:
 
 def load_eval_suite(settings: Settings | None = None) -> EvalSuite:
     return EvalSuite(name="bfcl", scenarios=scenarios, make_environment=make_environment, verifier=BfclVerifier(),
-                     policies=dict(POLICIES), templates=CATEGORIES, reference_templates=(DEFAULT_CATEGORY,))
+                     policies=dict(POLICIES), templates=CATEGORIES, reference_templates=(DEFAULT_CATEGORY,),
+                     reports=(turns_report,))
