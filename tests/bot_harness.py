@@ -14,8 +14,8 @@ import re
 import signal
 import subprocess
 import sys
-from pathlib import Path
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 from zoneinfo import ZoneInfo
 
