@@ -220,6 +220,24 @@ class Terminal:
     def type(self, keys: bytes) -> None:
         os.write(self.master, keys)
 
+    def wait_until_reading(self, timeout: float = 60) -> None:
+        """Wait until the main thread sleeps in readline's select().
+
+        Python's readline prints the prompt and only then enters select(); a SIGINT that lands in
+        between trips Python's flag but interrupts nothing, and the select() then waits for the next
+        key (CPython's ``readline_until_enter_or_signal`` checks signals only on EINTR). A person
+        cannot type inside those microseconds; a test that types the moment it sees the prompt can,
+        on a loaded machine, so it waits for the sleep first. Where there is no /proc, it returns."""
+        wchan = Path(f"/proc/{self.proc.pid}/task/{self.proc.pid}/wchan")
+        deadline = time.monotonic() + timeout
+        while wchan.exists() and time.monotonic() < deadline:
+            try:
+                if any(word in wchan.read_text() for word in ("poll", "select")):
+                    return
+            except OSError:
+                return
+            self._read(0.05)
+
     def exit_code(self, timeout: float = 60) -> int | None:
         """The exit status, or None if it did not exit in time (it is killed then)."""
         deadline = time.monotonic() + timeout
@@ -251,6 +269,7 @@ def terminal(tmp_path: Path, smollm2: Path) -> Iterator[Terminal]:
 def test_ctrl_c_or_ctrl_d_at_the_prompt_leaves_cleanly(terminal: Terminal, key: bytes) -> None:
     term = terminal
     term.wait_for("you> ")
+    term.wait_until_reading()
     term.type(key)
     assert term.exit_code() == 0
     screen = term.seen.decode(errors="replace")
