@@ -53,6 +53,7 @@ ENV_NAMES: dict[str, str] = {
     "gpu_layers": "AGENT_GPU_LAYERS",
     "prompt_style": "AGENT_PROMPT_STYLE",
     "date_grounding": "AGENT_DATE_GROUNDING",
+    "time_notes": "AGENT_TIME_NOTES",
     "receipt": "AGENT_RECEIPT",
 }
 
@@ -235,6 +236,10 @@ class Settings:
     # so that a small model looks "다음 주 화요일" up instead of counting. Eval, export and train
     # render the same prompt; the list changes once a day, like the date line it sits under.
     date_grounding: bool = False
+    # Write each clock time the user says in words again as HH:MM beside it, in the model's view
+    # of the message (agent.time_notes): "오후 3시(15:00)", "3pm (15:00)". Stored with the message,
+    # so eval, export and train see what serving showed.
+    time_notes: bool = False
     # The 📅 receipt after a turn (agent.receipt): "changes" after a turn that changed, or tried to
     # change, the calendar; "on" after every turn; "off" never. The trajectory records it either way
     # it is shown.

@@ -163,13 +163,18 @@ def _local(now: datetime, tz: str) -> datetime:
     return now.astimezone(ZoneInfo(tz)) if now.tzinfo else now.replace(tzinfo=ZoneInfo(tz))
 
 
-def stamp_user_text(now: datetime, tz: str, text: str) -> str:
+def stamp_user_text(now: datetime, tz: str, text: str, time_notes: bool = False) -> str:
     """A user message as it enters a conversation: ``[HH:MM] text``, the local time it was sent.
 
     The time of day lives in the user messages, not in the system prompt, so everything before
     the newest user message (system prompt, tool block, history) stays byte-identical from turn
     to turn and stays in the KV cache. The stamp is stored with the message, never re-rendered.
+    ``time_notes``: each clock time said in words gets its HH:MM beside it (``agent.time_notes``).
     """
+    if time_notes:
+        from agent.time_notes import note_times
+
+        text = note_times(text)
     return f"[{_local(now, tz):%H:%M}] {text}"
 
 

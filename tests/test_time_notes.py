@@ -1,0 +1,138 @@
+"""Time notes (agent.time_notes): a clock time said in words reaches the model with its HH:MM."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+import pytest
+
+from agent.prompt import stamp_user_text
+from agent.time_notes import note_times
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize(("text", "noted"), [
+    ("내일 오후 3시에 치과 예약 추가해줘", "내일 오후 3시(15:00)에 치과 예약 추가해줘"),
+    ("저녁 7시", "저녁 7시(19:00)"),
+    ("새벽 5시", "새벽 5시(05:00)"),
+    ("오전 12시", "오전 12시(00:00)"),
+    ("낮 12시", "낮 12시(12:00)"),
+    ("낮 2시", "낮 2시(14:00)"),
+    ("밤 9시", "밤 9시(21:00)"),
+    ("밤 12시", "밤 12시(00:00)"),
+    ("밤 1시", "밤 1시(01:00)"),
+    ("오후 2시 반에", "오후 2시 반(14:30)에"),
+    ("오전 11시 30분에", "오전 11시 30분(11:30)에"),
+    ("오후 4시 15분 전에", "오후 4시 15분 전(15:45)에"),
+    ("15시에", "15시(15:00)에"),
+    ("16시 30분", "16시 30분(16:30)"),
+    ("오후 세시 반", "오후 세시 반(15:30)"),
+    ("아침 일곱 시 반", "아침 일곱 시 반(07:30)"),
+    ("오후 열두 시", "오후 열두 시(12:00)"),
+    ("정오에", "정오(12:00)에"),
+    ("자정까지", "자정(00:00)까지"),
+    ("at 3pm.", "at 3pm (15:00)."),
+    ("at 10 AM.", "at 10 AM (10:00)."),
+    ("at 1:00 p.m. sharp", "at 1:00 p.m. (13:00) sharp"),
+    ("at 9:45 AM", "at 9:45 AM (09:45)"),
+    ("at 12am", "at 12am (00:00)"),
+    ("at noon", "at noon (12:00)"),
+    ("at midnight", "at midnight (00:00)"),
+    ("at 3 in the afternoon", "at 3 in the afternoon (15:00)"),
+    ("at eight in the morning", "at eight in the morning (08:00)"),
+    ("7 o'clock in the evening", "7 o'clock in the evening (19:00)"),
+    ("at 2 at night", "at 2 at night (02:00)"),
+    ("half past three in the afternoon", "half past three in the afternoon (15:30)"),
+    ("a quarter past nine in the morning", "a quarter past nine in the morning (09:15)"),
+    ("quarter to 5 pm", "quarter to 5 pm (16:45)"),
+    ("a quarter to noon", "a quarter to noon (11:45)"),
+    ("15 minutes past two in the afternoon", "15 minutes past two in the afternoon (14:15)"),
+    ("from 2pm to 4pm", "from 2pm (14:00) to 4pm (16:00)"),
+])
+def test_a_time_that_says_its_half_of_the_day_gets_its_hh_mm(text: str, noted: str) -> None:
+    assert note_times(text) == noted
+
+
+@pytest.mark.parametrize("text", [
+    "3시에 만나",  # either half of the day
+    "at 3 for two hours",
+    "3시간 회의",  # a length
+    "세 시간 동안",
+    "at 15:00",  # already the way the model copies
+    "17:30까지",
+    "I have one in the evening",  # an event, not a time
+    "in 3 minutes",
+    "call me at 3:30",
+    "15pm",
+    "오전 13시",
+    "네, 좋아요",
+    "",
+])
+def test_a_time_without_its_half_of_the_day_or_already_hh_mm_is_left_alone(text: str) -> None:
+    assert note_times(text) == text
+
+
+def test_a_noted_message_is_not_noted_twice() -> None:
+    once = note_times("내일 오후 3시에, then at 4 pm")
+    assert once == "내일 오후 3시(15:00)에, then at 4 pm (16:00)"
+    assert note_times(once) == once
+
+
+def test_every_time_probe_opening_that_converts_gets_the_probes_own_answer() -> None:
+    """The probe's 40 openings (tools/calendar/data/time_probe.json) carry the asked time; the note
+    must be that time for every opening whose time is said in words, and nothing else is noted."""
+    data = json.loads((ROOT / "tools/calendar/data/time_probe.json").read_text(encoding="utf-8"))
+    openings = next(v for v in data.values() if isinstance(v, list))
+    assert len(openings) == 40
+    for item in openings:
+        noted = note_times(item["opening"])
+        if item["said"] == item["time"]:  # "15:00", "17:30": already HH:MM
+            assert noted == item["opening"]
+        else:
+            assert noted.count("(") - item["opening"].count("(") == 1, noted
+            assert f"({item['time']})" in noted, noted
+
+
+def test_the_stamp_notes_times_only_when_asked() -> None:
+    now = datetime(2026, 12, 3, 9, 5, tzinfo=ZoneInfo("Asia/Seoul"))
+    assert stamp_user_text(now, "Asia/Seoul", "내일 오후 3시에") == "[09:05] 내일 오후 3시에"
+    assert stamp_user_text(now, "Asia/Seoul", "내일 오후 3시에", time_notes=True) == "[09:05] 내일 오후 3시(15:00)에"
+
+
+def test_the_runtime_stores_and_shows_the_noted_message_when_the_setting_is_on(tmp_path: Path) -> None:
+    from agent.app import build_runtime
+    from agent.approval import DenyAll
+    from agent.backends.scripted import ScriptedBackend
+    from agent.config import load_settings
+
+    said = "내일 오후 3시에 치과 예약 추가해줘"
+    shown = {}
+    for on in (False, True):
+        backend = ScriptedBackend(["Which day?"])
+        settings = load_settings({"data_dir": str(tmp_path / str(on))}, environ={"AGENT_TIME_NOTES": str(on).lower()})
+        runtime = build_runtime(settings, backend)
+        runtime.handle("repl", said, DenyAll())
+        history = runtime.sessions.history(runtime.sessions.current("repl"))
+        runtime.close()
+        shown[on] = (backend.calls[0][-1]["content"], history[0]["content"])
+    assert shown[False][0].endswith("] " + said) and shown[False][1] == shown[False][0]
+    assert shown[True][0].endswith("] 내일 오후 3시(15:00)에 치과 예약 추가해줘") and shown[True][1] == shown[True][0]
+
+
+def test_an_eval_run_with_time_notes_records_the_noted_opening(tmp_path: Path) -> None:
+    from agent.backends.scripted import ScriptedBackend
+    from agent.eval.runner import RunOptions, episode_path, run_eval
+    from tools.calendar.eval_suite import load_eval_suite
+
+    suite = load_eval_suite()
+    [scenario] = suite.scenarios(templates=["time_probe"], per_template=1, split="test")
+    assert "오후 3시" in scenario.opening
+    [record] = run_eval(suite, [scenario], lambda s, k: ScriptedBackend(["Done."]),
+                        RunOptions(out_dir=tmp_path, progress=False, time_notes=True))
+    saved = json.loads(episode_path(tmp_path, record.key).read_text(encoding="utf-8"))
+    opening = next(m["content"] for m in saved["messages"] if m["role"] == "user")
+    assert "오후 3시(15:00)에" in opening
