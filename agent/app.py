@@ -25,10 +25,10 @@ from agent.trajectory import TrajectoryLog
 def demo_settings(settings: Settings) -> Settings:
     """``settings`` as the demo serves SmolLM2: with the tool block and system prompt style its
     recipe trains with (``models.demo``), whatever the configuration says for other models."""
-    from models.demo import DEMO_DATE_GROUNDING, DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK
+    from models.demo import DEMO_DATE_GROUNDING, DEMO_PROMPT_STYLE, DEMO_TIME_NOTES, DEMO_TOOL_BLOCK
 
     return replace(settings, tool_block=DEMO_TOOL_BLOCK, prompt_style=DEMO_PROMPT_STYLE,
-                   date_grounding=DEMO_DATE_GROUNDING)
+                   date_grounding=DEMO_DATE_GROUNDING, time_notes=DEMO_TIME_NOTES)
 
 
 def falls_back_to_demo(settings: Settings) -> bool:

@@ -72,3 +72,10 @@ def test_the_shipped_adapter_opens_valid_calls_where_the_base_does_not(tmp_path:
     # adapter a valid call in all 20 (README, the demo adapter), so the margin is wide.
     assert all(v["valid_calls"] == 0 for v in base), base
     assert all(v["valid_calls"] >= 1 for v in adapted), adapted
+
+
+def test_the_demo_notes_clock_times_whatever_the_configuration_says(tmp_path: Path) -> None:
+    """The demo's figures (time probe, README) were measured with time notes on; a config that turns
+    them off must not change what the demo shows its model."""
+    settings = demo_settings(load_settings({}, {"AGENT_DATA_DIR": str(tmp_path), "AGENT_TIME_NOTES": "false"}))
+    assert settings.time_notes is demo.DEMO_TIME_NOTES is True

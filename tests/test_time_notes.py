@@ -1,4 +1,4 @@
-"""Time notes (agent.time_notes): a clock time said in words reaches the model with its HH:MM."""
+"""Time notes (agent.time_notes): a clock time said in words reaches the model as HH:MM."""
 
 from __future__ import annotations
 
@@ -16,25 +16,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize(("text", "noted"), [
-    ("내일 오후 3시에 치과 예약 추가해줘", "내일 오후 3시(15:00)에 치과 예약 추가해줘"),
-    ("저녁 7시", "저녁 7시(19:00)"),
-    ("새벽 5시", "새벽 5시(05:00)"),
-    ("오전 12시", "오전 12시(00:00)"),
-    ("낮 12시", "낮 12시(12:00)"),
-    ("낮 2시", "낮 2시(14:00)"),
-    ("밤 9시", "밤 9시(21:00)"),
-    ("밤 12시", "밤 12시(00:00)"),
-    ("밤 1시", "밤 1시(01:00)"),
-    ("오후 2시 반에", "오후 2시 반(14:30)에"),
-    ("오전 11시 30분에", "오전 11시 30분(11:30)에"),
-    ("오후 4시 15분 전에", "오후 4시 15분 전(15:45)에"),
-    ("15시에", "15시(15:00)에"),
-    ("16시 30분", "16시 30분(16:30)"),
-    ("오후 세시 반", "오후 세시 반(15:30)"),
-    ("아침 일곱 시 반", "아침 일곱 시 반(07:30)"),
-    ("오후 열두 시", "오후 열두 시(12:00)"),
-    ("정오에", "정오(12:00)에"),
-    ("자정까지", "자정(00:00)까지"),
+    ("내일 오후 3시에 치과 예약 추가해줘", "내일 15:00에 치과 예약 추가해줘"),
+    ("저녁 7시", "19:00"),
+    ("새벽 5시", "05:00"),
+    ("오전 12시", "00:00"),
+    ("낮 12시", "12:00"),
+    ("낮 2시", "14:00"),
+    ("밤 9시", "21:00"),
+    ("밤 12시", "00:00"),
+    ("밤 1시", "01:00"),
+    ("오후 2시 반에", "14:30에"),
+    ("오전 11시 30분에", "11:30에"),
+    ("오후 4시 15분 전에", "15:45에"),
+    ("15시에", "15:00에"),
+    ("16시 30분", "16:30"),
+    ("오후 세시 반", "15:30"),
+    ("아침 일곱 시 반", "07:30"),
+    ("오후 열두 시", "12:00"),
+    ("정오에", "12:00에"),
+    ("자정까지", "00:00까지"),
     ("at 3pm.", "at 3pm (15:00)."),
     ("at 10 AM.", "at 10 AM (10:00)."),
     ("at 1:00 p.m. sharp", "at 1:00 p.m. (13:00) sharp"),
@@ -53,8 +53,11 @@ ROOT = Path(__file__).resolve().parents[1]
     ("15 minutes past two in the afternoon", "15 minutes past two in the afternoon (14:15)"),
     ("from 2pm to 4pm", "from 2pm (14:00) to 4pm (16:00)"),
 ])
-def test_a_time_that_says_its_half_of_the_day_gets_its_hh_mm(text: str, noted: str) -> None:
+def test_a_time_that_says_its_half_of_the_day_is_shown_as_hh_mm(text: str, noted: str) -> None:
+    """English keeps its words, with (HH:MM) after them; Korean words are replaced by HH:MM."""
     assert note_times(text) == noted
+
+
 
 
 @pytest.mark.parametrize("text", [
@@ -78,7 +81,7 @@ def test_a_time_without_its_half_of_the_day_or_already_hh_mm_is_left_alone(text:
 
 def test_a_noted_message_is_not_noted_twice() -> None:
     once = note_times("내일 오후 3시에, then at 4 pm")
-    assert once == "내일 오후 3시(15:00)에, then at 4 pm (16:00)"
+    assert once == "내일 15:00에, then at 4 pm (16:00)"
     assert note_times(once) == once
 
 
@@ -92,15 +95,16 @@ def test_every_time_probe_opening_that_converts_gets_the_probes_own_answer() -> 
         noted = note_times(item["opening"])
         if item["said"] == item["time"]:  # "15:00", "17:30": already HH:MM
             assert noted == item["opening"]
+        elif item["language"] == "en":
+            assert noted == item["opening"].replace(item["said"], f"{item['said']} ({item['time']})"), noted
         else:
-            assert noted.count("(") - item["opening"].count("(") == 1, noted
-            assert f"({item['time']})" in noted, noted
+            assert noted == item["opening"].replace(item["said"], item["time"]), noted
 
 
 def test_the_stamp_notes_times_only_when_asked() -> None:
     now = datetime(2026, 12, 3, 9, 5, tzinfo=ZoneInfo("Asia/Seoul"))
     assert stamp_user_text(now, "Asia/Seoul", "내일 오후 3시에") == "[09:05] 내일 오후 3시에"
-    assert stamp_user_text(now, "Asia/Seoul", "내일 오후 3시에", time_notes=True) == "[09:05] 내일 오후 3시(15:00)에"
+    assert stamp_user_text(now, "Asia/Seoul", "내일 오후 3시에", time_notes=True) == "[09:05] 내일 15:00에"
 
 
 def test_the_runtime_stores_and_shows_the_noted_message_when_the_setting_is_on(tmp_path: Path) -> None:
@@ -120,7 +124,7 @@ def test_the_runtime_stores_and_shows_the_noted_message_when_the_setting_is_on(t
         runtime.close()
         shown[on] = (backend.calls[0][-1]["content"], history[0]["content"])
     assert shown[False][0].endswith("] " + said) and shown[False][1] == shown[False][0]
-    assert shown[True][0].endswith("] 내일 오후 3시(15:00)에 치과 예약 추가해줘") and shown[True][1] == shown[True][0]
+    assert shown[True][0].endswith("] 내일 15:00에 치과 예약 추가해줘") and shown[True][1] == shown[True][0]
 
 
 def test_an_eval_run_with_time_notes_records_the_noted_opening(tmp_path: Path) -> None:
@@ -135,4 +139,4 @@ def test_an_eval_run_with_time_notes_records_the_noted_opening(tmp_path: Path) -
                         RunOptions(out_dir=tmp_path, progress=False, time_notes=True))
     saved = json.loads(episode_path(tmp_path, record.key).read_text(encoding="utf-8"))
     opening = next(m["content"] for m in saved["messages"] if m["role"] == "user")
-    assert "오후 3시(15:00)에" in opening
+    assert "내일 15:00에" in opening and "오후" not in opening

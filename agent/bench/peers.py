@@ -304,7 +304,8 @@ def _environment(suite: EvalSuite, scenario: Scenario, settings: Any) -> Environ
     environment = suite.make_environment(scenario)
     if settings is None:
         return environment
-    return replace(environment, prompt_style=settings.prompt_style, date_grounding=settings.date_grounding)
+    return replace(environment, prompt_style=settings.prompt_style, date_grounding=settings.date_grounding,
+                   time_notes=settings.time_notes)
 
 
 def _play(suite: EvalSuite, scenario: Scenario, episode: EpisodeFn, run: PeerRun, settings: Any = None) -> None:

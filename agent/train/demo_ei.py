@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.train.demo import _run
-from models.demo import DEMO_DATE_GROUNDING, DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK
+from models.demo import DEMO_DATE_GROUNDING, DEMO_PROMPT_STYLE, DEMO_TIME_NOTES, DEMO_TOOL_BLOCK
 
 # The SFT adapter this stage starts from (``python -m agent train demo``'s output, shipped until
 # an EI adapter beats it): file under models/demo/ and its sha256.
@@ -95,7 +95,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     r = EI_RECIPE
     env = {**os.environ, "AGENT_TOOL_BLOCK": DEMO_TOOL_BLOCK, "AGENT_PROMPT_STYLE": DEMO_PROMPT_STYLE,
-           "AGENT_DATE_GROUNDING": str(DEMO_DATE_GROUNDING).lower(), "HF_HUB_OFFLINE": "1"}
+           "AGENT_DATE_GROUNDING": str(DEMO_DATE_GROUNDING).lower(), "AGENT_TIME_NOTES": str(DEMO_TIME_NOTES).lower(),
+           "HF_HUB_OFFLINE": "1"}
     command = [sys.executable, "-m", "agent", "--threads", str(r["threads"]), "train", "ei", "--base", str(smol),
                "--start-adapter", str(start), "--continue", "--weigh-templates", "--weight-floor", str(r["weight_floor"]),
                "--fallback-policy", r["fallback_policy"], "--policy-mix", str(r["policy_mix"]),
@@ -126,6 +127,7 @@ def run(args: argparse.Namespace) -> int:
         "tool_block": DEMO_TOOL_BLOCK,
         "prompt_style": DEMO_PROMPT_STYLE,
         "date_grounding": DEMO_DATE_GROUNDING,
+        "time_notes": DEMO_TIME_NOTES,
         "command": "python -m agent train demo-ei",
         "start": EI_START,
         "recipe": {**r, "rounds": args.rounds},
