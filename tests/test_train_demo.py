@@ -14,8 +14,8 @@ from agent.train.demo import RECIPE
 from models.demo import DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK
 
 
-def _steps(out: Path) -> list[list[str]]:
-    run = subprocess.run([sys.executable, "-m", "agent", "train", "demo", "--dry-run", "--out", str(out)],
+def _steps(out: Path, *extra: str) -> list[list[str]]:
+    run = subprocess.run([sys.executable, "-m", "agent", "train", "demo", "--dry-run", "--out", str(out), *extra],
                          capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     assert run.returncode == 0, run.stderr
     return [shlex.split(line[2:]) for line in run.stdout.splitlines() if line.startswith("$ ")]
@@ -24,8 +24,8 @@ def _steps(out: Path) -> list[list[str]]:
 def test_the_recipe_prints_three_valid_commands_with_its_settings_and_runs_none(smollm2: Path, tmp_path: Path) -> None:
     out = tmp_path / "demo"
     steps = _steps(out)
-    assert [s[:3] for s in steps] == [[f"AGENT_TOOL_BLOCK={DEMO_TOOL_BLOCK}", f"AGENT_PROMPT_STYLE={DEMO_PROMPT_STYLE}",
-                                       "AGENT_DATE_GROUNDING=false"]] * 3
+    assert [s[:4] for s in steps] == [[f"AGENT_TOOL_BLOCK={DEMO_TOOL_BLOCK}", f"AGENT_PROMPT_STYLE={DEMO_PROMPT_STYLE}",
+                                       "AGENT_DATE_GROUNDING=false", "AGENT_TIME_NOTES=false"]] * 3
     parser = build_parser()
     oracle, export, train = (parser.parse_args(s[s.index("python") + 1:][2:]) for s in steps)  # after "python -m agent"
     assert (oracle.command, oracle.policy, oracle.split, oracle.per_template) == ("eval", "oracle", "train",
@@ -38,3 +38,10 @@ def test_the_recipe_prints_three_valid_commands_with_its_settings_and_runs_none(
                                                       RECIPE["dropout"], RECIPE["seed"], RECIPE["bf16"], True)
     assert train.data == out / "sft" and train.out == out / "lora"
     assert not out.exists()  # a dry run writes nothing
+
+
+def test_time_notes_play_and_train_every_step_with_clock_times_as_the_demo_serves_them(tmp_path: Path) -> None:
+    """The shipped adapter predates time notes, so the plain recipe keeps them off (it reproduces
+    that file); --time-notes turns them on in the oracle run, the export and the training alike."""
+    steps = _steps(tmp_path / "demo", "--time-notes")
+    assert len(steps) == 3 and all("AGENT_TIME_NOTES=true" in s[:s.index("python")] for s in steps)

@@ -55,12 +55,16 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
                       help="optimizer steps to train (a step chosen on the dev split)")
     demo.add_argument("--resume", action="store_true", help="continue the training step from its last checkpoint")
     demo.add_argument("--dry-run", action="store_true", help="print the recipe's commands without running them")
+    demo.add_argument("--time-notes", action="store_true",
+                      help="play and train the rows with clock times shown as HH:MM, as the demo now serves them "
+                           "(agent.time_notes); without it the recipe reproduces the shipped adapter, trained before them")
 
 
 def _run(step: Sequence[str], env: dict[str, str], dry_run: bool = False) -> None:
     """One CLI step as a child process; a failure stops the recipe with that step's status."""
     print("$ " + " ".join(["AGENT_TOOL_BLOCK=" + env["AGENT_TOOL_BLOCK"], "AGENT_PROMPT_STYLE=" + env["AGENT_PROMPT_STYLE"],
-                           "AGENT_DATE_GROUNDING=" + env["AGENT_DATE_GROUNDING"], "python", *map(shlex.quote, step[1:])]), flush=True)
+                           "AGENT_DATE_GROUNDING=" + env["AGENT_DATE_GROUNDING"],
+                           "AGENT_TIME_NOTES=" + env["AGENT_TIME_NOTES"], "python", *map(shlex.quote, step[1:])]), flush=True)
     if dry_run:
         return
     code = subprocess.run(list(step), env=env, check=False).returncode
@@ -78,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
         return 2
     out: Path = args.out
     env = {**os.environ, "AGENT_TOOL_BLOCK": DEMO_TOOL_BLOCK, "AGENT_PROMPT_STYLE": DEMO_PROMPT_STYLE,
-           "AGENT_DATE_GROUNDING": str(DEMO_DATE_GROUNDING).lower(), "HF_HUB_OFFLINE": "1"}
+           "AGENT_DATE_GROUNDING": str(DEMO_DATE_GROUNDING).lower(),
+           "AGENT_TIME_NOTES": str(args.time_notes).lower(), "HF_HUB_OFFLINE": "1"}
     py = [sys.executable, "-m", "agent"]
     started = time.monotonic()
     r = RECIPE
@@ -104,7 +109,8 @@ def run(args: argparse.Namespace) -> int:
         "tool_block": DEMO_TOOL_BLOCK,
         "prompt_style": DEMO_PROMPT_STYLE,
         "date_grounding": DEMO_DATE_GROUNDING,
-        "command": f"python -m agent train demo --stop-after {args.stop_after}",
+        "time_notes": args.time_notes,
+        "command": f"python -m agent train demo --stop-after {args.stop_after}" + (" --time-notes" if args.time_notes else ""),
         "recipe": {**r, "stop_after": args.stop_after},
     }
     print(f"adapter: {gguf} ({record['bytes']} bytes, sha256 {record['sha256']}) in {seconds / 60:.0f} min")
