@@ -213,3 +213,14 @@ def test_write_grpo_and_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     assert environment._turn.user_text == row["prompt"][1]["content"]
     assert write_grpo([], tmp_path / "empty")["rows"] == 0
     assert cli.run(parse(["export", "grpo", "--out", str(tmp_path / "x"), "--split", "nope"]), Settings()) == 2
+
+
+def test_a_row_exported_with_time_notes_is_scored_on_the_opening_it_shows() -> None:
+    """The verifier's turn holds the user's message as the row's prompt shows it (the model saw it
+    so), not as the environment would stamp it without the run's settings."""
+    plain = {r["scenario_id"]: r["prompt"][-1]["content"] for r in prompt_rows(suite(), split="train", per_template=6)}
+    noted = prompt_rows(suite(), split="train", per_template=6, time_notes=True)
+    row = next(r for r in noted if r["prompt"][-1]["content"] != plain[r["scenario_id"]])  # a clock time was noted
+    environment = CalendarGRPOEnv()
+    environment.reset(**row)
+    assert environment._require_turn().user_text == row["prompt"][-1]["content"]

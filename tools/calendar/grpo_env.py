@@ -67,7 +67,11 @@ class CalendarGRPOEnv:
         self._scenario = scenario
         self._environment = make_environment(scenario)
         self._approver = ScenarioApprover(scenario, delivered=1)
-        opening = user_message(scenario, self._environment, scenario.opening)["content"]  # as in the row
+        prompt = row.get("prompt")
+        if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict) and prompt[-1].get("role") == "user":
+            opening = str(prompt[-1]["content"])  # as the row shows it (time notes and all)
+        else:
+            opening = user_message(scenario, self._environment, scenario.opening)["content"]
         self._turn = Turn(session_id=None, user_text=opening)
         self._ledger = TurnLedger(max_tool_calls=Budgets().max_tool_calls)
         self._initial = self._environment.snapshot()
