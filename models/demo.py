@@ -36,7 +36,7 @@ DEMO_PROMPT_STYLE = "short"
 DEMO_DATE_GROUNDING = False
 # Clock times said in words reach the demo model the 24-hour way (the time_notes setting,
 # agent.time_notes): on issue 32's time probe the shipped adapter books the asked time for
-# 22.5 % of the 40 openings without them and TIME_NOTES_PROBE with them (README).
+# 22.5 % of the 40 openings without them and 77.5 % with them; dev success unchanged (README).
 DEMO_TIME_NOTES = True
 # The line ``python -m agent`` prints before it falls back to the demo (nothing configured or pulled).
 DEMO_NOTE = (
