@@ -236,9 +236,9 @@ class Settings:
     # so that a small model looks "다음 주 화요일" up instead of counting. Eval, export and train
     # render the same prompt; the list changes once a day, like the date line it sits under.
     date_grounding: bool = False
-    # Write each clock time the user says in words again as HH:MM beside it, in the model's view
-    # of the message (agent.time_notes): "오후 3시(15:00)", "3pm (15:00)". Stored with the message,
-    # so eval, export and train see what serving showed.
+    # Show the model each clock time the user says in words the 24-hour way (agent.time_notes):
+    # "3pm" as "3pm (15:00)", "오후 3시에" as "15:00에". Stored with the message, so eval, export
+    # and train see what serving showed.
     time_notes: bool = False
     # The 📅 receipt after a turn (agent.receipt): "changes" after a turn that changed, or tried to
     # change, the calendar; "on" after every turn; "off" never. The trajectory records it either way

@@ -169,7 +169,7 @@ def stamp_user_text(now: datetime, tz: str, text: str, time_notes: bool = False)
     The time of day lives in the user messages, not in the system prompt, so everything before
     the newest user message (system prompt, tool block, history) stays byte-identical from turn
     to turn and stays in the KV cache. The stamp is stored with the message, never re-rendered.
-    ``time_notes``: each clock time said in words gets its HH:MM beside it (``agent.time_notes``).
+    ``time_notes``: each clock time said in words is shown the 24-hour way (``agent.time_notes``).
     """
     if time_notes:
         from agent.time_notes import note_times

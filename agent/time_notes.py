@@ -27,106 +27,122 @@ _KO_NUMBERS = {"한": 1, "두": 2, "세": 3, "네": 4, "다섯": 5, "여섯": 6,
                "열한": 11, "열두": 12}
 _EN_NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
                "nine": 9, "ten": 10, "eleven": 11, "twelve": 12}
+_EN_MINUTES = {"five": 5, "ten": 10, "twenty": 20, "twenty-five": 25, "twenty five": 25}
 
 # -- Korean ----------------------------------------------------------------------------------------
 
 _KO_HOUR = "|".join(sorted(_KO_NUMBERS, key=len, reverse=True))
+_KO_CLOCK = rf"(?P<hour{{n}}>\d{{{{1,2}}}}|{_KO_HOUR})\s*시(?:\s*(?P<half{{n}}>반)|\s*(?P<minute{{n}}>\d{{{{1,2}}}})\s*분)?"
 _KO = re.compile(
-    r"(?:(?P<part>오전|오후|아침|낮|저녁|밤|새벽)\s*)?"
-    rf"(?P<hour>\d{{1,2}}|{_KO_HOUR})\s*시"
-    r"(?:\s*(?P<half>반)|\s*(?P<minute>\d{1,2})\s*분(?P<before>\s*전)?)?"
-    r"(?!\s*간)"  # "3시간" is a length, not a time
+    r"(?:(?P<part>오전|오후|아침|낮|저녁|밤|새벽)\s*)?" + _KO_CLOCK.format(n=1)
+    # a range's end takes the start's half of the day: 오후 3시부터 5시까지 is 15:00-17:00
+    + r"(?:(?P<link>\s*(?:부터|에서|~|-|–)\s*)" + _KO_CLOCK.format(n=2) + ")?"
+    + r"(?!\s*(?:간|전|\d|분))"  # 3시간 is a length; 5시 15분 전 may be 4:45 or "before 5:15": left alone
 )
-_KO_WORDS = re.compile(r"정오|자정")
+_KO_NOON = re.compile(r"정오(?:\s*12\s*시)?")
 
 
 def _ko_hour(part: str | None, hour: int) -> int | None:
-    """The 24-hour hour of ``part`` (오후, 저녁, ...) and a said hour 1-12; None if not a clock time."""
+    """The 24-hour hour of a said hour under ``part`` (오후, 저녁, ...); None where the day or the
+    half of it is unclear: a bare 1-12, and midnight and the hours after it (밤 12시, 밤 1시, 24시),
+    which people put on the evening before ("오늘 밤 1시"), so an HH:MM would move them a day."""
     if part is None:
-        return hour if 13 <= hour <= 24 else None  # 15시: already 24-hour; 3시: either half
+        return hour if 13 <= hour <= 23 else None  # 15시: already 24-hour; 3시: either half; 24시: a shop
     if hour > 12:
-        return hour if part in ("오후", "저녁", "밤", "낮") else None  # 오후 15시: said twice, fine
-    if part in ("오전", "아침", "새벽"):
-        return 0 if hour == 12 else hour
+        return hour if part in ("오후", "저녁", "밤", "낮") and hour <= 23 else None  # 오후 15시: said twice
+    if part in ("오전", "아침"):
+        return hour if hour != 12 else None  # 오전 12시: midnight
+    if part == "새벽":
+        return hour if 1 <= hour <= 6 else None
     if part == "낮":  # 낮 12시 is noon, 낮 2시 is 14:00, 낮 11시 is 11:00
         return hour if hour >= 11 else hour + 12
-    if part == "밤" and hour <= 4:  # 밤 1시 is after midnight; 밤 12시 is midnight
-        return hour
-    if part == "밤" and hour == 12:
-        return 0
-    return 12 if hour == 12 else hour + 12  # 오후, 저녁, 밤
+    if hour == 12:  # 오후 12시 is noon; 저녁/밤 12시 is midnight
+        return 12 if part == "오후" else None
+    if part == "밤" and hour <= 4:
+        return None
+    return hour + 12  # 오후, 저녁, 밤
 
 
-def _ko_note(match: re.Match[str]) -> str | None:
-    said = match["hour"]
-    hour = _ko_hour(match["part"], int(said) if said.isdigit() else _KO_NUMBERS[said])
-    if hour is None:
+def _ko_clock(match: re.Match[str], n: int, part: str | None) -> tuple[int, int] | None:
+    """(hour, minute) of the ``n``-th clock in ``match`` under ``part``; None if it is not clear."""
+    said = match[f"hour{n}"]
+    hour = _ko_hour(part, int(said) if said.isdigit() else _KO_NUMBERS[said])
+    minute = 30 if match[f"half{n}"] else int(match[f"minute{n}"] or 0)
+    return None if hour is None or minute > 59 else (hour, minute)
+
+
+def _ko_rewrite(match: re.Match[str]) -> str | None:
+    """The Korean time (or range) as ``HH:MM`` (``HH:MM부터 HH:MM``); None to leave it as said."""
+    start = _ko_clock(match, 1, match["part"])
+    if start is None:
         return None
-    minute = 30 if match["half"] else int(match["minute"] or 0)
-    if minute > 59:
-        return None
-    if match["before"]:  # 4시 15분 전: 3:45
-        if minute == 0:
-            return None
-        hour, minute = (hour - 1) % 24, 60 - minute
-    return f"{hour % 24:02d}:{minute:02d}"
+    if not match["link"]:
+        return f"{start[0]:02d}:{start[1]:02d}"
+    end = _ko_clock(match, 2, match["part"])
+    if end is not None and end <= start and match["part"] == "오전":
+        end = _ko_clock(match, 2, "오후")  # 오전 11시부터 1시까지: the end is after noon
+    if end is None or end <= start:
+        return None  # 오후 3시부터 2시: not a range read the one way
+    return f"{start[0]:02d}:{start[1]:02d}{match['link']}{end[0]:02d}:{end[1]:02d}"
 
 
 # -- English ---------------------------------------------------------------------------------------
 
 _EN_HOUR = "|".join(_EN_NUMBERS)
+_EN_LEAD = r"(?:a\s+)?quarter|half|\d{1,2}(?:\s+minutes?)?|(?:twenty[-\s]five|twenty|ten|five)(?:\s+minutes?)?"
 _EN_PART = r"in\s+the\s+(?P<part>morning|afternoon|evening)|at\s+(?P<night>night)"
 _EN_MERIDIEM = r"(?:(?P<meridiem>[ap])\.m\.|(?P<meridiem2>[ap])\s?m\b)"  # p.m. with its dot, pm, PM
 _EN_AFTER = ("at", "by", "from", "until", "till", "til", "to", "around", "about", "before", "after", "and")
 _EN = re.compile(
-    r"(?<![\w:])"
-    r"(?:(?P<lead>(?:a\s+)?quarter|half|\d{1,2}\s+minutes?)\s+(?P<rel>past|after|to)\s+)?"
-    rf"(?P<hour>\d{{1,2}}|{_EN_HOUR}|noon|midday|midnight)"
-    r"(?::(?P<minute>\d{2}))?"
-    rf"(?:\s*o'clock)?"
+    r"(?<![\w:.])"  # not the minutes of 3:10 or 3.10
+    rf"(?:(?P<lead>{_EN_LEAD})\s+(?P<rel>past|after|to)\s+)?"
+    rf"(?P<hour>\d{{1,2}}|{_EN_HOUR}|noon|midday)"
+    r"(?:[:.](?P<minute>\d{2}))?"
+    r"(?:\s*o'clock)?"
     rf"(?:\s*{_EN_MERIDIEM}|\s+(?:{_EN_PART}))?",
     re.IGNORECASE,
 )
 
 
-def _en_note(match: re.Match[str]) -> str | None:
+def _en_hhmm(match: re.Match[str]) -> str | None:
+    """The English time as ``HH:MM``; None to leave it as said (either half of the day, a number
+    that is not a time, midnight, which people put on the day before)."""
     said = match["hour"].lower()
-    named = said in ("noon", "midday", "midnight")
-    if named:
-        hour = 0 if said == "midnight" else 12
-    else:
-        hour = int(said) if said.isdigit() else _EN_NUMBERS[said]
+    named = said in ("noon", "midday")
+    hour = 12 if named else int(said) if said.isdigit() else _EN_NUMBERS[said]
     minute = int(match["minute"] or 0)
     meridiem = (match["meridiem"] or match["meridiem2"] or "").lower()
     part = (match["part"] or match["night"] or "").lower()
+    before = match.string[:match.start()].split()
+    if before and before[-1].lower() in ("past", "after"):
+        return None  # "a few minutes past 3pm": a lead this does not read
     if not named and not said.isdigit() and not match["lead"] and "o'clock" not in match.group().lower():
-        before = match.string[:match.start()].split()
         if not before or before[-1].lower() not in _EN_AFTER:
             return None  # "I have one in the evening" is an event, not a time
-    if not named:
-        if meridiem or part:
-            if hour > 12 or hour == 0:
-                return None  # "15pm" is not a time
-            evening = meridiem == "p" or part in ("afternoon", "evening", "night")
-            if part == "night" and hour <= 4:
-                evening = False  # "2 at night" is after midnight
-            hour = (hour % 12) + (12 if evening else 0)
-        elif match["minute"] and 13 <= hour <= 23 and not match["lead"]:
-            return None  # 15:00 is already written the way the model copies
-        elif not 13 <= hour <= 23:
-            return None  # "at 3", "3:30": either half of the day
-        elif not match["lead"]:
-            return None  # "15" alone is a number, not a time
-    elif meridiem or match["minute"]:
-        return None  # "noon pm" and "noon:30" are not times
+    if named:
+        if meridiem or match["minute"]:
+            return None  # "noon pm" and "noon:30" are not times
+    elif meridiem or part:
+        if hour > 12 or hour == 0:
+            return None  # "15pm" is not a time
+        evening = meridiem == "p" or part in ("afternoon", "evening", "night")
+        if hour == 12 and (meridiem == "a" or part in ("evening", "night")):
+            return None  # 12am, 12 at night: midnight
+        if part == "night" and hour <= 4:
+            return None  # "2 at night": after midnight, on which day?
+        hour = (hour % 12) + (12 if evening else 0)
+    elif not match["lead"] or match["minute"] or not 13 <= hour <= 23:
+        return None  # "at 3", "3:30": either half of the day; "15:00": already written so
     if minute > 59:
         return None
     if match["lead"]:
         if match["minute"]:
             return None
         lead = match["lead"].lower()
-        offset = 30 if lead == "half" else 15 if "quarter" in lead else int(lead.split()[0])
-        if offset >= 60 or (lead == "half" and match["rel"].lower() == "to"):
+        word = lead.split()[0] if not lead.startswith("twenty") else lead.replace(" minutes", "").replace(" minute", "")
+        offset = (30 if lead == "half" else 15 if "quarter" in lead
+                  else int(word) if word.isdigit() else _EN_MINUTES.get(word.replace("-", " "), _EN_MINUTES.get(word, 0)))
+        if not 0 < offset < 60 or (lead == "half" and match["rel"].lower() == "to"):
             return None
         total = hour * 60 + (offset if match["rel"].lower() in ("past", "after") else -offset)
         hour, minute = divmod(total % (24 * 60), 60)
@@ -138,28 +154,28 @@ def _en_note(match: re.Match[str]) -> str | None:
 
 def note_times(text: str) -> str:
     """``text`` as the model is shown it: English clock times with ``(HH:MM)`` after them, Korean
-    ones replaced by ``HH:MM`` (see the module's docstring for why they differ)."""
-    found: list[tuple[int, int, str]] = []
-    for match in _KO_WORDS.finditer(text):
-        found.append((match.start(), match.end(), "12:00" if match.group() == "정오" else "00:00"))
-    for pattern, note in ((_KO, _ko_note), (_EN, _en_note)):
-        for match in pattern.finditer(text):
-            hhmm = note(match)
-            if hhmm is not None:
-                found.append((match.start(), match.end(), hhmm))
-    out, at = [], 0
-    for start, end, hhmm in sorted(found):
+    ones replaced by ``HH:MM`` (see the module's docstring for why they differ).
+
+    Each pattern's matches are collected with their replacement, then applied left to right; where
+    two readings overlap (an English pattern inside a Korean phrase), the one that starts first wins."""
+    found: list[tuple[int, int, str]] = [(m.start(), m.end(), "12:00") for m in _KO_NOON.finditer(text)]
+    for match in _KO.finditer(text):
+        rewritten = _ko_rewrite(match)
+        if rewritten is not None:
+            found.append((match.start(), match.end(), rewritten))
+    for match in _EN.finditer(text):
+        hhmm = _en_hhmm(match)
+        if hhmm is None:
+            continue
+        end = match.start() + len(match.group().rstrip())
+        if not text[end:].lstrip().startswith(f"({hhmm})"):  # noted already (a message re-sent)
+            found.append((match.start(), end, f"{text[match.start():end]} ({hhmm})"))
+    out: list[str] = []
+    at = 0
+    for start, end, replacement in sorted(found):
         if start < at:
-            continue  # overlapping readings: the first one stands
-        end = start + len(text[start:end].rstrip())
-        out.append(text[at:start])
-        said = text[start:end]
+            continue
+        out += [text[at:start], replacement]
         at = end
-        if "\uac00" <= said[-1] <= "\ud7a3":
-            out.append(hhmm)
-        elif text[end:].lstrip().startswith(f"({hhmm})"):  # noted already (a message re-sent)
-            out.append(said)
-        else:
-            out.append(f"{said} ({hhmm})")
     out.append(text[at:])
     return "".join(out)

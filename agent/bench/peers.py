@@ -19,7 +19,7 @@ Same weights everywhere: with an adapter (``--adapter``), the runtime's backend,
 after the runtime's own check of the pair (``models.check.check_pair``: llama-cpp-python segfaults
 on a wrong adapter instead of refusing it); a peer that cannot apply it the same way (llama_cpp.server
 has no scale setting) is "not measured" rather than run on other weights. The system prompt follows
-the run's ``prompt_style``/``date_grounding`` settings and the runtime's tool block its
+the run's ``prompt_style``/``date_grounding``/``time_notes`` settings and the runtime's tool block its
 ``tool_block``, as in ``python -m agent eval`` (an adapter is served with the prompt it was trained
 on); the other peers render the tools their own way, from the same schemas.
 
