@@ -30,6 +30,7 @@ import jinja2
 
 from agent.formats.hermes import HERMES, HermesFormat
 from agent.formats.tool_view import shown_tools
+from agent.time_notes import note_times
 from models.templates import compile_template, family_of
 
 _SENTINEL = "\x00IJ_SPLICE_7f3a\x00"
@@ -172,8 +173,6 @@ def stamp_user_text(now: datetime, tz: str, text: str, time_notes: bool = False)
     ``time_notes``: each clock time said in words is shown the 24-hour way (``agent.time_notes``).
     """
     if time_notes:
-        from agent.time_notes import note_times
-
         text = note_times(text)
     return f"[{_local(now, tz):%H:%M}] {text}"
 

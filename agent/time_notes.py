@@ -77,13 +77,13 @@ def _ko_rewrite(match: re.Match[str]) -> str | None:
     if start is None:
         return None
     if not match["link"]:
-        return f"{start[0]:02d}:{start[1]:02d}"
+        return "%02d:%02d" % start
     end = _ko_clock(match, 2, match["part"])
     if end is not None and end <= start and match["part"] == "오전":
         end = _ko_clock(match, 2, "오후")  # 오전 11시부터 1시까지: the end is after noon
     if end is None or end <= start:
         return None  # 오후 3시부터 2시: not a range read the one way
-    return f"{start[0]:02d}:{start[1]:02d}{match['link']}{end[0]:02d}:{end[1]:02d}"
+    return "%02d:%02d" % start + match["link"] + "%02d:%02d" % end
 
 
 # -- English ---------------------------------------------------------------------------------------
@@ -113,7 +113,7 @@ def _en_hhmm(match: re.Match[str]) -> str | None:
     minute = int(match["minute"] or 0)
     meridiem = (match["meridiem"] or match["meridiem2"] or "").lower()
     part = (match["part"] or match["night"] or "").lower()
-    before = match.string[:match.start()].split()
+    before = match.string[:match.start()].rsplit(None, 1)[-1:]  # the word before the time, if any
     if before and before[-1].lower() in ("past", "after"):
         return None  # "a few minutes past 3pm": a lead this does not read
     if not named and not said.isdigit() and not match["lead"] and "o'clock" not in match.group().lower():
@@ -138,10 +138,9 @@ def _en_hhmm(match: re.Match[str]) -> str | None:
     if match["lead"]:
         if match["minute"]:
             return None
-        lead = match["lead"].lower()
-        word = lead.split()[0] if not lead.startswith("twenty") else lead.replace(" minutes", "").replace(" minute", "")
-        offset = (30 if lead == "half" else 15 if "quarter" in lead
-                  else int(word) if word.isdigit() else _EN_MINUTES.get(word.replace("-", " "), _EN_MINUTES.get(word, 0)))
+        lead = re.sub(r"\s+minutes?$", "", match["lead"].lower())  # "10 minutes" -> "10", "twenty five"
+        offset = (30 if lead == "half" else 15 if lead.endswith("quarter")
+                  else int(lead) if lead.isdigit() else _EN_MINUTES.get(lead, 0))
         if not 0 < offset < 60 or (lead == "half" and match["rel"].lower() == "to"):
             return None
         total = hour * 60 + (offset if match["rel"].lower() in ("past", "after") else -offset)

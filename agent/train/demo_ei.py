@@ -18,13 +18,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from agent.train.demo import _run
+from agent.train.demo import _run, demo_env
 from models.demo import DEMO_DATE_GROUNDING, DEMO_PROMPT_STYLE, DEMO_TIME_NOTES, DEMO_TOOL_BLOCK
 
 # The SFT adapter this stage starts from (``python -m agent train demo``'s output, shipped until
@@ -94,9 +93,7 @@ def run(args: argparse.Namespace) -> int:
               "pass --start with that file", file=sys.stderr)
         return 2
     r = EI_RECIPE
-    env = {**os.environ, "AGENT_TOOL_BLOCK": DEMO_TOOL_BLOCK, "AGENT_PROMPT_STYLE": DEMO_PROMPT_STYLE,
-           "AGENT_DATE_GROUNDING": str(DEMO_DATE_GROUNDING).lower(), "AGENT_TIME_NOTES": str(DEMO_TIME_NOTES).lower(),
-           "HF_HUB_OFFLINE": "1"}
+    env = demo_env(DEMO_TIME_NOTES)
     command = [sys.executable, "-m", "agent", "--threads", str(r["threads"]), "train", "ei", "--base", str(smol),
                "--start-adapter", str(start), "--continue", "--weigh-templates", "--weight-floor", str(r["weight_floor"]),
                "--fallback-policy", r["fallback_policy"], "--policy-mix", str(r["policy_mix"]),
