@@ -83,12 +83,14 @@ RECEIPTS = {
 }
 
 
-def quiet_agenda_time(config: str) -> str:
-    """A daily-agenda time twelve hours from now in the time zone ``config`` sets (else the default)."""
+def quiet_agenda_time(config: str, now: datetime | None = None) -> str:
+    """A daily-agenda time twelve hours after ``now`` (the wall clock by default) in the time zone
+    ``config`` sets (else the default)."""
     from agent.config import DEFAULT_TZ
 
     found = re.search(r'^tz\s*=\s*"([^"]+)"', config, re.MULTILINE)
-    return (datetime.now(ZoneInfo(found.group(1) if found else DEFAULT_TZ)) + timedelta(hours=12)).strftime("%H:%M")
+    zone = ZoneInfo(found.group(1) if found else DEFAULT_TZ)
+    return ((now or datetime.now(zone)).astimezone(zone) + timedelta(hours=12)).strftime("%H:%M")
 
 
 class BotProcess:
@@ -103,6 +105,7 @@ class BotProcess:
         (data_dir / "config.toml").write_text(
             f'domain = "{domain}"\napproval_timeout_s = {approval_timeout_s}\n{extra_config}'
         )
+        self.extra_config = extra_config
         self.script_path = data_dir / "script.json"
         self.script_path.write_text(json.dumps(script))
         # No script: the real SmolLM2 demo model.
@@ -112,6 +115,15 @@ class BotProcess:
         # default) would otherwise arrive in whichever test runs at 08:00 in the bot's time zone:
         # it goes to half a day from now, and a test of the agenda sets its own.
         self.extra_env: dict[str, str] = {"AGENT_AGENDA_TIME": quiet_agenda_time(extra_config)}
+
+    def use_clock_file(self, clock: Path, *args: str) -> None:
+        """Run the bot on the instant written in ``clock`` (``--clock-file``, plus ``args``).
+
+        The agenda then moves half a day from *that* instant: half a day from the wall clock
+        can land on the test clock's hour, and the agenda arrives among the test's replies."""
+        self.model_args += ["--clock-file", str(clock), *args]
+        now = datetime.fromisoformat(clock.read_text().strip())
+        self.extra_env["AGENT_AGENDA_TIME"] = quiet_agenda_time(self.extra_config, now)
 
     def env(self, **extra: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TELEGRAM_", "AGENT_"))}

@@ -559,7 +559,7 @@ def test_a_reminder_due_during_an_outage_arrives_after_it_once_with_its_buttons(
     server = FakeTelegram(TOKEN).start()
     process = BotProcess(server, tmp_path, {"default": ["hi"]}, domain="tools.calendar.domain",
                          extra_config='tz = "Asia/Seoul"\n')
-    process.model_args += ["--clock-file", str(clock), "--time-scale", str(SCALE)]
+    process.use_clock_file(clock, "--time-scale", str(SCALE))
     try:
         process.start()
         server.outage()  # until the reminder has been refused at least once

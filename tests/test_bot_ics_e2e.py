@@ -40,9 +40,9 @@ def fake() -> Iterator[FakeTelegram]:
 def bot(fake: FakeTelegram, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BotProcess]:
     data_dir = tmp_path_factory.mktemp("bot")
     clock = data_dir / "clock.txt"
-    clock.write_text(datetime(2026, 12, 1, 7, 0, tzinfo=SEOUL).isoformat())  # before the 08:00 agenda
+    clock.write_text(datetime(2026, 12, 1, 7, 0, tzinfo=SEOUL).isoformat())
     process = BotProcess(fake, data_dir, SCRIPT, domain="tools.calendar.domain", extra_config='tz = "Asia/Seoul"\n')
-    process.model_args += ["--clock-file", str(clock)]
+    process.use_clock_file(clock)
     process.start()
     yield process
     assert process.stop() == 0, process.log()[-3000:]

@@ -54,7 +54,7 @@ def test_reminders_snooze_restarts_and_agenda(tmp_path: Path) -> None:
     server = FakeTelegram(TOKEN).start()
     process = BotProcess(server, tmp_path, SCRIPT, domain="tools.calendar.domain",
                          extra_config='tz = "Asia/Seoul"\nreminder_grace_minutes = 30\n')
-    process.model_args += ["--clock-file", str(clock)]
+    process.use_clock_file(clock)
     process.extra_env["AGENT_AGENDA_TIME"] = "08:00"  # the default, which the harness moves out of the way
     users = [ALICE, BOB, *BURST_USERS]
     try:
