@@ -47,6 +47,10 @@ ROOT = Path(__file__).resolve().parents[1]
     ("10am-11am", "10am (10:00)-11am (11:00)"),
     ("at 3.10pm", "at 3.10pm (15:10)"),
     ("ten past 3pm", "ten past 3pm (15:10)"),
+    ("10 minutes to 4pm", "10 minutes to 4pm (15:50)"),
+    # a number before "to" in digits is a range's start or a date, not minutes
+    ("from 2 to 4pm", "from 2 to 4pm (16:00)"),
+    ('Push "Budget meeting" on December 12 to 4pm, please.', 'Push "Budget meeting" on December 12 to 4pm (16:00), please.'),
     ("twenty to four in the afternoon", "twenty to four in the afternoon (15:40)"),
     ("오후 3시부터 5시까지", "15:00부터 17:00까지"),  # a range's end keeps the start's half of the day
     ("저녁 6시~8시", "18:00~20:00"),
