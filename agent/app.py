@@ -25,10 +25,10 @@ from agent.trajectory import TrajectoryLog
 def demo_settings(settings: Settings) -> Settings:
     """``settings`` as the demo serves SmolLM2: with the tool block and system prompt style its
     recipe trains with (``models.demo``), whatever the configuration says for other models."""
-    from models.demo import DEMO_DATE_GROUNDING, DEMO_PROMPT_STYLE, DEMO_TIME_NOTES, DEMO_TOOL_BLOCK
+    from models.demo import DEMO_DATE_GROUNDING, DEMO_DATE_NOTES, DEMO_PROMPT_STYLE, DEMO_TIME_NOTES, DEMO_TOOL_BLOCK
 
     return replace(settings, tool_block=DEMO_TOOL_BLOCK, prompt_style=DEMO_PROMPT_STYLE,
-                   date_grounding=DEMO_DATE_GROUNDING, time_notes=DEMO_TIME_NOTES)
+                   date_grounding=DEMO_DATE_GROUNDING, time_notes=DEMO_TIME_NOTES, date_notes=DEMO_DATE_NOTES)
 
 
 def falls_back_to_demo(settings: Settings) -> bool:
@@ -140,7 +140,7 @@ def user_stamp_factory(settings: Settings, clock: Clock = wall_clock) -> Callabl
     """Stamps a user's message with the local time of ``clock()`` as it enters the conversation."""
     from agent.prompt import stamp_user_text
 
-    return lambda text: stamp_user_text(clock(), settings.tz, text, settings.time_notes)
+    return lambda text: stamp_user_text(clock(), settings.tz, text, settings.time_notes, settings.date_notes)
 
 
 def build_runtime(settings: Settings, backend: Backend, domain: Domain | None = None,

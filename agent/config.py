@@ -54,6 +54,7 @@ ENV_NAMES: dict[str, str] = {
     "prompt_style": "AGENT_PROMPT_STYLE",
     "date_grounding": "AGENT_DATE_GROUNDING",
     "time_notes": "AGENT_TIME_NOTES",
+    "date_notes": "AGENT_DATE_NOTES",
     "receipt": "AGENT_RECEIPT",
 }
 
@@ -240,6 +241,10 @@ class Settings:
     # "3pm" as "3pm (15:00)", "오후 3시에" as "15:00에". Stored with the message, so eval, export
     # and train see what serving showed.
     time_notes: bool = False
+    # Show the model each day the user names relative to today as its date (agent.date_notes):
+    # "tomorrow" as "tomorrow (2026-12-04)", "내일" as "2026-12-04". Stored with the message, so
+    # eval, export and train see what serving showed.
+    date_notes: bool = False
     # The 📅 receipt after a turn (agent.receipt): "changes" after a turn that changed, or tried to
     # change, the calendar; "on" after every turn; "off" never. The trajectory records it either way
     # it is shown.

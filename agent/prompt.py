@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo
 
 import jinja2
 
+from agent.date_notes import note_days
 from agent.formats.hermes import HERMES, HermesFormat
 from agent.formats.tool_view import shown_tools
 from agent.time_notes import note_times
@@ -164,14 +165,17 @@ def _local(now: datetime, tz: str) -> datetime:
     return now.astimezone(ZoneInfo(tz)) if now.tzinfo else now.replace(tzinfo=ZoneInfo(tz))
 
 
-def stamp_user_text(now: datetime, tz: str, text: str, time_notes: bool = False) -> str:
+def stamp_user_text(now: datetime, tz: str, text: str, time_notes: bool = False, date_notes: bool = False) -> str:
     """A user message as it enters a conversation: ``[HH:MM] text``, the local time it was sent.
 
     The time of day lives in the user messages, not in the system prompt, so everything before
     the newest user message (system prompt, tool block, history) stays byte-identical from turn
     to turn and stays in the KV cache. The stamp is stored with the message, never re-rendered.
     ``time_notes``: each clock time said in words is shown the 24-hour way (``agent.time_notes``).
+    ``date_notes``: each day named relative to today is shown as its date (``agent.date_notes``).
     """
+    if date_notes:  # first: an after-midnight time read as words ("내일 새벽 1시") keeps its day unnoted
+        text = note_days(text, _local(now, tz))
     if time_notes:
         text = note_times(text)
     return f"[{_local(now, tz):%H:%M}] {text}"

@@ -24,8 +24,9 @@ def _steps(out: Path, *extra: str) -> list[list[str]]:
 def test_the_recipe_prints_three_valid_commands_with_its_settings_and_runs_none(smollm2: Path, tmp_path: Path) -> None:
     out = tmp_path / "demo"
     steps = _steps(out)
-    assert [s[:4] for s in steps] == [[f"AGENT_TOOL_BLOCK={DEMO_TOOL_BLOCK}", f"AGENT_PROMPT_STYLE={DEMO_PROMPT_STYLE}",
-                                       "AGENT_DATE_GROUNDING=false", "AGENT_TIME_NOTES=false"]] * 3
+    assert [s[:5] for s in steps] == [[f"AGENT_TOOL_BLOCK={DEMO_TOOL_BLOCK}", f"AGENT_PROMPT_STYLE={DEMO_PROMPT_STYLE}",
+                                       "AGENT_DATE_GROUNDING=false", "AGENT_TIME_NOTES=false",
+                                       "AGENT_DATE_NOTES=false"]] * 3
     parser = build_parser()
     oracle, export, train = (parser.parse_args(s[s.index("python") + 1:][2:]) for s in steps)  # after "python -m agent"
     assert (oracle.command, oracle.policy, oracle.split, oracle.per_template) == ("eval", "oracle", "train",
@@ -45,3 +46,10 @@ def test_time_notes_play_and_train_every_step_with_clock_times_as_the_demo_serve
     that file); --time-notes turns them on in the oracle run, the export and the training alike."""
     steps = _steps(tmp_path / "demo", "--time-notes")
     assert len(steps) == 3 and all("AGENT_TIME_NOTES=true" in s[:s.index("python")] for s in steps)
+
+
+def test_date_notes_play_and_train_every_step_with_days_as_dates_only_when_asked(tmp_path: Path) -> None:
+    """Like time notes: the plain recipe keeps them off, whatever the demo serves with."""
+    steps = _steps(tmp_path / "demo", "--date-notes")
+    assert len(steps) == 3 and all("AGENT_DATE_NOTES=true" in s[:s.index("python")] for s in steps)
+    assert all("AGENT_TIME_NOTES=false" in s[:s.index("python")] for s in steps)

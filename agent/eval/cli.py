@@ -25,9 +25,10 @@ RUN_JSON = "run.json"
 # split: the calendar's rewritten and rewritten-original sets share scenario ids, so resuming one
 # into the other's folder would take its episodes as done.
 IDENTITY_KEYS = ("label", "suite", "split", "backend", "model_path", "adapter_sha256", "lora_scale", "seed", "sampling",
-                 "history", "prompt_style", "tool_block", "date_grounding", "time_notes")
+                 "history", "prompt_style", "tool_block", "date_grounding", "time_notes", "date_notes")
 # What a run.json from before a key was recorded meant by its absence.
-IDENTITY_DEFAULTS = {"prompt_style": "full", "tool_block": "full", "date_grounding": False, "time_notes": False}
+IDENTITY_DEFAULTS = {"prompt_style": "full", "tool_block": "full", "date_grounding": False, "time_notes": False,
+                     "date_notes": False}
 
 
 def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
@@ -283,6 +284,7 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
             "history": history_of(settings),
             "prompt_style": settings.prompt_style, "tool_block": settings.tool_block,
             "date_grounding": settings.date_grounding, "time_notes": settings.time_notes,
+            "date_notes": settings.date_notes,
             **{k: identity.get(k) for k in ("backend", "model_path", "adapter_sha256", "lora_scale")}}
     clash = _check_same_run(out_dir, meta)
     if clash:
@@ -297,7 +299,8 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
         budgets=Budgets(max_steps=settings.max_steps, max_tool_calls=settings.max_tool_calls,
                         **({"max_tokens": args.max_tokens} if args.max_tokens else {})),
         progress=not args.no_progress, sampling=sampling, prompt_style=settings.prompt_style,
-        date_grounding=settings.date_grounding, time_notes=settings.time_notes, history_turns=settings.history_turns, history_block=settings.history_block,
+        date_grounding=settings.date_grounding, time_notes=settings.time_notes, date_notes=settings.date_notes,
+        history_turns=settings.history_turns, history_block=settings.history_block,
     )
     try:
         records = run_eval(suite, scenarios, backend_for, options, verifier=verifier)

@@ -48,6 +48,7 @@ class RunOptions:
     prompt_style: str = "full"  # the system prompt's style (agent.prompt.PROMPT_STYLES), the runtime's setting
     date_grounding: bool = False  # the runtime's setting: the next 14 days listed in the system prompt
     time_notes: bool = False  # the runtime's setting: HH:MM beside each clock time said in words
+    date_notes: bool = False  # the runtime's setting: the date beside each day named relative to today
 
 
 def episode_key(scenario_id: str, sample: int) -> str:
@@ -91,7 +92,8 @@ def run_one(
     """One episode from a fresh environment to its record; a crash is recorded, not raised."""
     started = time.perf_counter()
     environment = replace(suite.make_environment(scenario), prompt_style=options.prompt_style,
-                          date_grounding=options.date_grounding, time_notes=options.time_notes)
+                          date_grounding=options.date_grounding, time_notes=options.time_notes,
+                          date_notes=options.date_notes)
     key = episode_key(scenario.id, sample)
     sampling = options.sampling.for_sample(scenario.id, sample) if options.sampling is not None else None
     if sampling is not None:

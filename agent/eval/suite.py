@@ -97,6 +97,7 @@ class Environment:
     prompt_style: str = "full"  # the system prompt's style (the runner sets the run's setting)
     date_grounding: bool = False  # the next 14 days in the system prompt (the runner sets the run's setting)
     time_notes: bool = False  # HH:MM beside each clock time said in words (the runner sets the run's setting)
+    date_notes: bool = False  # the date beside each day named relative to today (the runner sets the run's setting)
     # The whole system message, for tasks that bring their own (an external benchmark): it replaces
     # the runtime's (date line, rules, the time stamp explained), and user messages are then sent
     # as they are, unstamped, since nothing explains a stamp. None: the runtime's system prompt.

