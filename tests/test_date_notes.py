@@ -32,15 +32,6 @@ THURSDAY = datetime(2026, 12, 3, 9, 0)  # local time, 09:00 on a Thursday
     ("in a week", "in a week (2026-12-10)"),
     ("in two weeks", "in two weeks (2026-12-17)"),
     ("in 2 weeks", "in 2 weeks (2026-12-17)"),
-    ("on December 15", "on December 15 (2026-12-15)"),
-    ("on Dec. 15th", "on Dec. 15th (2026-12-15)"),
-    ("on Sept 3", "on Sept 3 (2027-09-03)"),
-    ("on december 15", "on december 15 (2026-12-15)"),
-    ("on May 2", "on May 2 (2027-05-02)"),
-    ("on 15 December 2027", "on 15 December 2027 (2027-12-15)"),
-    ("the 20th of December", "the 20th of December (2026-12-20)"),
-    ("on January 10", "on January 10 (2027-01-10)"),
-    ("what was on November 20", "what was on November 20 (2026-11-20)"),
     ("내일 15:00에 치과", "2026-12-04 15:00에 치과"),
     ("모레 팀 회의 잡아줘", "2026-12-05 팀 회의 잡아줘"),
     ("오늘 점심", "2026-12-03 점심"),
@@ -55,9 +46,6 @@ THURSDAY = datetime(2026, 12, 3, 9, 0)  # local time, 09:00 on a Thursday
     ("담주 금요일", "2026-12-11"),
     ("이번 주 토요일", "2026-12-05"),
     ("이번 주 월요일 회의", "2026-11-30 회의"),
-    ("12월 15일 치과", "2026-12-15 치과"),
-    ("1월 10일에", "2027-01-10에"),
-    ("2027년 2월 3일", "2027-02-03"),
     ("3일 후에 알려줘", "2026-12-06에 알려줘"),
     ("이틀 뒤", "2026-12-05"),
     ("일주일 후", "2026-12-10"),
@@ -76,7 +64,8 @@ def test_a_day_named_relative_to_today_is_shown_as_its_date(text: str, noted: st
     "다음 주 일요일", "이번 주 일요일",  # does the week start on Sunday or Monday?
     "내일모레 보자",  # the day after tomorrow, or "soon"
     "매주 월요일", "월요일에",
-    "2월 30일", "February 30", "June 31st",  # no such day
+    # a month and day needs no counting (noted too, it cost test openings: README)
+    "on December 15", "12월 15일 치과", "on January 10", "2027년 2월 3일", "15 December 2027",
     "3일간", "3일 동안",  # lengths, not days
     "tomorrow (2026-12-04)", "Tomorrow 2026-12-04", "내일 (2026-12-04)",  # already dated
     "2026-12-04", "12/15",  # written as a date already, or in an order that is not certain
@@ -86,27 +75,12 @@ def test_a_day_named_relative_to_today_is_shown_as_its_date(text: str, noted: st
     # other words that hold a day word, and idioms
     "그제야 알았어", "그제서야", "오늘날", "어제오늘 일이 아니다", "오늘내일 중으로", "내일배움카드 신청",
     # a year word of its own, a yearly or repeated day, a frequency, an estimate
-    "내년 11월 10일", "작년 12월 25일", "지난 11월 1일", "November 1 last year", "last November 1",
-    "매년 12월 25일", "12월 25일마다", "3 times in a week", "once in a week", "in a day or two", "in 0 days",
-    # not a day at all
-    "the top 3 may be busy", "I bought 3 mar bars", "Dec 15:00", "12월 15일~17일",
+    "매주 내일", "내일마다", "3 times in a week", "once in a week", "in a day or two", "in 0 days", "0일 후",
     # after-midnight times the time notes would otherwise turn into 01:00
     "내일 오전 1시", "tomorrow at 1 in the morning", "tomorrow night at 1am",
 ])
 def test_a_day_whose_date_is_in_doubt_is_left_as_said(text: str) -> None:
     assert note_days(text, THURSDAY) == text
-
-
-def test_a_month_and_day_long_past_is_next_years_and_a_recent_one_the_recent_one() -> None:
-    assert note_days("June 5", THURSDAY) == "June 5 (2027-06-05)"
-    assert note_days("11월 10일", THURSDAY) == "2026-11-10"
-    assert note_days("10월 10일", THURSDAY) == "2027-10-10"
-    new_year = datetime(2027, 1, 1, 9, 0)
-    assert note_days("what did I have on December 31", new_year) == "what did I have on December 31 (2026-12-31)"
-    assert note_days("12월 28일 회의 뭐였지", new_year) == "2026-12-28 회의 뭐였지"
-    assert note_days("February 29", datetime(2027, 3, 1, 9, 0)) == "February 29 (2028-02-29)"
-    assert note_days("2월 29일", datetime(2028, 2, 29, 9, 0)) == "2028-02-29"
-    assert note_days("February 29", THURSDAY) == "February 29"  # neither 2026 nor 2027 has one
 
 
 @pytest.mark.parametrize("day", range(7))
