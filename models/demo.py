@@ -38,9 +38,10 @@ DEMO_DATE_GROUNDING = False
 # agent.time_notes): on issue 32's time probe the shipped adapter books the asked time for
 # 22.5 % of the 40 openings without them and 77.5 % with them; dev success unchanged (README).
 DEMO_TIME_NOTES = True
-# Relative days reach the demo model as dates (the date_notes setting, agent.date_notes): off until
-# measured (issue 32).
-DEMO_DATE_NOTES = False
+# Days named relative to today reach the demo model as dates (the date_notes setting,
+# agent.date_notes): on the whole test split the shipped adapter's success goes from 26.5 % to
+# 40.4 % with them (McNemar p = 5.6e-6; README, "Days as asked").
+DEMO_DATE_NOTES = True
 # The line ``python -m agent`` prints before it falls back to the demo (nothing configured or pulled).
 DEMO_NOTE = (
     "note: no model configured or pulled, so this is the small demo: SmolLM2-135M-Instruct with the "

@@ -79,3 +79,9 @@ def test_the_demo_notes_clock_times_whatever_the_configuration_says(tmp_path: Pa
     them off must not change what the demo shows its model."""
     settings = demo_settings(load_settings({}, {"AGENT_DATA_DIR": str(tmp_path), "AGENT_TIME_NOTES": "false"}))
     assert settings.time_notes is demo.DEMO_TIME_NOTES is True
+
+
+def test_the_demo_notes_relative_days_whatever_the_configuration_says(tmp_path: Path) -> None:
+    """The demo's test figure (README, "Days as asked") was measured with date notes on."""
+    settings = demo_settings(load_settings({}, {"AGENT_DATA_DIR": str(tmp_path), "AGENT_DATE_NOTES": "false"}))
+    assert settings.date_notes is demo.DEMO_DATE_NOTES is True
