@@ -140,7 +140,8 @@ def user_stamp_factory(settings: Settings, clock: Clock = wall_clock) -> Callabl
     """Stamps a user's message with the local time of ``clock()`` as it enters the conversation."""
     from agent.prompt import stamp_user_text
 
-    return lambda text: stamp_user_text(clock(), settings.tz, text, settings.time_notes, settings.date_notes)
+    return lambda text: stamp_user_text(clock(), settings.tz, text, time_notes=settings.time_notes,
+                                        date_notes=settings.date_notes)
 
 
 def build_runtime(settings: Settings, backend: Backend, domain: Domain | None = None,

@@ -15,12 +15,13 @@ Noted: today, tonight, tomorrow, the day after tomorrow, yesterday, the day befo
 뒤", 다음 주/담주/이번 주 <요일>. A month and day ("December 15", "12월 15일") needs no counting and
 is left as said: noted too, it cost the shipped adapter 10 of 47 such test openings (README).
 Left alone, since the date is in doubt: a bare weekday; "next Friday" said earlier in the same
-week (tomorrow, or next week's?); any week's day said on a Sunday, and 다음 주/이번 주 일요일 (does
-the week start on Sunday?); "내일모레" ("the day after tomorrow" or "soon"); today and the days
-after it in the small hours, and a day followed by a time after midnight ("내일 밤 1시", "tonight
-at 1am"), which people put on the evening before; a day counted from another ("a week from
-tomorrow", "내일부터 3일 후" keeps its "3일 후"); a frequency or an estimate ("once in a week", "in
-a day or two"); and words that hold a day word (오늘날, 그제야, 어제오늘).
+week (tomorrow, or next week's?) and "this Monday" said after it; any week's day said on a Sunday,
+and 다음 주/이번 주 일요일 (does the week start on Sunday?); "내일모레" ("the day after tomorrow" or
+"soon"); today, tonight, tomorrow, the day after (모레, 글피) in the small hours (before 05:00),
+and a day followed by a time after midnight ("내일 밤 1시", "tonight at 1am"), which people put on
+the evening before; a day counted from another ("a week from tomorrow", "내일부터 3일 후" keeps its
+"3일 후"); a frequency or an estimate ("once in a week", "in a day or two"); words that hold a day
+word (오늘날, 그제야, 어제오늘); and anything inside double quotes, a title ("오늘의 회고").
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ _WORDS_KO = {"오늘": 0, "내일": 1, "모레": 2, "글피": 3, "어제": -1, "
 _COUNTS_KO = {"하루": 1, "이틀": 2, "사흘": 3, "나흘": 4, "일주일": 7, "1주일": 7}
 _SMALL_HOURS = 5  # before 05:00 "tomorrow" may still mean the day after the evening before
 
-_WEEKDAY_EN = "|".join(_WEEKDAYS_EN)
+_WEEKDAY_ALTERNATION_EN = "|".join(_WEEKDAYS_EN)
 _EN = re.compile(
     rf"\b(?:(?P<after>(?:the\s+)?day\s+after\s+tomorrow)|(?P<before>(?:the\s+)?day\s+before\s+yesterday)"
-    rf"|(?P<word>{'|'.join(_WORDS_EN)})|next\s+(?P<next>{_WEEKDAY_EN})|this\s+(?P<this>{_WEEKDAY_EN})"
+    rf"|(?P<word>{'|'.join(_WORDS_EN)})|next\s+(?P<next>{_WEEKDAY_ALTERNATION_EN})"
+    rf"|this\s+(?P<this>{_WEEKDAY_ALTERNATION_EN})"
     rf"|in\s+(?P<count>\d{{1,2}}|{'|'.join(_COUNTS_EN)})\s+(?P<unit>days?|weeks?))\b",
     re.IGNORECASE,
 )
@@ -69,30 +71,39 @@ _NOT_AFTER = re.compile(
 # Right before the day: it is counted from, or repeats.
 _NOT_BEFORE = re.compile(
     r"(?:\b(?:from|after|before|past|once|twice|times|every)\s+"
-    r"|(?:부터|에서|로부터|매주|하루|이틀|사흘|\d\s*일|요일)\s*)$",
+    r"|(?:부터|에서|로부터|매주|하루|이틀|사흘|\d\s*일|\d\s*월|요일)\s*)$",
     re.IGNORECASE,
 )
+# A title in double quotes is the user's name for an event ("오늘의 회고"): never rewritten.
+_QUOTED = re.compile(r'"[^"\n]*"|“[^”\n]*”|「[^」\n]*」')
+# What a Korean date must not be glued to: "내일3시" becomes "2026-12-04 3시", not "2026-12-043시".
+_GLUED = re.compile(r"\d|오전|오후|아침|점심|저녁|밤|낮|새벽")
 
 
 def note_days(text: str, now: datetime) -> str:
     """``text`` with each relative day it names shown as its ``YYYY-MM-DD`` (see the module doc);
     ``now`` is the local time the message was sent."""
-    text = _sub(_EN, text, lambda found: _en_day(found, now), lambda words, iso: f"{words} ({iso})")
-    return _sub(_KO, text, lambda found: _ko_day(found, now), lambda words, iso: iso)
+    text = _sub(_EN, text, lambda found: _en_day(found, now), lambda found, iso: f"{found.group(0)} ({iso})")
+    return _sub(_KO, text, lambda found: _ko_day(found, now),
+                lambda found, iso: iso + (" " if _GLUED.match(found.string, found.end()) else ""))
 
 
 def _sub(pattern: re.Pattern[str], text: str, day_of: Callable[[re.Match[str]], date | None],
-         show: Callable[[str, str], str]) -> str:
+         show: Callable[[re.Match[str], str], str]) -> str:
+    quoted = [m.span() for m in _QUOTED.finditer(text)]
+
     def one(found: re.Match[str]) -> str:
-        if _NOT_AFTER.match(text, found.end()) or _NOT_BEFORE.search(text[max(0, found.start() - 12):found.start()]):
+        if (any(start <= found.start() < end for start, end in quoted) or _NOT_AFTER.match(text, found.end())
+                or _NOT_BEFORE.search(text[max(0, found.start() - 12):found.start()])):
             return found.group(0)
         day = day_of(found)
-        return found.group(0) if day is None else show(found.group(0), day.isoformat())
+        return found.group(0) if day is None else show(found, day.isoformat())
 
     return pattern.sub(one, text)
 
 
 def _en_day(found: re.Match[str], now: datetime) -> date | None:
+    """The date an English match names; None where it is in doubt (left as said)."""
     today = now.date()
     if found["after"]:
         return _counted(now, 2)
@@ -113,6 +124,7 @@ def _en_day(found: re.Match[str], now: datetime) -> date | None:
 
 
 def _ko_day(found: re.Match[str], now: datetime) -> date | None:
+    """The date a Korean match names; None where it is in doubt (left as said)."""
     today = now.date()
     if found["soon"]:
         return None  # 내일모레: the day after tomorrow, or "soon"

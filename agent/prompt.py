@@ -165,7 +165,7 @@ def _local(now: datetime, tz: str) -> datetime:
     return now.astimezone(ZoneInfo(tz)) if now.tzinfo else now.replace(tzinfo=ZoneInfo(tz))
 
 
-def stamp_user_text(now: datetime, tz: str, text: str, time_notes: bool = False, date_notes: bool = False) -> str:
+def stamp_user_text(now: datetime, tz: str, text: str, *, time_notes: bool = False, date_notes: bool = False) -> str:
     """A user message as it enters a conversation: ``[HH:MM] text``, the local time it was sent.
 
     The time of day lives in the user messages, not in the system prompt, so everything before

@@ -89,9 +89,10 @@ def _ko_rewrite(match: re.Match[str]) -> str | None:
 # -- English ---------------------------------------------------------------------------------------
 
 _EN_HOUR = "|".join(_EN_NUMBERS)
-# A lead in digits needs "minutes": "10 minutes to 4pm" is 15:50, but "from 2 to 4pm" is a range and
-# "on December 12 to 4pm" a date.
-_EN_LEAD = r"(?:a\s+)?quarter|half|\d{1,2}\s+minutes?|(?:twenty[-\s]five|twenty|ten|five)(?:\s+minutes?)?"
+# A lead in digits needs "minutes" or "past": "10 minutes to 4pm" is 15:50 and "10 past 4pm" 16:10,
+# but "from 2 to 4pm" is a range and "on December 12 to 4pm" or "December 12 after 4pm" a date.
+_EN_LEAD = (r"(?:a\s+)?quarter|half|\d{1,2}(?:\s+minutes?|(?=\s+past\s))"
+            r"|(?:twenty[-\s]five|twenty|ten|five)(?:\s+minutes?)?")
 _EN_PART = r"in\s+the\s+(?P<part>morning|afternoon|evening)|at\s+(?P<night>night)"
 _EN_MERIDIEM = r"(?:(?P<meridiem>[ap])\.m\.|(?P<meridiem2>[ap])\s?m\b)"  # p.m. with its dot, pm, PM
 _EN_AFTER = ("at", "by", "from", "until", "till", "til", "to", "around", "about", "before", "after", "and")

@@ -9,6 +9,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.date_notes import note_days
+from agent.eval.suite import Scenario
 from agent.prompt import stamp_user_text
 from tools.calendar.scenarios import TEMPLATES, generate
 
@@ -40,6 +41,10 @@ THURSDAY = datetime(2026, 12, 3, 9, 0)  # local time, 09:00 on a Thursday
     ("그제 회의", "2026-12-01 회의"),
     ("내일은 비어 있어?", "2026-12-04은 비어 있어?"),
     ("내일부터 3일 후", "2026-12-04부터 3일 후"),  # the count is from tomorrow: left to the model
+    ("내일3시 치과", "2026-12-04 3시 치과"),  # never glued to a number or a time of day
+    ("내일오후3시", "2026-12-04 오후3시"),
+    ("this Sunday", "this Sunday (2026-12-06)"),
+    ('"오늘의 회고" 일정 내일 추가해줘', '"오늘의 회고" 일정 2026-12-04 추가해줘'),  # a title in quotes is kept
     ("글피에", "2026-12-06에"),
     ("다음 주 화요일에 미용실", "2026-12-08에 미용실"),
     ("다음주 월요일", "2026-12-07"),
@@ -67,6 +72,9 @@ def test_a_day_named_relative_to_today_is_shown_as_its_date(text: str, noted: st
     # a month and day needs no counting (noted too, it cost test openings: README)
     "on December 15", "12월 15일 치과", "on January 10", "2027년 2월 3일", "15 December 2027",
     "3일간", "3일 동안",  # lengths, not days
+    "12월 15일 뒤에",  # counted from a month and day
+    "next Sunday",  # said on a Thursday: in three days, or ten?
+    'Delete "Today show prep"',  # a title
     "tomorrow (2026-12-04)", "Tomorrow 2026-12-04", "내일 (2026-12-04)",  # already dated
     "2026-12-04", "12/15",  # written as a date already, or in an order that is not certain
     # counted from another day: the note would read as the whole phrase's date
@@ -85,7 +93,7 @@ def test_a_day_whose_date_is_in_doubt_is_left_as_said(text: str) -> None:
 
 @pytest.mark.parametrize("day", range(7))
 def test_weekdays_of_this_and_next_week_are_counted_in_weeks_from_monday_and_never_on_a_sunday(day: int) -> None:
-    now = datetime(2026, 11, 30 + day, 9, 0) if day == 0 else datetime(2026, 12, day, 9, 0)  # Monday 30 Nov + day
+    now = datetime(2026, 11, 30, 9, 0) + timedelta(days=day)  # Monday 30 November, and the days after it
     monday = date(2026, 11, 30)
     for weekday, (en, ko) in enumerate(zip(("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"),
                                            "월화수목금토")):
@@ -108,7 +116,6 @@ def test_in_the_small_hours_today_and_tomorrow_are_left_as_said(text: str) -> No
     assert note_days(text, datetime(2026, 12, 4, 5, 0)) != text
 
 
-
 def test_days_count_from_the_users_local_day_not_utc() -> None:
     # 08:30 on Monday in Seoul is still Sunday 23:30 UTC: tomorrow is Tuesday there.
     now = datetime(2026, 12, 6, 23, 30, tzinfo=ZoneInfo("UTC"))
@@ -128,7 +135,7 @@ def test_times_and_days_are_noted_together_and_off_leaves_the_text_alone() -> No
         "[09:00] 내일 01:00에 알람"
 
 
-def _day_of(scenario) -> str | None:  # noqa: ANN001 - a Scenario
+def _day_of(scenario: Scenario) -> str | None:
     task = scenario.task
     return task.get("date") or (task.get("target") or {}).get("date")
 

@@ -50,7 +50,10 @@ ROOT = Path(__file__).resolve().parents[1]
     ("10 minutes to 4pm", "10 minutes to 4pm (15:50)"),
     # a number before "to" in digits is a range's start or a date, not minutes
     ("from 2 to 4pm", "from 2 to 4pm (16:00)"),
-    ('Push "Budget meeting" on December 12 to 4pm, please.', 'Push "Budget meeting" on December 12 to 4pm (16:00), please.'),
+    ("10 past 4pm", "10 past 4pm (16:10)"),
+    ('Push "Budget meeting" on December 12 to 4pm, please.',
+     'Push "Budget meeting" on December 12 to 4pm (16:00), please.'),
+    ("December 12 after 4pm", "December 12 after 4pm"),  # "after 4pm" is left as said, and 12 is a day
     ("twenty to four in the afternoon", "twenty to four in the afternoon (15:40)"),
     ("오후 3시부터 5시까지", "15:00부터 17:00까지"),  # a range's end keeps the start's half of the day
     ("저녁 6시~8시", "18:00~20:00"),

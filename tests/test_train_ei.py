@@ -185,3 +185,19 @@ def test_a_rerun_with_other_options_is_refused_and_with_the_same_ones_accepted(s
                              rounds=5, test_limit=10))  # more rounds, a test eval: the same run
     with pytest.raises(TrainError, match=r"other options \(samples, policy_mix\)"):
         check_same_run(EiOptions(base=smollm2, out=tmp_path / "ei", samples=3, policy_mix=1.0, fallback_policy="oracle"))
+
+
+def test_a_run_saved_before_the_notes_existed_resumes_only_without_them(smollm2: Path, tmp_path: Path) -> None:
+    # Its rows were made without time or date notes; a resume that turns one on would mix the two.
+    import json
+
+    from agent.train.ei import OPTIONS, EiOptions, check_same_run, run_identity
+    from agent.train.sft import TrainError
+
+    opts = EiOptions(base=smollm2, out=tmp_path / "ei")
+    old = {k: v for k, v in run_identity(opts).items() if k not in ("time_notes", "date_notes")}
+    opts.out.mkdir()
+    (opts.out / OPTIONS).write_text(json.dumps(old), encoding="utf-8")
+    check_same_run(opts)  # notes off, as the old run was
+    with pytest.raises(TrainError, match=r"other options \(date_notes\)"):
+        check_same_run(EiOptions(base=smollm2, out=tmp_path / "ei", date_notes=True))

@@ -72,8 +72,8 @@ def user_message(scenario: Scenario, environment: Environment, text: str) -> dic
     (as it is, when the environment brings its own system message)."""
     if environment.system_prompt is not None:
         return {"role": "user", "content": text}
-    return {"role": "user", "content": stamp_user_text(environment.now, scenario.tz, text, environment.time_notes,
-                                                       environment.date_notes)}
+    return {"role": "user", "content": stamp_user_text(environment.now, scenario.tz, text, time_notes=environment.time_notes,
+                                                       date_notes=environment.date_notes)}
 
 
 def served(messages: list[dict[str, Any]], keep: int = DEFAULT_HISTORY_TURNS,

@@ -113,6 +113,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     gguf = out / "lora" / "adapter.gguf"
     seconds = time.monotonic() - started
+    flags = (" --time-notes" if args.time_notes else "") + (" --date-notes" if args.date_notes else "")
     record = {
         "file": "smollm2-135m-calendar-lora-f16.gguf",
         "sha256": sha256_file(gguf),
@@ -123,8 +124,7 @@ def run(args: argparse.Namespace) -> int:
         "date_grounding": DEMO_DATE_GROUNDING,
         "time_notes": args.time_notes,
         "date_notes": args.date_notes,
-        "command": f"python -m agent train demo --stop-after {args.stop_after}" + (" --time-notes" if args.time_notes else "")
-                   + (" --date-notes" if args.date_notes else ""),
+        "command": f"python -m agent train demo --stop-after {args.stop_after}{flags}",
         "recipe": {**r, "stop_after": args.stop_after},
     }
     print(f"adapter: {gguf} ({record['bytes']} bytes, sha256 {record['sha256']}) in {seconds / 60:.0f} min")

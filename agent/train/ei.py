@@ -56,6 +56,8 @@ IDENTITY = ("base", "adapter", "start_peft", "policy", "seed", "per_template", "
             "max_steps_per_turn", "max_tool_calls", "max_tokens", "tool_block", "prompt_style", "date_grounding",
             "time_notes", "date_notes",
             "rank", "alpha", "dropout", "targets", "epochs", "sft_max_steps", "lr", "grad_accum", "max_length", "bf16")
+# What a run saved before an option existed ran with: resuming it with the option on is refused.
+IDENTITY_DEFAULTS = {"time_notes": False, "date_notes": False}
 
 
 @dataclass
@@ -132,6 +134,8 @@ def check_same_run(opts: EiOptions) -> None:
         write_json_atomic(path, ident)
         return
     before = json.loads(path.read_text(encoding="utf-8"))
+    # An option newer than the saved run counts as its default there (the run was made without it).
+    before = {**{k: v for k, v in IDENTITY_DEFAULTS.items() if k not in before}, **before}
     changed = [k for k in IDENTITY if k in before and before[k] != ident[k]]
     if changed:
         raise TrainError(f"{opts.out} holds a run with other options ({', '.join(changed)}); "

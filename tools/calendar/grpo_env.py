@@ -69,7 +69,7 @@ class CalendarGRPOEnv:
         self._approver = ScenarioApprover(scenario, delivered=1)
         prompt = row.get("prompt")
         if isinstance(prompt, list) and prompt and isinstance(prompt[-1], dict) and prompt[-1].get("role") == "user":
-            opening = str(prompt[-1]["content"])  # as the row shows it (time notes and all)
+            opening = str(prompt[-1]["content"])  # as the row shows it (time and date notes and all)
         else:
             opening = user_message(scenario, self._environment, scenario.opening)["content"]
         self._turn = Turn(session_id=None, user_text=opening)
