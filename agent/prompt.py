@@ -174,11 +174,12 @@ def stamp_user_text(now: datetime, tz: str, text: str, *, time_notes: bool = Fal
     ``time_notes``: each clock time said in words is shown the 24-hour way (``agent.time_notes``).
     ``date_notes``: each day named relative to today is shown as its date (``agent.date_notes``).
     """
+    local = _local(now, tz)
     if date_notes:  # first: an after-midnight time read as words ("내일 새벽 1시") keeps its day unnoted
-        text = note_days(text, _local(now, tz))
+        text = note_days(text, local)
     if time_notes:
         text = note_times(text)
-    return f"[{_local(now, tz):%H:%M}] {text}"
+    return f"[{local:%H:%M}] {text}"
 
 
 def unstamp_user_text(text: str) -> str:

@@ -134,9 +134,9 @@ def check_same_run(opts: EiOptions) -> None:
         write_json_atomic(path, ident)
         return
     before = json.loads(path.read_text(encoding="utf-8"))
-    # An option newer than the saved run counts as its default there (the run was made without it).
-    before = {**{k: v for k, v in IDENTITY_DEFAULTS.items() if k not in before}, **before}
-    changed = [k for k in IDENTITY if k in before and before[k] != ident[k]]
+    # An option newer than the saved run counts as its default there (the run was made without it),
+    # as eval's run.json does; one with no default is not compared.
+    changed = [k for k in IDENTITY if before.get(k, IDENTITY_DEFAULTS.get(k, ident[k])) != ident[k]]
     if changed:
         raise TrainError(f"{opts.out} holds a run with other options ({', '.join(changed)}); "
                          "use the same options to resume it, or another --out")
