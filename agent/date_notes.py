@@ -30,6 +30,8 @@ import re
 from datetime import date, datetime, timedelta
 from typing import Callable
 
+from agent.time_notes import QUOTED
+
 _WEEKDAYS_EN = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _WEEKDAYS_KO = "월화수목금토일"
 _COUNTS_EN = {"a": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
@@ -74,8 +76,6 @@ _NOT_BEFORE = re.compile(
     r"|(?:부터|에서|로부터|매주|하루|이틀|사흘|\d\s*일|\d\s*월|요일)\s*)$",
     re.IGNORECASE,
 )
-# A title in double quotes is the user's name for an event ("오늘의 회고"): never rewritten.
-_QUOTED = re.compile(r'"[^"\n]*"|“[^”\n]*”|「[^」\n]*」')
 # What a Korean date must not be glued to: "내일3시" becomes "2026-12-04 3시", not "2026-12-043시".
 _GLUED = re.compile(r"\d|오전|오후|아침|점심|저녁|밤|낮|새벽")
 
@@ -90,7 +90,7 @@ def note_days(text: str, now: datetime) -> str:
 
 def _sub(pattern: re.Pattern[str], text: str, day_of: Callable[[re.Match[str]], date | None],
          show: Callable[[re.Match[str], str], str]) -> str:
-    quoted = [m.span() for m in _QUOTED.finditer(text)]
+    quoted = [m.span() for m in QUOTED.finditer(text)]
 
     def one(found: re.Match[str]) -> str:
         if (any(start <= found.start() < end for start, end in quoted) or _NOT_AFTER.match(text, found.end())

@@ -14,7 +14,8 @@ created, 13 exact).
 
 Only times that say which half of the day they are in are rewritten: ``오후 3시``, ``저녁 7시``,
 ``15시``, ``3pm``, ``noon``, ``seven in the evening``. A bare ``3시`` or ``at 3`` is left as it is,
-since either reading may be meant, and so is a time already written ``HH:MM``. It happens once,
+since either reading may be meant, and so is a time already written ``HH:MM`` and anything inside
+double quotes, a title the user chose ("3pm prep", as date notes keep "오늘의 회고"). It happens once,
 when the message enters the conversation (``agent.prompt.stamp_user_text``), and the message is
 stored so, so the history and the training rows hold what the model saw.
 """
@@ -22,6 +23,10 @@ stored so, so the history and the training rows hold what the model saw.
 from __future__ import annotations
 
 import re
+
+# A title in double quotes is the user's name for an event ("3pm prep", "오늘의 회고"): neither time
+# nor date notes rewrite inside it, or the event would be created under another name.
+QUOTED = re.compile(r'"[^"\n]*"|“[^”\n]*”|「[^」\n]*」')
 
 _KO_NUMBERS = {"한": 1, "두": 2, "세": 3, "네": 4, "다섯": 5, "여섯": 6, "일곱": 7, "여덟": 8, "아홉": 9, "열": 10,
                "열한": 11, "열두": 12}
@@ -159,8 +164,10 @@ def note_times(text: str) -> str:
     ones replaced by ``HH:MM`` (see the module's docstring for why they differ).
 
     Each pattern's matches are collected with their replacement, then applied left to right; where
-    two readings overlap (an English pattern inside a Korean phrase), the one that starts first wins."""
-    found: list[tuple[int, int, str]] = [(m.start(), m.end(), "12:00") for m in _KO_NOON.finditer(text)]
+    two readings overlap (an English pattern inside a Korean phrase), the one that starts first wins.
+    A quoted title is its own span, so that a time inside it is never rewritten."""
+    found: list[tuple[int, int, str]] = [(m.start(), m.end(), m.group()) for m in QUOTED.finditer(text)]
+    found += [(m.start(), m.end(), "12:00") for m in _KO_NOON.finditer(text)]
     for match in _KO.finditer(text):
         rewritten = _ko_rewrite(match)
         if rewritten is not None:

@@ -92,6 +92,17 @@ def test_a_time_without_its_half_of_the_day_or_already_hh_mm_is_left_alone(text:
     assert note_times(text) == text
 
 
+@pytest.mark.parametrize(("text", "noted"), [
+    ('Add "3pm prep" tomorrow at 2pm', 'Add "3pm prep" tomorrow at 2pm (14:00)'),
+    ('“Noon run” at noon', '“Noon run” at noon (12:00)'),
+    ('"오후 3시 회의" 일정 오후 4시에 넣어줘', '"오후 3시 회의" 일정 16:00에 넣어줘'),
+    ('「정오 미팅」 정오에', '「정오 미팅」 12:00에'),
+])
+def test_a_time_inside_a_quoted_title_is_kept_as_the_user_named_it(text: str, noted: str) -> None:
+    """The title is the event's name: "3pm (15:00) prep" would be created under another name."""
+    assert note_times(text) == noted
+
+
 def test_a_noted_message_is_not_noted_twice() -> None:
     once = note_times("내일 오후 3시에, then at 4 pm")
     assert once == "내일 15:00에, then at 4 pm (16:00)"
