@@ -130,18 +130,14 @@ def wall_clock() -> datetime:
 
 def system_prompt_factory(settings: Settings, domain: Domain, clock: Clock = wall_clock) -> Callable[[], str]:
     """The system message for the day of ``clock()`` in the user's zone."""
-    from agent.prompt import system_prompt
-
-    return lambda: system_prompt(clock(), settings.tz, domain.prompt, settings.prompt_style, domain.short_prompt,
-                                 settings.date_grounding)
+    prompt_settings = settings.prompt_settings
+    return lambda: prompt_settings.system_prompt(clock(), settings.tz, domain.prompt, domain.short_prompt)
 
 
 def user_stamp_factory(settings: Settings, clock: Clock = wall_clock) -> Callable[[str], str]:
     """Stamps a user's message with the local time of ``clock()`` as it enters the conversation."""
-    from agent.prompt import stamp_user_text
-
-    return lambda text: stamp_user_text(clock(), settings.tz, text, time_notes=settings.time_notes,
-                                        date_notes=settings.date_notes)
+    prompt_settings = settings.prompt_settings
+    return lambda text: prompt_settings.stamp(clock(), settings.tz, text)
 
 
 def build_runtime(settings: Settings, backend: Backend, domain: Domain | None = None,

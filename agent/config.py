@@ -29,6 +29,7 @@ from agent.history import DEFAULT_HISTORY_TURNS
 from agent.receipt import DEFAULT_RECEIPT, RECEIPT_MODES
 
 if TYPE_CHECKING:
+    from agent.prompt import PromptSettings
     from models.resolve import ModelChoice
 
 DEFAULT_TZ = "Asia/Seoul"
@@ -229,6 +230,8 @@ class Settings:
     # small models (~400 tokens instead of ~2,600). Export and training write the same block,
     # so an adapter trained on one must be served with it (train sft refuses a mismatch).
     tool_block: Annotated[str, AfterValidator(_tool_block)] = "full"
+    # The four settings from here to date_notes decide what the model is shown; every layer gets
+    # them as one value, ``prompt_settings`` (agent.prompt.PromptSettings, whose fields they are).
     # The system prompt's style (agent.prompt.PROMPT_STYLES): "full" (rules in English and Korean)
     # or "short" for SmolLM2-class models (~100 tokens instead of ~640). Like the tool block it is
     # part of what an adapter was trained on: export records it and train sft refuses a mismatch.
@@ -265,6 +268,14 @@ class Settings:
     def states_path(self) -> Path:
         """Where KV state files live (``agent.backends.llama.disk_states``)."""
         return self.data_dir / "states"
+
+    @property
+    def prompt_settings(self) -> PromptSettings:
+        """The settings that decide what the model is shown, as the one value every layer carries
+        (``agent.prompt.PromptSettings``: its fields are the ones of the same name here)."""
+        from agent.prompt import PromptSettings
+
+        return PromptSettings(**{f.name: getattr(self, f.name) for f in fields(PromptSettings)})
 
     def model_choice(self) -> ModelChoice:
         """The part of these settings that ``models.resolve`` needs (models/ never sees Settings)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -273,6 +274,38 @@ def system_prompt(now: datetime, tz: str, domain_prompt: str = "", style: str = 
     if domain_prompt:
         lines.insert(0, domain_prompt.strip())
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class PromptSettings:
+    """What the model is shown besides the conversation: the runtime's four prompt settings as one
+    value (``Settings.prompt_settings``), carried whole from the configuration to every place that
+    renders a prompt (serving, eval, export, expert iteration, the bench), so that a new setting
+    is a field here and one in ``agent.config.Settings``, not a parameter in every layer between.
+
+    ``prompt_style`` and ``date_grounding`` shape the system prompt (``system_prompt``);
+    ``time_notes`` and ``date_notes`` the user messages (``stamp_user_text``). The tool block is
+    not here: it belongs to the backend's renderer.
+    """
+
+    prompt_style: str = "full"
+    date_grounding: bool = False
+    time_notes: bool = False
+    date_notes: bool = False
+
+    def system_prompt(self, now: datetime, tz: str, domain_prompt: str = "", short_domain_prompt: str = "") -> str:
+        """``system_prompt`` with these settings."""
+        return system_prompt(now, tz, domain_prompt, self.prompt_style, short_domain_prompt, self.date_grounding)
+
+    def stamp(self, now: datetime, tz: str, text: str) -> str:
+        """``stamp_user_text`` with these settings."""
+        return stamp_user_text(now, tz, text, time_notes=self.time_notes, date_notes=self.date_notes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """One flat key per setting, as eval's ``run.json`` and ``train ei``'s options record them
+        (so runs written before this class existed still compare key by key); the keys of
+        ``PromptSettings().to_dict()`` are what a record from before a setting existed ran with."""
+        return asdict(self)
 
 
 # The line about the time stamp, as each style writes it: what tells the styles apart in a

@@ -165,7 +165,7 @@ def test_every_peer_gets_the_system_prompt_of_the_settings(tmp_path: Path) -> No
     scenario = suite.scenarios(split="dev")[0]
     environment = peers._environment(suite, scenario, settings)
     try:
-        assert (environment.prompt_style, environment.date_grounding) == ("short", True)
+        assert (environment.prompt_settings.prompt_style, environment.prompt_settings.date_grounding) == ("short", True)
         default = suite.make_environment(scenario)
         try:
             assert system_message(scenario, environment) != system_message(scenario, default)

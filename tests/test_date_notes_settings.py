@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.config import Settings, load_settings
-from agent.prompt import stamp_user_text
+from agent.prompt import PromptSettings, stamp_user_text
 
 NOTED = "NOTED"
 
@@ -74,7 +74,7 @@ def test_an_eval_run_with_date_notes_records_the_noted_opening(
     suite = load_eval_suite()
     [scenario] = suite.scenarios(templates=["delete_request"], per_template=1, split="train")
     [record] = run_eval(suite, [scenario], lambda s, k: ScriptedBackend(["Done."]),
-                        RunOptions(out_dir=tmp_path, progress=False, date_notes=True))
+                        RunOptions(out_dir=tmp_path, progress=False, prompt_settings=PromptSettings(date_notes=True)))
     saved = json.loads(episode_path(tmp_path, record.key).read_text(encoding="utf-8"))
     opening = next(m["content"] for m in saved["messages"] if m["role"] == "user")
     assert opening.endswith(f"] {NOTED}")
@@ -105,7 +105,7 @@ def test_a_grpo_row_exported_with_date_notes_shows_the_noted_opening(noted_days:
     from tests.export_helpers import suite
 
     assert all(NOTED not in r["prompt"][-1]["content"] for r in prompt_rows(suite(), split="train", per_template=1))
-    rows = prompt_rows(suite(), split="train", per_template=1, date_notes=True)
+    rows = prompt_rows(suite(), split="train", per_template=1, prompt_settings=PromptSettings(date_notes=True))
     assert rows and all(r["prompt"][-1]["content"].endswith(f"] {NOTED}") for r in rows)
 
 
@@ -118,7 +118,7 @@ def test_the_export_cli_passes_the_date_notes_setting_to_the_grpo_rows(
     monkeypatch.setattr("agent.export.grpo.prompt_rows", lambda suite, **kw: seen.update(kw) or [{}])
     monkeypatch.setattr("agent.export.grpo.write_grpo", lambda rows, out: {"rows": len(rows)})
     assert cli.run(parse(["export", "grpo", "--out", str(tmp_path / "grpo")]), Settings(date_notes=True)) == 0
-    assert seen["date_notes"] is True
+    assert seen["prompt_settings"].date_notes is True
 
 
 def test_expert_iteration_takes_date_notes_from_the_settings_and_keeps_it_in_its_identity(
@@ -135,12 +135,12 @@ def test_expert_iteration_takes_date_notes_from_the_settings_and_keeps_it_in_its
                         lambda opts, settings: taken.append(opts) or {"rounds": [], "test": None})
     args = build_parser().parse_args(["train", "ei", "--base", str(base), "--out", str(tmp_path / "ei")])
     assert cli._run_ei(args, Settings(date_notes=True), base) == 0
-    assert taken[0].date_notes is True
+    assert taken[0].prompt_settings.date_notes is True
 
     assert "date_notes" in IDENTITY
-    check_same_run(EiOptions(base=base, out=tmp_path / "ei", date_notes=True))
+    check_same_run(EiOptions(base=base, out=tmp_path / "ei", prompt_settings=PromptSettings(date_notes=True)))
     with pytest.raises(TrainError, match=r"other options \(date_notes\)"):
-        check_same_run(EiOptions(base=base, out=tmp_path / "ei", date_notes=False))
+        check_same_run(EiOptions(base=base, out=tmp_path / "ei", prompt_settings=PromptSettings(date_notes=False)))
 
 
 def test_the_bench_gives_every_peer_the_date_notes_setting(tmp_path: Path) -> None:
@@ -151,7 +151,7 @@ def test_the_bench_gives_every_peer_the_date_notes_setting(tmp_path: Path) -> No
     suite = load_eval_suite(settings)
     environment = peers._environment(suite, suite.scenarios(split="dev")[0], settings)
     try:
-        assert environment.date_notes is True
+        assert environment.prompt_settings.date_notes is True
     finally:
         environment.close()
 
@@ -182,7 +182,7 @@ def test_train_grpo_without_data_renders_its_prompts_with_the_runtimes_settings(
     args = argparse.Namespace(data=None, split="train", per_template=1, seed=0, limit=None)
     rows = _grpo_rows(args, settings)
     assert rows and all(r["prompt"][-1]["content"].endswith(f"] {NOTED}") for r in rows)
-    assert rows == prompt_rows(load_eval_suite(settings), split="train", per_template=1, prompt_style="short",
-                               date_notes=True)
+    assert rows == prompt_rows(load_eval_suite(settings), split="train", per_template=1,
+                               prompt_settings=PromptSettings(prompt_style="short", date_notes=True))
     assert [r["prompt"][0] for r in rows] != [r["prompt"][0] for r in prompt_rows(
         load_eval_suite(settings), split="train", per_template=1)]  # the short system prompt, not the full one

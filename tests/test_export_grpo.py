@@ -18,6 +18,7 @@ from agent.config import Settings
 from agent.export import cli
 from agent.export.grpo import needs_dialogue, prompt_rows, write_grpo
 from agent.formats import parse_reply
+from agent.prompt import PromptSettings
 from tests.export_helpers import parse, suite
 from tools.calendar.grpo_env import CONTROL_METHODS, CalendarGRPOEnv, final_text, reward_func
 from tools.calendar.scenarios import build_scenario
@@ -219,7 +220,7 @@ def test_a_row_exported_with_time_notes_is_scored_on_the_opening_it_shows() -> N
     """The verifier's turn holds the user's message as the row's prompt shows it (the model saw it
     so), not as the environment would stamp it without the run's settings."""
     plain = {r["scenario_id"]: r["prompt"][-1]["content"] for r in prompt_rows(suite(), split="train", per_template=6)}
-    noted = prompt_rows(suite(), split="train", per_template=6, time_notes=True)
+    noted = prompt_rows(suite(), split="train", per_template=6, prompt_settings=PromptSettings(time_notes=True))
     row = next(r for r in noted if r["prompt"][-1]["content"] != plain[r["scenario_id"]])  # a clock time was noted
     environment = CalendarGRPOEnv()
     environment.reset(**row)

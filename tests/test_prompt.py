@@ -12,7 +12,7 @@ import pytest
 
 from agent.formats import HERMES, format_tool_call
 from agent.formats.tool_view import compact_tools, short_description
-from agent.prompt import PromptError, PromptRenderer, stamp_user_text, system_prompt, unstamp_user_text
+from agent.prompt import PromptError, PromptRenderer, PromptSettings, stamp_user_text, system_prompt, unstamp_user_text
 from tests import model_fixtures as mf
 from tests.renderers import renderer_for
 
@@ -307,6 +307,19 @@ def test_the_prompt_style_setting_is_checked_and_reaches_the_runtimes_system_pro
     assert text.startswith("Short.\n")
 
 
+def test_the_prompt_settings_are_the_settings_of_the_same_name_read_the_same_way() -> None:
+    """``Settings.prompt_settings`` is the value every layer carries: each field comes from the setting of
+    its name (its environment variable too), and the defaults agree, since old eval and ei runs
+    that lack a key are compared as its ``PromptSettings`` default."""
+    from agent.config import ENV_NAMES, Settings, load_settings
+
+    assert Settings().prompt_settings == PromptSettings()
+    env = {"AGENT_CONFIG": "/nonexistent", "AGENT_PROMPT_STYLE": "short", "AGENT_DATE_GROUNDING": "true",
+           "AGENT_TIME_NOTES": "true", "AGENT_DATE_NOTES": "true"}
+    assert load_settings(environ=env).prompt_settings == PromptSettings("short", True, True, True)
+    assert set(PromptSettings().to_dict()) <= set(ENV_NAMES)
+
+
 def test_the_date_list_names_each_of_the_next_14_days_by_week_weekday_and_language() -> None:
     from agent.prompt import date_list
 
@@ -379,13 +392,13 @@ def test_the_date_grounding_setting_is_checked_and_renders_the_same_prompt_in_ru
         load_settings(environ={**env, "AGENT_DATE_GROUNDING": "sometimes"})
 
     suite = load_eval_suite(settings)
-    row = prompt_rows(suite, split="train", per_template=1, prompt_style="short", date_grounding=True)[0]
+    prompt_settings = PromptSettings(prompt_style="short", date_grounding=True)
+    row = prompt_rows(suite, split="train", per_template=1, prompt_settings=prompt_settings)[0]
     scenario = next(s for s in suite.scenarios(split=None, per_template=1, seed=0) if s.id == row["scenario_id"])
     exported = row["prompt"][0]["content"]
 
     records = run_eval(suite, [scenario], lambda s, k: ScriptedBackend(suite.policies["oracle"](s)),
-                       RunOptions(out_dir=tmp_path / "eval", progress=False, prompt_style="short",
-                                  date_grounding=True))
+                       RunOptions(out_dir=tmp_path / "eval", progress=False, prompt_settings=prompt_settings))
     evaluated = records[0].messages[0]["content"]
 
     domain = load_domain(settings)

@@ -9,7 +9,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.prompt import stamp_user_text
+from agent.prompt import PromptSettings, stamp_user_text
 from agent.time_notes import note_times
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -160,7 +160,7 @@ def test_an_eval_run_with_time_notes_records_the_noted_opening(tmp_path: Path) -
     [scenario] = suite.scenarios(templates=["time_probe"], per_template=1, split="test")
     assert "오후 3시" in scenario.opening
     [record] = run_eval(suite, [scenario], lambda s, k: ScriptedBackend(["Done."]),
-                        RunOptions(out_dir=tmp_path, progress=False, time_notes=True))
+                        RunOptions(out_dir=tmp_path, progress=False, prompt_settings=PromptSettings(time_notes=True)))
     saved = json.loads(episode_path(tmp_path, record.key).read_text(encoding="utf-8"))
     opening = next(m["content"] for m in saved["messages"] if m["role"] == "user")
     assert "내일 15:00에" in opening and "오후" not in opening

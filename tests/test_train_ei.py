@@ -191,6 +191,7 @@ def test_a_run_saved_before_the_notes_existed_resumes_only_without_them(smollm2:
     # Its rows were made without time or date notes; a resume that turns one on would mix the two.
     import json
 
+    from agent.prompt import PromptSettings
     from agent.train.ei import OPTIONS, EiOptions, check_same_run, run_identity
     from agent.train.sft import TrainError
 
@@ -200,4 +201,4 @@ def test_a_run_saved_before_the_notes_existed_resumes_only_without_them(smollm2:
     (opts.out / OPTIONS).write_text(json.dumps(old), encoding="utf-8")
     check_same_run(opts)  # notes off, as the old run was
     with pytest.raises(TrainError, match=r"other options \(date_notes\)"):
-        check_same_run(EiOptions(base=smollm2, out=tmp_path / "ei", date_notes=True))
+        check_same_run(EiOptions(base=smollm2, out=tmp_path / "ei", prompt_settings=PromptSettings(date_notes=True)))

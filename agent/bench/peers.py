@@ -18,10 +18,10 @@ Same weights everywhere: with an adapter (``--adapter``), the runtime's backend,
 ``Llama``, ``llama_cpp.server`` (``--lora_path``) and ``llama-server`` (``--lora``) all load it,
 after the runtime's own check of the pair (``models.check.check_pair``: llama-cpp-python segfaults
 on a wrong adapter instead of refusing it); a peer that cannot apply it the same way (llama_cpp.server
-has no scale setting) is "not measured" rather than run on other weights. The system prompt follows
-the run's ``prompt_style``/``date_grounding``/``time_notes``/``date_notes`` settings and the runtime's
-tool block its ``tool_block``, as in ``python -m agent eval`` (an adapter is served with the prompt it
-was trained on); the other peers render the tools their own way, from the same schemas.
+has no scale setting) is "not measured" rather than run on other weights. The prompt follows the
+run's prompt settings (``agent.prompt.PromptSettings``) and the runtime's tool block its ``tool_block``,
+as in ``python -m agent eval`` (an adapter is served with the prompt it was trained on); the other
+peers render the tools their own way, from the same schemas.
 
 Per peer: valid tool-call rate (known tool, arguments that pass ``registry.validate``, over every
 call attempted), mean seconds and tool calls per episode, and the eval verifier's success rate.
@@ -304,8 +304,7 @@ def _environment(suite: EvalSuite, scenario: Scenario, settings: Any) -> Environ
     environment = suite.make_environment(scenario)
     if settings is None:
         return environment
-    return replace(environment, prompt_style=settings.prompt_style, date_grounding=settings.date_grounding,
-                   time_notes=settings.time_notes, date_notes=settings.date_notes)
+    return replace(environment, prompt_settings=settings.prompt_settings)
 
 
 def _play(suite: EvalSuite, scenario: Scenario, episode: EpisodeFn, run: PeerRun, settings: Any = None) -> None:

@@ -20,15 +20,15 @@ from agent.eval.report import write_reports
 from agent.eval.runner import BackendFor, RunOptions, run_eval, write_json_atomic
 from agent.eval.suite import SPLITS, EvalSuite, Scenario, Verifier, load_eval_suite
 from agent.loop import Budgets
+from agent.prompt import PromptSettings
 
 RUN_JSON = "run.json"
+# What a run.json from before a key was recorded meant by its absence.
+IDENTITY_DEFAULTS = {"tool_block": "full", **PromptSettings().to_dict()}
 # split: the calendar's rewritten and rewritten-original sets share scenario ids, so resuming one
 # into the other's folder would take its episodes as done.
 IDENTITY_KEYS = ("label", "suite", "split", "backend", "model_path", "adapter_sha256", "lora_scale", "seed", "sampling",
-                 "history", "prompt_style", "tool_block", "date_grounding", "time_notes", "date_notes")
-# What a run.json from before a key was recorded meant by its absence.
-IDENTITY_DEFAULTS = {"prompt_style": "full", "tool_block": "full", "date_grounding": False, "time_notes": False,
-                     "date_notes": False}
+                 "history", *IDENTITY_DEFAULTS)
 
 
 def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
@@ -282,9 +282,7 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
     meta = {"label": label, "seed": args.seed, "suite": suite.name, "split": args.split,
             "sampling": sampling.to_dict() if sampling is not None else None,
             "history": history_of(settings),
-            "prompt_style": settings.prompt_style, "tool_block": settings.tool_block,
-            "date_grounding": settings.date_grounding, "time_notes": settings.time_notes,
-            "date_notes": settings.date_notes,
+            "tool_block": settings.tool_block, **settings.prompt_settings.to_dict(),
             **{k: identity.get(k) for k in ("backend", "model_path", "adapter_sha256", "lora_scale")}}
     clash = _check_same_run(out_dir, meta)
     if clash:
@@ -298,8 +296,7 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
         max_user_turns=args.max_user_turns,
         budgets=Budgets(max_steps=settings.max_steps, max_tool_calls=settings.max_tool_calls,
                         **({"max_tokens": args.max_tokens} if args.max_tokens else {})),
-        progress=not args.no_progress, sampling=sampling, prompt_style=settings.prompt_style,
-        date_grounding=settings.date_grounding, time_notes=settings.time_notes, date_notes=settings.date_notes,
+        progress=not args.no_progress, sampling=sampling, prompt_settings=settings.prompt_settings,
         history_turns=settings.history_turns, history_block=settings.history_block,
     )
     try:

@@ -35,7 +35,6 @@ from agent.eval.suite import Environment, Scenario
 from agent.eval.trace import HANDED_BACK, EpisodeTrace, Exchange, asked_question
 from agent.history import DEFAULT_HISTORY_TURNS, recent_turns
 from agent.loop import Agent, Budgets
-from agent.prompt import stamp_user_text, system_prompt
 from agent.receipt import receipt_line
 from agent.records import Turn
 
@@ -62,9 +61,8 @@ def system_message(scenario: Scenario, environment: Environment) -> dict[str, An
     environment's own, ``Environment.system_prompt``)."""
     if environment.system_prompt is not None:
         return {"role": "system", "content": environment.system_prompt}
-    return {"role": "system", "content": system_prompt(environment.now, scenario.tz, environment.prompt,
-                                                       environment.prompt_style, environment.short_prompt,
-                                                       environment.date_grounding)}
+    return {"role": "system", "content": environment.prompt_settings.system_prompt(
+        environment.now, scenario.tz, environment.prompt, environment.short_prompt)}
 
 
 def user_message(scenario: Scenario, environment: Environment, text: str) -> dict[str, Any]:
@@ -72,8 +70,7 @@ def user_message(scenario: Scenario, environment: Environment, text: str) -> dic
     (as it is, when the environment brings its own system message)."""
     if environment.system_prompt is not None:
         return {"role": "user", "content": text}
-    return {"role": "user", "content": stamp_user_text(environment.now, scenario.tz, text, time_notes=environment.time_notes,
-                                                       date_notes=environment.date_notes)}
+    return {"role": "user", "content": environment.prompt_settings.stamp(environment.now, scenario.tz, text)}
 
 
 def served(messages: list[dict[str, Any]], keep: int = DEFAULT_HISTORY_TURNS,

@@ -24,6 +24,7 @@ from agent.eval.suite import EvalSuite, Scenario, Verifier
 from agent.eval.trace import EpisodeTrace
 from agent.history import DEFAULT_HISTORY_TURNS
 from agent.loop import Budgets
+from agent.prompt import PromptSettings
 
 # Builds (or shares) the backend for one episode: scripted policies need the scenario.
 BackendFor = Callable[[Scenario, int], Backend]
@@ -45,10 +46,7 @@ class RunOptions:
     # window, so that export cuts the conversation where serving did.
     history_turns: int = DEFAULT_HISTORY_TURNS
     history_block: int | None = None
-    prompt_style: str = "full"  # the system prompt's style (agent.prompt.PROMPT_STYLES), the runtime's setting
-    date_grounding: bool = False  # the runtime's setting: the next 14 days listed in the system prompt
-    time_notes: bool = False  # the runtime's setting: HH:MM beside each clock time said in words
-    date_notes: bool = False  # the runtime's setting: the date beside each day named relative to today
+    prompt_settings: PromptSettings = PromptSettings()  # the runtime's: each episode is shown what serving shows
 
 
 def episode_key(scenario_id: str, sample: int) -> str:
@@ -91,9 +89,7 @@ def run_one(
 ) -> EpisodeRecord:
     """One episode from a fresh environment to its record; a crash is recorded, not raised."""
     started = time.perf_counter()
-    environment = replace(suite.make_environment(scenario), prompt_style=options.prompt_style,
-                          date_grounding=options.date_grounding, time_notes=options.time_notes,
-                          date_notes=options.date_notes)
+    environment = replace(suite.make_environment(scenario), prompt_settings=options.prompt_settings)
     key = episode_key(scenario.id, sample)
     sampling = options.sampling.for_sample(scenario.id, sample) if options.sampling is not None else None
     if sampling is not None:

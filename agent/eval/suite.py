@@ -11,6 +11,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from agent.prompt import PromptSettings
 from agent.receipt import ReceiptFn
 from agent.tools import Registry
 
@@ -94,10 +95,7 @@ class Environment:
     # The domain's 📅 line for a turn (``agent.receipt``): recorded beside the reply in every turn.
     receipt: ReceiptFn | None = None
     short_prompt: str = ""  # the domain's part in the ``short`` prompt style; empty: ``prompt``
-    prompt_style: str = "full"  # the system prompt's style (the runner sets the run's setting)
-    date_grounding: bool = False  # the next 14 days in the system prompt (the runner sets the run's setting)
-    time_notes: bool = False  # HH:MM beside each clock time said in words (the runner sets the run's setting)
-    date_notes: bool = False  # the date beside each day named relative to today (the runner sets the run's setting)
+    prompt_settings: PromptSettings = PromptSettings()  # the runtime's (the runner sets the run's settings)
     # The whole system message, for tasks that bring their own (an external benchmark): it replaces
     # the runtime's (date line, rules, the time stamp explained), and user messages are then sent
     # as they are, unstamped, since nothing explains a stamp. None: the runtime's system prompt.

@@ -161,8 +161,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
         try:
             rows = prompt_rows(load_eval_suite(settings), split=args.split, per_template=args.per_template,
                                seed=args.seed, templates=args.templates, include_dialogue=args.include_dialogue,
-                               prompt_style=settings.prompt_style, date_grounding=settings.date_grounding,
-                               time_notes=settings.time_notes, date_notes=settings.date_notes)
+                               prompt_settings=settings.prompt_settings)
         except (LookupError, ValueError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -19,6 +19,7 @@ from typing import Any
 
 from agent.eval.suite import SPLITS, EvalSuite, Scenario
 from agent.eval.dialogue import system_message, user_message
+from agent.prompt import PromptSettings
 
 
 def needs_dialogue(scenario: Scenario) -> bool:
@@ -28,11 +29,9 @@ def needs_dialogue(scenario: Scenario) -> bool:
 
 def prompt_rows(suite: EvalSuite, *, split: str | None = None, per_template: int | None = None, seed: int = 0,
                 templates: list[str] | None = None, include_dialogue: bool = False,
-                prompt_style: str = "full", date_grounding: bool = False,
-                time_notes: bool = False, date_notes: bool = False) -> list[dict[str, Any]]:
+                prompt_settings: PromptSettings = PromptSettings()) -> list[dict[str, Any]]:
     """Rows for the chosen scenarios. ``index`` is the scenario's position within its template;
-    ``prompt_style`` and ``date_grounding`` are the runtime's system prompt settings, ``time_notes``
-    and ``date_notes`` its user-message ones."""
+    ``prompt_settings`` are the runtime's, so a row's prompt is the one serving would show."""
     if split not in (None, "all", *SPLITS):
         raise ValueError(f"unknown split {split!r}; use one of {', '.join(SPLITS)} or all")
     rows: list[dict[str, Any]] = []
@@ -44,8 +43,7 @@ def prompt_rows(suite: EvalSuite, *, split: str | None = None, per_template: int
             continue
         if needs_dialogue(scenario) and not include_dialogue:
             continue
-        environment = replace(suite.make_environment(scenario), prompt_style=prompt_style,
-                              date_grounding=date_grounding, time_notes=time_notes, date_notes=date_notes)
+        environment = replace(suite.make_environment(scenario), prompt_settings=prompt_settings)
         try:
             prompt = [system_message(scenario, environment), user_message(scenario, environment, scenario.opening)]
         finally:

@@ -279,8 +279,7 @@ def _grpo_rows(args: argparse.Namespace, settings: Settings) -> list[dict[str, A
 
         # The prompts as the runtime renders them with these settings, as `export grpo` writes them.
         rows = prompt_rows(load_eval_suite(settings), split=args.split, per_template=args.per_template, seed=args.seed,
-                           prompt_style=settings.prompt_style, date_grounding=settings.date_grounding,
-                           time_notes=settings.time_notes, date_notes=settings.date_notes)
+                           prompt_settings=settings.prompt_settings)
     return rows[: args.limit] if args.limit else rows
 
 
@@ -371,8 +370,7 @@ def _run_ei(args: argparse.Namespace, settings: Settings, base: Path) -> int:
         continue_adapter=args.continue_adapter, adapter=args.start_adapter, policy=args.start_policy,
         max_user_turns=args.max_user_turns, max_steps_per_turn=settings.max_steps, max_tool_calls=settings.max_tool_calls,
         max_tokens=args.max_tokens, n_ctx=settings.n_ctx, n_threads=settings.n_threads, tool_block=settings.tool_block,
-        prompt_style=settings.prompt_style, date_grounding=settings.date_grounding, time_notes=settings.time_notes,
-        date_notes=settings.date_notes,
+        prompt_settings=settings.prompt_settings,
         rank=args.rank, alpha=args.alpha, epochs=args.epochs, sft_max_steps=args.sft_max_steps, lr=args.lr,
         max_length=args.max_length, progress=not args.no_progress, bf16=args.bf16, start_peft=args.start_peft,
         weigh_templates=args.weigh_templates, weight_floor=args.weight_floor, fallback_policy=args.fallback_policy,

@@ -34,11 +34,12 @@ import json
 import math
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from agent.eval.runner import write_json_atomic
+from agent.prompt import PromptSettings
 from agent.train.sft import DEFAULT_TARGETS, TrainError
 
 if TYPE_CHECKING:
@@ -53,11 +54,11 @@ OPTIONS = "ei_options.json"
 IDENTITY = ("base", "adapter", "start_peft", "policy", "seed", "per_template", "train_limit", "dev_limit", "samples",
             "temperature", "top_p", "best_only", "continue_adapter", "weigh_templates", "weight_floor",
             "fallback_policy", "policy_mix", "policy_templates", "policy_template_rows", "max_user_turns",
-            "max_steps_per_turn", "max_tool_calls", "max_tokens", "tool_block", "prompt_style", "date_grounding",
-            "time_notes", "date_notes",
+            "max_steps_per_turn", "max_tool_calls", "max_tokens", "tool_block", *PromptSettings().to_dict(),
             "rank", "alpha", "dropout", "targets", "epochs", "sft_max_steps", "lr", "grad_accum", "max_length", "bf16")
-# What a run saved before an option existed ran with: resuming it with the option on is refused.
-IDENTITY_DEFAULTS = {"time_notes": False, "date_notes": False}
+# What a run saved before an option existed ran with (as eval's run.json): resuming it with the
+# option on is refused.
+IDENTITY_DEFAULTS = PromptSettings().to_dict()
 
 
 @dataclass
@@ -92,10 +93,7 @@ class EiOptions:
     n_ctx: int = 8192
     n_threads: int | None = None
     tool_block: str = "full"
-    prompt_style: str = "full"  # the runtime's system prompt style: sampled, evaluated and trained with it
-    date_grounding: bool = False  # the runtime's setting: the next 14 days in the system prompt
-    time_notes: bool = False  # the runtime's setting: HH:MM beside each clock time said in words
-    date_notes: bool = False  # the runtime's setting: the date beside each day named relative to today
+    prompt_settings: PromptSettings = PromptSettings()  # the runtime's: sampled, evaluated and trained with them
     # SFT per round
     rank: int = 16
     alpha: float = 32.0
@@ -113,13 +111,24 @@ class EiOptions:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def flat_options(opts: EiOptions) -> dict[str, Any]:
+    """The options one key each, the prompt settings' beside the others: the flat keys that
+    ``ei_options.json`` and ``ei_summary.json`` have always had, so older runs still compare."""
+    flat: dict[str, Any] = {}
+    for f in fields(opts):
+        value = getattr(opts, f.name)
+        flat.update(value.to_dict() if isinstance(value, PromptSettings) else {f.name: value})
+    return flat
+
+
 def run_identity(opts: EiOptions) -> dict[str, Any]:
     """The options that make a run what it is, with each file given by its sha256 (a path may move)."""
     from models.pull import sha256_file
 
+    options = flat_options(opts)
     ident: dict[str, Any] = {}
     for key in IDENTITY:
-        value = getattr(opts, key)
+        value = options[key]
         if isinstance(value, Path):
             value = sha256_file(value) if value.is_file() else str(value)
         ident[key] = list(value) if isinstance(value, tuple) else value
@@ -273,9 +282,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         backend = model(adapter)
         records = run_eval(suite, scenarios, lambda s, k: backend,
                            RunOptions(out_dir=folder, max_user_turns=opts.max_user_turns, budgets=budgets,
-                                      progress=opts.progress, prompt_style=opts.prompt_style,
-                                      date_grounding=opts.date_grounding, time_notes=opts.time_notes,
-                                      date_notes=opts.date_notes, **history))
+                                      progress=opts.progress, prompt_settings=opts.prompt_settings, **history))
         overall = write_reports(folder, records, f"{folder} · adapter {adapter}", suite.reference_templates)[-1]
         return {"success": overall.task_success, "reward": overall.mean_reward, "episodes": overall.episodes,
                 "success_by_template": success_by_template(records)}
@@ -348,9 +355,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         records = run_eval(suite, train, backend_for,
                            RunOptions(out_dir=folder / "samples", samples=opts.samples, max_user_turns=opts.max_user_turns,
                                       budgets=budgets, progress=opts.progress, sampling=run_sampling,
-                                      prompt_style=opts.prompt_style,
-                                      date_grounding=opts.date_grounding, time_notes=opts.time_notes,
-                                      date_notes=opts.date_notes, **history))
+                                      prompt_settings=opts.prompt_settings, **history))
         sampled = summarize(records)[-1]
         kept = [r for r in records if r.verdict.success and r.verdict.policy_ok]
         if opts.best_only:
@@ -372,9 +377,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
             scripted = run_eval(suite, list({s.id: s for s in chosen}.values()),
                                 lambda s, k: ScriptedBackend(factory(s)),
                                 RunOptions(out_dir=folder / "policy", max_user_turns=opts.max_user_turns, budgets=budgets,
-                                           progress=False, prompt_style=opts.prompt_style,
-                                           date_grounding=opts.date_grounding, time_notes=opts.time_notes,
-                                           date_notes=opts.date_notes, **history))
+                                           progress=False, prompt_settings=opts.prompt_settings, **history))
             good = [r for r in scripted if r.verdict.success and r.verdict.policy_ok]
             from_policy = Counter(kind[r.scenario_id] for r in good)
             episodes += rows_of(good, folder / "policy")
@@ -409,7 +412,8 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
                 dropout=opts.dropout, targets=opts.targets, epochs=opts.epochs, max_steps=opts.sft_max_steps,
                 lr=opts.lr, max_length=opts.max_length, grad_accum=opts.grad_accum, save_steps=opts.save_steps, split="train", seed=opts.seed + n, resume=True, convert=True,
                 progress=opts.progress, cache=opts.cache, tool_block=opts.tool_block, init_adapter=init,
-                prompt_style=opts.prompt_style, date_grounding=opts.date_grounding, bf16=opts.bf16,
+                prompt_style=opts.prompt_settings.prompt_style,
+                date_grounding=opts.prompt_settings.date_grounding, bf16=opts.bf16,
             ))
             new_adapter = result.gguf
             train_info = {"steps": result.steps, "examples": result.examples, "final_loss": result.final_loss,
@@ -447,7 +451,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
 
 def _summary(opts: EiOptions, rounds: list[dict[str, Any]], test: dict[str, Any] | None,
              start_dev: dict[str, Any] | None = None) -> dict[str, Any]:
-    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in asdict(replace(opts)).items()}
+    options = {k: (str(v) if isinstance(v, Path) else v) for k, v in flat_options(opts).items()}
     return {
         "start_dev": start_dev,
         "rounds": [{"round": r["round"], "rows_kept": r["rows_kept"], "dev_success": r["dev"]["success"],
