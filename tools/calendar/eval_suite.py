@@ -17,6 +17,8 @@ from tools.calendar.time_drill import drill_scenarios
 from tools.calendar.time_probe import TEMPLATE as TIME_PROBE
 from tools.calendar.time_probe import probe_scenarios
 from tools.calendar.time_probe import report as time_probe_report
+from tools.calendar.wording_drill import TEMPLATE as WORDING_DRILL
+from tools.calendar.wording_drill import wording_scenarios
 from tools.calendar.tools import DOMAIN_PROMPT, DOMAIN_PROMPT_SHORT, build_registry
 from tools.calendar.verify import CalendarVerifier, RewardWeights
 
@@ -44,12 +46,12 @@ def scenarios(split: str | None = None, per_template: int | None = None, seed: i
               templates: Iterable[str] | None = None) -> list[Scenario]:
     """The generator's scenarios of a phrasing split, or a rewritten set (``tools.calendar.rewritten``);
     and, only when ``templates`` names them, the fixed time probe (issue 32; test only) and the time
-    drill (issue 32's training rows; train only, ``per_template`` of them, default 200): neither is
-    ever part of the default set."""
+    drill and the wording drill (issue 32's training rows; train only, ``per_template`` of them,
+    default 200): none is ever part of the default set."""
     if split in REWRITTEN_SPLITS:
         return rewritten_scenarios(split, per_template=per_template, seed=seed, templates=templates)
     chosen = list(templates) if templates else []
-    named = (TIME_PROBE, TIME_DRILL)
+    named = (TIME_PROBE, TIME_DRILL, WORDING_DRILL)
     if not any(t in named for t in chosen):
         return generate(split, per_template, seed, chosen or None)
     unknown = [t for t in chosen if t not in TEMPLATES and t not in named]
@@ -61,6 +63,8 @@ def scenarios(split: str | None = None, per_template: int | None = None, seed: i
             out += probe_scenarios(split, per_template)
         elif template == TIME_DRILL:
             out += drill_scenarios(split, per_template, seed)
+        elif template == WORDING_DRILL:
+            out += wording_scenarios(split, per_template, seed)
         else:
             out += generate(split, per_template, seed, [template])
     return out

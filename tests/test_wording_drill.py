@@ -1,0 +1,107 @@
+"""Issue 32's wording drill: train-only openings that ask for a generated scenario's task in other words.
+
+An opening is reduced to its frame by putting placeholders back where the scenario's title, people,
+duration and day words stand. That pins down three things without trusting the drill's own
+formatting: each drill opening is exactly one of its template's frames filled with the scenario's
+own task; the generator's 32 phrasings reduce to exactly 8 frames per template (so the day words
+were found); and no drill frame is a generator frame, so dev and test keep wordings no row trains.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from agent.eval import cli
+from tools.calendar.eval_suite import load_eval_suite
+from tools.calendar.scenarios import build_scenario, duration_words
+from tools.calendar.wording_drill import (FIRST_INDEX, FRAMES, TARGETS, TEMPLATE, _day_said, build_wording,
+                                          wording_scenarios)
+
+SUITE = load_eval_suite()
+DRILL = wording_scenarios("train")  # the default 200 of seed 0
+
+
+def frame_of(opening: str, scenario) -> str:  # noqa: ANN001 - a Scenario
+    """The opening with the scenario's own words put back as placeholders."""
+    task = scenario.task
+    words = {}
+    if task:
+        words["{title}"] = task["title"]
+        words["{d}"] = _day_said(scenario)
+        if task.get("duration"):
+            words["{dur}"] = duration_words(task["duration"], scenario.language)
+        for name, person in zip(("{a}", "{b}"), task.get("attendees", ())):
+            words[name] = person
+    for placeholder, said in sorted(words.items(), key=lambda kv: -len(kv[1])):  # longest first
+        opening = opening.replace(said, placeholder)
+    return opening
+
+
+def generator_frames(template: str) -> set[str]:
+    return {frame_of(s.opening, s) for s in (build_scenario(template, i) for i in range(32))}
+
+
+def test_each_opening_is_one_of_its_templates_frames_filled_with_the_scenarios_task() -> None:
+    for s in DRILL:
+        assert s.id.startswith(f"{TEMPLATE}-s0-") and s.variant.startswith(f"{TEMPLATE}/{s.template}/")
+        assert frame_of(s.opening, s) in FRAMES[s.template][s.language], s.opening
+
+
+def test_the_generator_says_each_template_in_8_frames_and_the_drill_in_none_of_them() -> None:
+    for template in TARGETS:
+        generated = generator_frames(template)
+        assert len(generated) == 8, sorted(generated)  # 4 phrasings x 2 languages: every day word was found
+        drill = {f for lang in ("en", "ko") for f in FRAMES[template][lang]}
+        assert not generated & drill, generated & drill
+
+
+def test_only_the_opening_differs_from_the_generated_train_scenario() -> None:
+    for index, s in enumerate(DRILL[:40]):
+        turn = index // len(TARGETS)
+        lang = "en" if turn % 2 == 0 else "ko"
+        candidates = [build_scenario(s.template, FIRST_INDEX + 8 * turn + offset) for offset in range(8)]
+        (generated,) = [g for g in candidates if g.seed == s.seed]
+        assert generated.split == "train" and generated.language == lang == s.language
+        assert generated.opening != s.opening
+        assert replace(s, id=generated.id, variant=generated.variant, opening=generated.opening) == generated
+
+
+def test_the_drill_covers_every_target_in_both_languages_and_most_frames() -> None:
+    seen = Counter((s.template, s.language) for s in DRILL)
+    assert set(seen) == {(t, lang) for t in TARGETS for lang in ("en", "ko")}
+    assert min(seen.values()) >= 15
+    frames = {(s.template, s.language, frame_of(s.opening, s)) for s in DRILL}
+    assert len(frames) >= 0.9 * sum(len(FRAMES[t][lang]) for t in TARGETS for lang in ("en", "ko"))
+
+
+def test_the_same_index_gives_the_same_scenario_and_another_seed_another() -> None:
+    assert build_wording(7) == DRILL[7]
+    assert build_wording(7, seed=1) != DRILL[7]
+
+
+def test_the_drill_is_served_only_when_named_and_only_for_train() -> None:
+    for split in ("train", "dev", "test", "all", None):
+        assert not any(s.id.startswith(TEMPLATE) for s in SUITE.scenarios(split=split, per_template=2)), split
+    for split in ("dev", "test"):
+        with pytest.raises(ValueError, match="training data only: it has no .* scenarios"):
+            SUITE.scenarios(split=split, templates=[TEMPLATE])
+    assert SUITE.scenarios(split="train", templates=[TEMPLATE]) == DRILL
+    assert SUITE.scenarios(split="train", per_template=7, seed=3, templates=[TEMPLATE]) == \
+        [build_wording(i, seed=3) for i in range(7)]
+
+
+def test_the_oracle_solves_all_200_through_the_eval_cli(tmp_path: Path) -> None:
+    out = tmp_path / "oracle"
+    assert cli.main(["--policy", "oracle", "--split", "train", "--templates", TEMPLATE, "--per-template", "200",
+                     "--no-progress", "--out", str(out)]) == 0
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    rows = {r["group"]: r for r in summary["rows"]}
+    assert sum(rows[t]["episodes"] for t in TARGETS) == 200
+    for template in TARGETS:
+        row = rows[template]
+        assert (row["task_success"], row["mean_reward"], row["false_claims"]) == (100.0, 1.0, 0.0), template
