@@ -115,7 +115,8 @@ def _day_said(scenario: Scenario) -> str:
     rng = random.Random(scenario.seed)
     now = datetime.combine(rng.choice(_NOW_DAYS), time(rng.choice((8, 9)), rng.choice((0, 30))), tzinfo=ZONE)
     kind, day = _Ctx(rng=rng, lang=scenario.language, phrasing=0, now=now).pick_day()
-    assert scenario.task.get("date") in (None, day.isoformat()), "the template no longer draws its day first"
+    if scenario.task.get("date") not in (None, day.isoformat()):
+        raise RuntimeError(f"{scenario.id}: its template no longer draws the day first; update _day_said")
     return day_words(kind, day, scenario.language)
 
 
@@ -128,7 +129,8 @@ def build_wording(index: int, seed: int = 0) -> Scenario:
     # a train phrasing of that language: generated index ≡ 0/1 (en) or 4/5 (ko) modulo 8
     generated = FIRST_INDEX + 2 * VARIANTS_PER_LANGUAGE * turn + _TRAIN_PHRASING[lang] + (turn // 2) % 2
     scenario = build_scenario(template, generated, seed)
-    assert scenario.split == SPLIT and scenario.language == lang
+    if (scenario.split, scenario.language) != (SPLIT, lang):  # the generator's phrasing cycle changed
+        raise RuntimeError(f"{scenario.id} is a {scenario.split} scenario in {scenario.language}, not {SPLIT} in {lang}")
     rng = random.Random(f"{seed}:{TEMPLATE}:{index}")
     frames = FRAMES[template][lang]
     k = rng.randrange(len(frames))
