@@ -508,6 +508,12 @@ _BUILDERS: dict[str, Callable[[_Ctx], Built]] = {
 }
 
 
+def draw_now(rng: random.Random) -> datetime:
+    """A scenario's "now", the first draws on its seed: one of ``_NOW_DAYS`` at 8:00-9:30. The
+    drills make theirs the same way, and the wording drill replays it to find a scenario's day words."""
+    return datetime.combine(rng.choice(_NOW_DAYS), time(rng.choice((8, 9)), rng.choice((0, 30))), tzinfo=ZONE)
+
+
 def build_scenario(template: str, index: int, seed: int = 0) -> Scenario:
     """Scenario ``index`` of ``template``: the phrasing cycles, everything else is seeded."""
     variant = index % (2 * VARIANTS_PER_LANGUAGE)
@@ -515,7 +521,7 @@ def build_scenario(template: str, index: int, seed: int = 0) -> Scenario:
     phrasing = variant % VARIANTS_PER_LANGUAGE
     scenario_seed = random.Random(f"{seed}:{template}:{index}").getrandbits(32)
     rng = random.Random(scenario_seed)
-    now = datetime.combine(rng.choice(_NOW_DAYS), time(rng.choice((8, 9)), rng.choice((0, 30))), tzinfo=ZONE)
+    now = draw_now(rng)
     fields = _BUILDERS[template](_Ctx(rng=rng, lang=lang, phrasing=phrasing, now=now))
     # Events go into the store in a seeded random order, so the target's id is not always 1.
     fields["initial"] = {**fields["initial"], "events": list(fields["initial"]["events"])}

@@ -26,12 +26,12 @@ calendar suite only when named (``--templates time_drill``) and never in dev or 
 from __future__ import annotations
 
 import random
-from datetime import datetime, time
+from datetime import time
 from typing import Any, Callable
 
 from agent.eval.suite import Scenario
-from tools.calendar.scenario_state import TZ, ZONE, event_state, expected_snapshot
-from tools.calendar.scenarios import _NOW_DAYS, _Ctx, day_words, duration_words
+from tools.calendar.scenario_state import TZ, event_state, expected_snapshot
+from tools.calendar.scenarios import _Ctx, day_words, draw_now, duration_words
 
 TEMPLATE = "time_drill"
 SPLIT = "train"
@@ -212,7 +212,7 @@ def build_drill(index: int, seed: int = 0) -> Scenario:
     _, make = FAMILIES[family]
     scenario_seed = random.Random(f"{seed}:{TEMPLATE}:{index}").getrandbits(32)
     rng = random.Random(scenario_seed)
-    now = datetime.combine(rng.choice(_NOW_DAYS), time(rng.choice((8, 9)), rng.choice((0, 30))), tzinfo=ZONE)
+    now = draw_now(rng)
     c = _Ctx(rng=rng, lang=lang, phrasing=0, now=now)
     hour, minute, said = make(rng)
     start = time(hour, minute)

@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-from datetime import datetime, time
 
 from agent.eval.suite import Scenario
-from tools.calendar.scenario_state import ZONE
-from tools.calendar.scenarios import _NOW_DAYS, VARIANTS_PER_LANGUAGE, _Ctx, build_scenario, day_words, duration_words
+from tools.calendar.scenarios import VARIANTS_PER_LANGUAGE, _Ctx, build_scenario, day_words, draw_now, duration_words
 
 TEMPLATE = "wording_drill"
 SPLIT = "train"
@@ -110,11 +108,10 @@ TARGETS: tuple[str, ...] = tuple(FRAMES)
 
 def _day_said(scenario: Scenario) -> str:
     """The scenario's day as its generator said it ("tomorrow", "next Monday", "December 9"): the
-    template functions draw the day first, right after ``build_scenario``'s now, so replaying those
-    draws on the scenario's seed gives the same kind of day."""
+    template functions draw the day first, right after ``draw_now``, so replaying those draws on the
+    scenario's seed gives the same kind of day."""
     rng = random.Random(scenario.seed)
-    now = datetime.combine(rng.choice(_NOW_DAYS), time(rng.choice((8, 9)), rng.choice((0, 30))), tzinfo=ZONE)
-    kind, day = _Ctx(rng=rng, lang=scenario.language, phrasing=0, now=now).pick_day()
+    kind, day = _Ctx(rng=rng, lang=scenario.language, phrasing=0, now=draw_now(rng)).pick_day()
     if scenario.task.get("date") not in (None, day.isoformat()):
         raise RuntimeError(f"{scenario.id}: its template no longer draws the day first; update _day_said")
     return day_words(kind, day, scenario.language)
