@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -250,6 +251,33 @@ def test_cli_sft_writes_the_export(results: Path, tmp_path: Path, capsys: pytest
     rows = [json.loads(line) for line in (out / "sft.jsonl").read_text(encoding="utf-8").splitlines()]
     assert rows and all("<tools>" in r["messages"][0]["content"] for r in rows)
     assert cli.run(parse(["export", "sft", "--from", str(tmp_path / "missing"), "--out", str(out)]), Settings()) == 2
+
+
+def test_cli_sft_reads_several_sources_as_one_set(results: Path, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """``train demo --drills`` exports the recipe's oracle run and the drills' as one set: rows of
+    both, and a conversation found in two sources is one row."""
+    def export(*sources: Path) -> list[str]:
+        out = tmp_path / f"sft{len(list(tmp_path.iterdir()))}"
+        args = parse(["export", "sft", *(a for s in sources for a in ("--from", str(s))), "--out", str(out),
+                      "--success-only", "--assistant-format", "exact", "--split", "train"])
+        assert cli.run(args, Settings()) == 0
+        capsys.readouterr()
+        return sorted(json.loads(line)["scenario_id"] for line in (out / "sft.jsonl").read_text("utf-8").splitlines())
+
+    everything = export(results)
+    files = sorted((results / "episodes").glob("*.json"))
+    halves = tmp_path / "first", tmp_path / "second"
+    for half, chosen in zip(halves, (files[::2], files[1::2])):
+        (half / "episodes").mkdir(parents=True)
+        for f in chosen:
+            shutil.copy(f, half / "episodes" / f.name)
+    assert len(export(halves[0])) < len(everything)
+    assert export(*halves) == everything
+    assert export(results, results) == everything
+    missing = parse(["export", "sft", "--from", str(results), "--from", str(tmp_path / "missing"), "--out",
+                     str(tmp_path / "none")])
+    assert cli.run(missing, Settings()) == 2 and not (tmp_path / "none").exists()
 
 
 def test_cli_auto_format_follows_the_models_template(tmp_path: Path) -> None:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from agent.__main__ import build_parser
-from agent.train.demo import RECIPE
+from agent.train.demo import DRILLS, RECIPE
 from models.demo import DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK
 
 
@@ -53,3 +53,22 @@ def test_date_notes_play_and_train_every_step_with_days_as_dates_only_when_asked
     steps = _steps(tmp_path / "demo", "--date-notes")
     assert len(steps) == 3 and all("AGENT_DATE_NOTES=true" in s[:s.index("python")] for s in steps)
     assert all("AGENT_TIME_NOTES=false" in s[:s.index("python")] for s in steps)
+
+
+def test_drills_add_the_drills_oracle_rows_to_the_export_and_train_longer(tmp_path: Path) -> None:
+    """``--drills`` plays the train-only drills with the oracle beside the recipe's templates, exports
+    both runs as one set, and trains ``DRILLS["max_steps"]``; without it the recipe is unchanged."""
+    out = tmp_path / "demo"
+    steps = _steps(out, "--drills")
+    parser = build_parser()
+    oracle, drills, export, train = (parser.parse_args(s[s.index("python") + 1:][2:]) for s in steps)
+    assert (oracle.per_template, oracle.templates) == (RECIPE["per_template"], None)
+    assert (drills.policy, drills.split, drills.templates, drills.per_template, drills.out) == (
+        "oracle", "train", ",".join(DRILLS["templates"]), DRILLS["drill_per_template"], out / "drills")
+    assert export.sources == [out / "oracle", out / "drills"]
+    assert (train.max_steps, train.stop_after) == (DRILLS["max_steps"], DRILLS["max_steps"])
+    stopped = parser.parse_args(_steps(out, "--drills", "--stop-after", "120")[-1][8:])
+    assert (stopped.max_steps, stopped.stop_after) == (DRILLS["max_steps"], 120)
+    plain = _steps(out)
+    assert len(plain) == 3 and "--max-steps" in plain[-1]
+    assert plain[-1][plain[-1].index("--max-steps") + 1] == str(RECIPE["max_steps"])

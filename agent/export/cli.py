@@ -28,7 +28,8 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> argpa
                     "(messages in OpenAI chat format + tools column) and OUT/dataset (a datasets.DatasetDict by "
                     "split, when `datasets` is installed).",
     )
-    sft.add_argument("--from", dest="source", required=True, type=Path, metavar="PATH", help=SOURCE_HELP)
+    sft.add_argument("--from", dest="sources", required=True, type=Path, action="append", metavar="PATH",
+                     help=SOURCE_HELP + "; repeat it to export several as one set")
     sft.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder (created)")
     sft.add_argument("--min-reward", type=float, metavar="X", help="keep episodes whose reward is at least X")
     sft.add_argument("--success-only", action="store_true", help="keep only episodes the verifier marked successful and that broke no rule (policy_ok)")
@@ -171,9 +172,12 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     from agent.export.sft import Selection, build_rows, write_sft
 
-    episodes = _read(args.source, settings)
-    if episodes is None:
-        return 2
+    episodes = []
+    for source in args.sources:  # several sources are one set: identical conversations are dropped across them
+        read = _read(source, settings)
+        if read is None:
+            return 2
+        episodes += read
     fmt, why = _assistant_format(args.assistant_format, settings, demo=bool(getattr(args, "demo", False)))
     print(f"assistant format: {fmt} ({why})", file=sys.stderr)
     selection = Selection(min_reward=args.min_reward, success_only=args.success_only, split=args.split,
