@@ -3,6 +3,7 @@ command with the recipe's settings, in the demo's serving settings, and runs not
 
 from __future__ import annotations
 
+import argparse
 import os
 import shlex
 import subprocess
@@ -21,14 +22,18 @@ def _steps(out: Path, *extra: str) -> list[list[str]]:
     return [shlex.split(line[2:]) for line in run.stdout.splitlines() if line.startswith("$ ")]
 
 
+def _parsed(step: list[str]) -> argparse.Namespace:
+    """A printed step's arguments as the CLI parses them (what follows ``python -m agent``)."""
+    return build_parser().parse_args(step[step.index("python") + 3:])
+
+
 def test_the_recipe_prints_three_valid_commands_with_its_settings_and_runs_none(smollm2: Path, tmp_path: Path) -> None:
     out = tmp_path / "demo"
     steps = _steps(out)
     assert [s[:5] for s in steps] == [[f"AGENT_TOOL_BLOCK={DEMO_TOOL_BLOCK}", f"AGENT_PROMPT_STYLE={DEMO_PROMPT_STYLE}",
                                        "AGENT_DATE_GROUNDING=false", "AGENT_TIME_NOTES=false",
                                        "AGENT_DATE_NOTES=false"]] * 3
-    parser = build_parser()
-    oracle, export, train = (parser.parse_args(s[s.index("python") + 1:][2:]) for s in steps)  # after "python -m agent"
+    oracle, export, train = map(_parsed, steps)
     assert (oracle.command, oracle.policy, oracle.split, oracle.per_template) == ("eval", "oracle", "train",
                                                                                 RECIPE["per_template"])
     assert (export.command, export.success_only, export.split, export.model_path) == ("export", True, "train", str(smollm2))
@@ -60,15 +65,13 @@ def test_drills_add_the_drills_oracle_rows_to_the_export_and_train_longer(tmp_pa
     both runs as one set, and trains ``DRILLS["max_steps"]``; without it the recipe is unchanged."""
     out = tmp_path / "demo"
     steps = _steps(out, "--drills")
-    parser = build_parser()
-    oracle, drills, export, train = (parser.parse_args(s[s.index("python") + 1:][2:]) for s in steps)
+    oracle, drills, export, train = map(_parsed, steps)
     assert (oracle.per_template, oracle.templates) == (RECIPE["per_template"], None)
     assert (drills.policy, drills.split, drills.templates, drills.per_template, drills.out) == (
         "oracle", "train", ",".join(DRILLS["templates"]), DRILLS["drill_per_template"], out / "drills")
     assert export.sources == [out / "oracle", out / "drills"]
     assert (train.max_steps, train.stop_after) == (DRILLS["max_steps"], DRILLS["max_steps"])
-    stopped = parser.parse_args(_steps(out, "--drills", "--stop-after", "120")[-1][8:])
+    stopped = _parsed(_steps(out, "--drills", "--stop-after", "120")[-1])
     assert (stopped.max_steps, stopped.stop_after) == (DRILLS["max_steps"], 120)
     plain = _steps(out)
-    assert len(plain) == 3 and "--max-steps" in plain[-1]
-    assert plain[-1][plain[-1].index("--max-steps") + 1] == str(RECIPE["max_steps"])
+    assert len(plain) == 3 and _parsed(plain[-1]).max_steps == RECIPE["max_steps"]

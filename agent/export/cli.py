@@ -172,7 +172,7 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
 
     from agent.export.sft import Selection, build_rows, write_sft
 
-    episodes = []
+    episodes: list[Any] = []
     for source in args.sources:  # several sources are one set: identical conversations are dropped across them
         read = _read(source, settings)
         if read is None:
