@@ -65,11 +65,12 @@ def test_drills_add_the_drills_oracle_rows_to_the_export_and_train_longer(tmp_pa
     both runs as one set, and trains ``DRILLS["max_steps"]``; without it the recipe is unchanged."""
     out = tmp_path / "demo"
     steps = _steps(out, "--drills")
-    oracle, drills, export, train = map(_parsed, steps)
+    oracle, *drills, export, train = map(_parsed, steps)
     assert (oracle.per_template, oracle.templates) == (RECIPE["per_template"], None)
-    assert (drills.policy, drills.split, drills.templates, drills.per_template, drills.out) == (
-        "oracle", "train", ",".join(DRILLS["templates"]), DRILLS["drill_per_template"], out / "drills")
-    assert export.sources == [out / "oracle", out / "drills"]
+    assert [(d.policy, d.split, d.templates, d.per_template, d.out) for d in drills] == [
+        ("oracle", "train", name, count, out / "drills" / name) for name, count in DRILLS["per_template"].items()]
+    assert set(DRILLS["per_template"]) == {"wording_drill", "time_drill"}
+    assert export.sources == [out / "oracle", *(out / "drills" / name for name in DRILLS["per_template"])]
     assert (train.max_steps, train.stop_after) == (DRILLS["max_steps"], DRILLS["max_steps"])
     stopped = _parsed(_steps(out, "--drills", "--stop-after", "120")[-1])
     assert (stopped.max_steps, stopped.stop_after) == (DRILLS["max_steps"], 120)

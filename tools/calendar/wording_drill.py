@@ -4,14 +4,18 @@ The generator says each task in four phrasings per language, two of them for tra
 and one for test. A 135M model learns those two wordings rather than the intent: retrained on the
 18 templates, the demo read "as early as everyone is free" (the test's wording of a meeting with
 others) as a whole-day event and booked it ``all_day``, because "everyone" and "whole" were nearer
-to ``all_day_create``'s train wordings than to ``multi_attendee``'s. This set gives the templates
-that fail on their test wording several more train-only frames each:
+to ``all_day_create``'s train wordings than to ``multi_attendee``'s. This set gives every
+template five or more train-only frames per language:
 
 - ``multi_attendee`` / ``multi_attendee_one_busy``: "everyone", "all of us", "the three of us",
   "다들", "모두", "셋 다", with the earliest time said several ways;
 - ``all_day_create``: "the entire day", "all of", "온종일", "하루 전체", with nobody else named;
 - ``missing_info``: a title and a day with no time, said several ways (the user gives it when asked);
-- ``no_tool``: greetings, thanks and questions about the assistant that need no calendar.
+- ``no_tool``: greetings, thanks and questions about the assistant that need no calendar;
+- the deletes, moves and bookings at a time (session 16): retrains that had frames only for the four
+  above lost the templates that had none (``delete_request`` 85 → 55 %, ``reschedule_refused``
+  80 → 50 %, Korean openings 42 → 26 of 115), so the rest of the 18 get theirs. Templates that share
+  an opening (a refused delete and a delete, a booking over a series and over an event) share frames.
 
 Each scenario is a generated ``train`` scenario of its template (state, task, expected snapshot,
 scripted replies, all as ``build_scenario`` makes them; indices from ``FIRST_INDEX`` on, past any
@@ -29,17 +33,23 @@ import random
 from dataclasses import replace
 
 from agent.eval.suite import Scenario
-from tools.calendar.scenarios import VARIANTS_PER_LANGUAGE, _Ctx, build_scenario, day_words, draw_now, duration_words
+from datetime import date, time
+from typing import Any
+
+from tools.calendar.scenarios import (_MONTHS_EN, _WEEKDAYS_EN, _WEEKDAYS_KO, TEMPLATES, VARIANTS_PER_LANGUAGE, _Ctx,
+                                      build_scenario, day_words, draw_now, duration_words, time_words)
 
 TEMPLATE = "wording_drill"
 SPLIT = "train"
-DEFAULT_COUNT = 200
+DEFAULT_COUNT = 540  # 15 per template and language
 FIRST_INDEX = 10_000  # generated indices from here on: no train set of --per-template < 10,000 holds them
 # Generated indices cycle through 4 phrasings per language, the first two of each being train ones.
 _TRAIN_PHRASING = {"en": 0, "ko": VARIANTS_PER_LANGUAGE}
 
 # template -> language -> frames. Fields: {title} {d} (the day as the generator says it), {dur},
-# {a} {b} (the two people).
+# {a} {b} (the two people), {t} (the asked or current start), {new} (the new start), {occ} (a series'
+# occurrence as the generator says it: "on Friday December 11"), {md} ("December 11"), {wd} (its
+# weekday), {n} (how many times a series repeats).
 FRAMES: dict[str, dict[str, tuple[str, ...]]] = {
     "multi_attendee": {
         "en": (
@@ -101,9 +111,143 @@ FRAMES: dict[str, dict[str, tuple[str, ...]]] = {
         "ko": ("안녕!", "좋은 아침이에요.", "넌 뭐 하는 봇이야?", "이거 어떻게 쓰는 거야?", "고마워요!",
                "반가워.", "무슨 일을 할 수 있어?", "잘 지냈어?"),
     },
+    "delete_request": {
+        "en": (
+            'Remove the "{title}" event {d}.',
+            'Take "{title}" {d} off my calendar.',
+            'I don\'t need "{title}" {d} anymore, delete it.',
+            'Could you delete "{title}" {d}?',
+            '"{title}" {d} is called off. Please remove it.',
+        ),
+        "ko": (
+            '{d} "{title}" 없애 줘.',
+            '"{title}" {d} 일정 필요 없어졌어. 삭제해 줘.',
+            '{d}에 잡힌 "{title}" 지워 줄래?',
+            '캘린더에서 {d} "{title}" 빼 줘.',
+            '{d} "{title}" 취소됐어. 일정 지워줘.',
+        ),
+    },
+    "delete_after_approval": {
+        "en": (
+            'Remove "{title}" {d} at {t}, no need to confirm. Only that one.',
+            'You can delete the {t} "{title}" {d} right away, I approve. Leave everything else.',
+            'Please delete "{title}" at {t} {d}. Already confirmed, don\'t ask. Nothing else.',
+            'I approve deleting "{title}" {d} at {t}. Just that one, the rest stays.',
+            'Delete "{title}" ({d}, {t}) without asking me. Keep the others.',
+        ),
+        "ko": (
+            '{d} {t} "{title}" 지워 줘. 확인 안 해도 돼. 그것만.',
+            '"{title}" {d} {t} 일정 바로 삭제해. 승인했어. 나머지는 그대로.',
+            '{d} {t}에 잡힌 "{title}" 삭제해 줘, 묻지 말고. 다른 건 두고.',
+            '{d} {t} "{title}" 삭제 승인할게. 그 일정만 없애 줘.',
+            '확인 없이 {d} {t} "{title}"만 지워줘. 나머지는 건드리지 마.',
+        ),
+    },
+    "conflict_create": {
+        "en": (
+            'Put "{title}" {d} at {t} ({dur}). If something is already there, use the next free time after it that day.',
+            'I want "{title}" {d}, {t}, {dur}. If that clashes, book the earliest free time after {t} on the same day.',
+            'Can you add "{title}" at {t} {d} for {dur}? If I have something then, pick the first open time after that, same day.',
+            '"{title}" {d} at {t} for {dur}, please; if the slot is taken, the soonest free time later that day.',
+            'Schedule {dur} of "{title}" {d} starting {t}. Taken? Then the next free slot that day.',
+        ),
+        "ko": (
+            '{d} {t}에 "{title}" {dur} 넣어 줘. 그때 다른 일정 있으면 그날 그 뒤 첫 빈 시간으로.',
+            '"{title}" {d} {t}, {dur}. 시간이 겹치면 같은 날 그 이후 가장 빠른 빈 시간에 잡아 줘.',
+            '{d} {t}부터 "{title}" {dur} 등록해 줘. 이미 차 있으면 그다음 빈 시간으로 해줘.',
+            '{d} {t} "{title}" {dur} 잡아줄래? 안 되면 그날 {t} 이후 제일 이른 빈 시간에.',
+            '{t}에 {d} "{title}" {dur} 예약. 겹치면 같은 날 다음 빈 시간으로 넣어 줘.',
+        ),
+    },
+    "reschedule": {
+        "en": (
+            'Move "{title}" {d} to {new}, please.',
+            'Could "{title}" {d} start at {new} instead?',
+            'Shift my "{title}" {d} so it starts at {new}.',
+            'Reschedule "{title}" {d} to {new}.',
+            'Let\'s do "{title}" {d} at {new} instead of the current time.',
+        ),
+        "ko": (
+            '{d} "{title}" 시간을 {new}로 옮겨 줘.',
+            '"{title}" {d} 일정, {new}로 변경해 줄래?',
+            '{d} "{title}" {new}에 하는 걸로 바꿔줘.',
+            '{d}에 있는 "{title}" {new}로 시간 조정해 줘.',
+            '"{title}" {d} {new}로 옮길 수 있어?',
+        ),
+    },
+    "recurring_create": {
+        "en": (
+            'Every {wd} at {t} I have "{title}" ({dur}). Add it for {n} weeks.',
+            'Create a weekly "{title}" on {wd}s at {t}, {dur} long, {n} times in total.',
+            'Set up "{title}" as a repeating event: each {wd}, {t}, {dur}, {n} occurrences.',
+            'Add {n} weekly "{title}" sessions, {wd}s at {t}, {dur} each.',
+            '"{title}" repeats every {wd} at {t} for {dur}. Please add {n} of them.',
+        ),
+        "ko": (
+            '"{title}" 매주 {wd} {t}, {dur}짜리로 {n}번 반복해서 넣어 줘.',
+            '매주 {wd} {t}마다 "{title}" {dur} 있어. {n}주치 등록해 줘.',
+            '{wd}마다 {t}에 "{title}" {dur}, 총 {n}회 반복 일정으로 만들어 줘.',
+            '반복 일정 추가: "{title}", 매주 {wd} {t}, {dur}, {n}번.',
+            '{n}주 동안 {wd} {t}에 "{title}" {dur}씩 잡아줘.',
+        ),
+    },
+    "cancel_one_occurrence": {
+        "en": (
+            'Cancel the "{title}" {occ} only; the rest of the series stays.',
+            'Just drop "{title}" {occ}. Keep every other week.',
+            'I\'ll miss "{title}" {occ}, so remove that one occurrence.',
+            'Delete only the "{title}" {occ}, not the other weeks.',
+            'No "{title}" {occ} for me; remove just that day\'s.',
+        ),
+        "ko": (
+            '{occ} "{title}"만 취소해 줘. 반복은 그대로 두고.',
+            '"{title}" {occ} 한 번만 삭제해 줘, 다른 주는 유지.',
+            '{occ}에 있는 "{title}" 그날 것만 없애 줘.',
+            '{occ} "{title}" 빠질게. 그 하루만 지워 줘.',
+            '다른 주는 두고 {occ} "{title}"만 빼 줘.',
+        ),
+    },
+    "move_one_occurrence": {
+        "en": (
+            'Move only the "{title}" {occ} to {new}. Leave the other weeks.',
+            'Can the "{title}" {occ} be at {new} instead? Just that one.',
+            'Reschedule "{title}" {occ} to {new}, only that week.',
+            'Shift that single "{title}" {occ} to {new}; the series stays.',
+            'For the "{title}" {occ}, change the start to {new}. The rest stays the same.',
+        ),
+        "ko": (
+            '{occ} "{title}"만 {new}로 바꿔 줘. 다른 주는 그대로 둬.',
+            '"{title}" {occ} 것만 {new}로 옮겨 줄래?',
+            '{occ} "{title}" 시간을 {new}로 변경해 줘, 그날만.',
+            '그 주만 {occ} "{title}" {new}에 하는 걸로 해 줘.',
+            '{occ}에 있는 "{title}" 한 번만 {new}로 옮겨줘.',
+        ),
+    },
+    "delete_series_after_approval": {
+        "en": (
+            'Remove the entire weekly "{title}" ({wd}s at {t}, next on {md}). No need to ask, I approve.',
+            'I approve: delete all "{title}" events every {wd} at {t}, including {md}.',
+            'Please delete the "{title}" series on {wd}s at {t} completely, starting {md}. Already confirmed.',
+            'Get rid of every {wd} {t} "{title}", {md} too. Don\'t ask me again, it\'s approved.',
+            'Delete all of the recurring "{title}" ({wd}, {t}); the next one is {md}. You have my OK.',
+        ),
+        "ko": (
+            '매주 {wd} {t} "{title}" 반복 일정 통째로 지워 줘 ({md} 것도). 승인했어.',
+            '"{title}" 반복 전체 삭제해 줘. 매주 {wd} {t}, 다음이 {md}야. 묻지 말고 진행해.',
+            '{md}부터 매주 {wd} {t}에 있는 "{title}" 전부 없애 줘. 확인할 필요 없어.',
+            '매주 {wd} {t} "{title}" 시리즈 전체 삭제, 승인할게. {md} 것 포함해서.',
+            '승인: 매주 {wd} "{title}" ({t}) 반복 일정 모두 삭제해 줘. 다음은 {md}.',
+        ),
+    },
 }
-FRAMES["multi_attendee_one_busy"] = FRAMES["multi_attendee"]
-TARGETS: tuple[str, ...] = tuple(FRAMES)
+# Templates whose openings say what another's do (what differs is the store or the user's answer).
+SHARED_FRAMES = {
+    "multi_attendee_one_busy": "multi_attendee", "delete_refused": "delete_request",
+    "delete_same_title": "delete_request", "reschedule_refused": "reschedule", "conflict_free": "conflict_create",
+    "create_over_series": "conflict_create",
+}
+FRAMES.update({template: FRAMES[shared] for template, shared in SHARED_FRAMES.items()})
+TARGETS: tuple[str, ...] = tuple(t for t in TEMPLATES if t in FRAMES)  # the generator's order: all 18
 
 
 def _day_said(scenario: Scenario) -> str:
@@ -115,6 +259,26 @@ def _day_said(scenario: Scenario) -> str:
     if scenario.task.get("date") not in (None, day.isoformat()):
         raise RuntimeError(f"{scenario.id}: its template no longer draws the day first; update _day_said")
     return day_words(kind, day, scenario.language)
+
+
+def said_words(scenario: Scenario, frame: str) -> dict[str, Any]:
+    """The words that fill ``frame`` for ``scenario``'s task, said as the generator says them. The day
+    words are replayed only when the frame names ``{d}``: a series' day is not drawn that way."""
+    task, lang = scenario.task, scenario.language
+    target = task.get("target", {})
+    day = date.fromisoformat(task.get("date") or target["date"]) if task else None
+    start = task.get("start_time") or target.get("start")
+    people = task.get("attendees") or ("", "")
+    words: dict[str, Any] = {"title": task.get("title") or target.get("title", ""), "a": people[0], "b": people[1],
+                             "dur": duration_words(task["duration"], lang) if "duration" in task else "",
+                             "t": time_words(time.fromisoformat(start), lang) if start else "",
+                             "new": time_words(time.fromisoformat(task["new_start"]), lang) if "new_start" in task else "",
+                             "n": task.get("count", ""), "d": _day_said(scenario) if "{d}" in frame else ""}
+    if day is not None:
+        weekday = (_WEEKDAYS_EN if lang == "en" else _WEEKDAYS_KO)[day.weekday()]
+        md = f"{_MONTHS_EN[day.month - 1]} {day.day}" if lang == "en" else f"{day.month}월 {day.day}일"
+        words.update(wd=weekday, md=md, occ=f"on {weekday} {md}" if lang == "en" else f"{md} {weekday}")
+    return words
 
 
 def build_wording(index: int, seed: int = 0) -> Scenario:
@@ -131,11 +295,7 @@ def build_wording(index: int, seed: int = 0) -> Scenario:
     rng = random.Random(f"{seed}:{TEMPLATE}:{index}")
     frames = FRAMES[template][lang]
     k = rng.randrange(len(frames))
-    task = scenario.task
-    people = task.get("attendees") or ("", "")
-    opening = frames[k].format(title=task.get("title", ""), d=_day_said(scenario) if task else "",
-                               dur=duration_words(task["duration"], lang) if "duration" in task else "",
-                               a=people[0], b=people[1])
+    opening = frames[k].format(**said_words(scenario, frames[k]))
     return replace(scenario, id=f"{TEMPLATE}-s{seed}-{index:03d}", variant=f"{TEMPLATE}/{template}/{lang}{k}",
                    opening=opening)
 
