@@ -62,15 +62,15 @@ def test_date_notes_play_and_train_every_step_with_days_as_dates_only_when_asked
 
 def test_drills_add_the_drills_oracle_rows_to_the_export_and_train_longer(tmp_path: Path) -> None:
     """``--drills`` plays the train-only drills with the oracle beside the recipe's templates, exports
-    both runs as one set, and trains ``DRILLS["max_steps"]``; without it the recipe is unchanged."""
+    the three runs as one set, and trains ``DRILLS["max_steps"]``; without it the recipe is unchanged."""
     out = tmp_path / "demo"
     steps = _steps(out, "--drills")
     oracle, *drills, export, train = map(_parsed, steps)
     assert (oracle.per_template, oracle.templates) == (RECIPE["per_template"], None)
     assert [(d.policy, d.split, d.templates, d.per_template, d.out) for d in drills] == [
-        ("oracle", "train", name, count, out / "drills" / name) for name, count in DRILLS["per_template"].items()]
-    assert set(DRILLS["per_template"]) == {"wording_drill", "time_drill"}
-    assert export.sources == [out / "oracle", *(out / "drills" / name for name in DRILLS["per_template"])]
+        ("oracle", "train", name, count, out / "drills" / name) for name, count in DRILLS["scenarios"].items()]
+    assert set(DRILLS["scenarios"]) == {"wording_drill", "time_drill"}
+    assert export.sources == [out / "oracle", *(out / "drills" / name for name in DRILLS["scenarios"])]
     assert (train.max_steps, train.stop_after) == (DRILLS["max_steps"], DRILLS["max_steps"])
     stopped = _parsed(_steps(out, "--drills", "--stop-after", "120")[-1])
     assert (stopped.max_steps, stopped.stop_after) == (DRILLS["max_steps"], 120)

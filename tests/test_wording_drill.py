@@ -10,6 +10,7 @@ were found); and no drill frame is a generator frame, so dev and test keep wordi
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from dataclasses import replace
 from pathlib import Path
@@ -52,6 +53,24 @@ def test_the_generator_says_each_template_in_8_frames_and_the_drill_in_none_of_t
         assert len(generated) == 8, sorted(generated)  # 4 phrasings x 2 languages: every day word was found
         drill = {f for lang in ("en", "ko") for f in FRAMES[template][lang]}
         assert not generated & drill, generated & drill
+
+
+def _five_word_runs(frame: str) -> set[tuple[str, ...]]:
+    """Runs of five words and placeholders, three or more of them words ("with {a} and {b} {d}" is
+    only how a task's details are strung together)."""
+    words = re.findall(r"\{\w+\}|[\w']+", frame.lower())
+    runs = (tuple(words[i:i + 5]) for i in range(len(words) - 4))
+    return {run for run in runs if sum(not w.startswith("{") for w in run) >= 3}
+
+
+def test_no_drill_frame_shares_five_words_in_a_row_with_a_dev_or_test_wording() -> None:
+    """Not a held-out wording with a word changed either, so dev and test stay unseen."""
+    for template in TARGETS:
+        held_out = [s for s in (build_scenario(template, i) for i in range(32)) if s.split in ("dev", "test")]
+        for s in held_out:
+            runs = _five_word_runs(frame_of(s.opening, s))
+            for frame in FRAMES[template][s.language]:
+                assert not runs & _five_word_runs(frame), (frame, s.opening)
 
 
 def test_only_the_opening_differs_from_the_generated_train_scenario() -> None:

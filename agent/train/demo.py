@@ -57,7 +57,7 @@ RECIPE: dict[str, Any] = {
 # drill had frames for four templates, 100 of each drill were played), so the two compare at equal
 # compute: 210 steps of 4 rows see about 6 in 10 of the 1,372 rows.
 DRILLS: dict[str, Any] = {
-    "per_template": {"wording_drill": 360, "time_drill": 100},
+    "scenarios": {"wording_drill": 360, "time_drill": 100},
     "max_steps": 210,
 }
 
@@ -77,7 +77,7 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
                            "the recipe reproduces the shipped adapter, trained before them")
     demo.add_argument("--drills", action="store_true",
                       help="also train on the oracle's rows of the train-only drills ("
-                           + ", ".join(f"{n} of {name}" for name, n in DRILLS["per_template"].items())
+                           + ", ".join(f"{n} of {name}" for name, n in DRILLS["scenarios"].items())
                            + f"), over {DRILLS['max_steps']} steps")
 
 
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
     _run([*py, "eval", "--policy", "oracle", "--split", "train", "--per-template", str(r["per_template"]),
           "--out", str(out / "oracle"), "--no-progress"], env, args.dry_run)
     if args.drills:
-        for drill, count in DRILLS["per_template"].items():
+        for drill, count in DRILLS["scenarios"].items():
             _run([*py, "eval", "--policy", "oracle", "--split", "train", "--templates", drill,
                   "--per-template", str(count), "--out", str(out / "drills" / drill), "--no-progress"], env, args.dry_run)
             sources += ["--from", str(out / "drills" / drill)]

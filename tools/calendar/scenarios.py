@@ -381,14 +381,24 @@ def _series_fixture(c: _Ctx) -> tuple[dict[str, Any], date, time, str]:
     return series, day, start, title
 
 
-def _occurrence_words(c: _Ctx, day: date) -> str:
-    return (f"on {_WEEKDAYS_EN[day.weekday()]} {_MONTHS_EN[day.month - 1]} {day.day}" if c.lang == "en"
-            else f"{day.month}월 {day.day}일 {_WEEKDAYS_KO[day.weekday()]}")
+def weekday_words(day: date, lang: str) -> str:
+    return (_WEEKDAYS_EN if lang == "en" else _WEEKDAYS_KO)[day.weekday()]
+
+
+def month_day_words(day: date, lang: str) -> str:
+    return f"{_MONTHS_EN[day.month - 1]} {day.day}" if lang == "en" else f"{day.month}월 {day.day}일"
+
+
+def occurrence_words(day: date, lang: str) -> str:
+    """One occurrence of a series, by weekday and date: "on Friday December 11", "12월 11일 금요일"."""
+    if lang == "en":
+        return f"on {weekday_words(day, lang)} {month_day_words(day, lang)}"
+    return f"{month_day_words(day, lang)} {weekday_words(day, lang)}"
 
 
 def _cancel_one_occurrence(c: _Ctx) -> Built:
     series, day, start, title = _series_fixture(c)
-    d = _occurrence_words(c, day)
+    d = occurrence_words(day, c.lang)
     opening = (
         (f'Cancel only this week\'s "{title}" ({d}); keep the other weeks.',
          f'Skip "{title}" {d} just this once. The series stays.',
@@ -407,7 +417,7 @@ def _cancel_one_occurrence(c: _Ctx) -> Built:
 def _move_one_occurrence(c: _Ctx) -> Built:
     series, day, start, title = _series_fixture(c)
     new_start = time(c.rng.choice([h for h in range(9, 18) if h != start.hour]))
-    d, t = _occurrence_words(c, day), time_words(new_start, c.lang)
+    d, t = occurrence_words(day, c.lang), time_words(new_start, c.lang)
     opening = (
         (f'Move just the "{title}" {d} to {t}; the other weeks stay as they are.',
          f'This week only, "{title}" {d} should be at {t}.',

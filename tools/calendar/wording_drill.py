@@ -32,12 +32,11 @@ from __future__ import annotations
 import random
 from dataclasses import replace
 
-from agent.eval.suite import Scenario
 from datetime import date, time
-from typing import Any
 
-from tools.calendar.scenarios import (_MONTHS_EN, _WEEKDAYS_EN, _WEEKDAYS_KO, TEMPLATES, VARIANTS_PER_LANGUAGE, _Ctx,
-                                      build_scenario, day_words, draw_now, duration_words, time_words)
+from agent.eval.suite import Scenario
+from tools.calendar.scenarios import (TEMPLATES, VARIANTS_PER_LANGUAGE, _Ctx, build_scenario, day_words, draw_now,
+                                      duration_words, month_day_words, occurrence_words, time_words, weekday_words)
 
 TEMPLATE = "wording_drill"
 SPLIT = "train"
@@ -63,7 +62,7 @@ FRAMES: dict[str, dict[str, tuple[str, ...]]] = {
         "ko": (
             '{d} {a}, {b}, 나 다 같이 비는 가장 이른 시간에 "{title}" {dur} 잡아 줘.',
             '"{title}" {dur}, {a}, {b}까지 셋이 함께. {d} 모두 가능한 제일 빠른 시간으로 넣어줘.',
-            '{d}에 {a}, {b} 그리고 나 셋이서 "{title}" 하고 싶어. {dur}, 다들 되는 가장 빠른 때로.',
+            '{d} {a}, {b} 그리고 나 셋이서 "{title}" 하고 싶어. {dur}, 다들 되는 가장 빠른 때로.',
             '{a}, {b}하고 {d} "{title}" 잡아줘 ({dur}). 우리 셋 다 비는 첫 시간으로.',
             '{d} "{title}" 모임 {dur}. {a}, {b}, 나 전부 시간 되는 제일 이른 때로 예약해 줘.',
             '{a}, {b}하고 같이 {d} "{title}" {dur} 할 건데, 모두 비어 있는 가장 빠른 시간 찾아서 넣어줘.',
@@ -90,17 +89,17 @@ FRAMES: dict[str, dict[str, tuple[str, ...]]] = {
     "missing_info": {
         "en": (
             'Add "{title}" {d}.',
-            'Could you put "{title}" in my calendar {d}?',
+            'Could you put "{title}" on the schedule {d}?',
             'Book "{title}" for {d}.',
             '"{title}" {d}. Can you schedule it?',
             'Please create "{title}" {d}.',
             'New event {d}: "{title}".',
         ),
         "ko": (
-            '"{title}" {d}에 넣어 줘.',
+            '"{title}" {d} 일정으로 넣어 줘.',
             '{d} "{title}" 예약해 줘.',
-            '{d}에 "{title}" 일정 하나 추가해줘.',
-            '"{title}" 일정 {d}에 만들어 줄래?',
+            '{d} "{title}" 일정 하나 추가해줘.',
+            '"{title}" 일정 {d} 날짜로 만들어 줄래?',
             '{d} 캘린더에 "{title}" 좀 넣어줘.',
             '"{title}" 잡아 줘. 날짜는 {d}.',
         ),
@@ -122,46 +121,46 @@ FRAMES: dict[str, dict[str, tuple[str, ...]]] = {
         "ko": (
             '{d} "{title}" 없애 줘.',
             '"{title}" {d} 일정 필요 없어졌어. 삭제해 줘.',
-            '{d}에 잡힌 "{title}" 지워 줄래?',
-            '캘린더에서 {d} "{title}" 빼 줘.',
-            '{d} "{title}" 취소됐어. 일정 지워줘.',
+            '{d} 잡혀 있는 "{title}" 지워 줄래?',
+            '캘린더에서 {d} "{title}" 일정 삭제 부탁해.',
+            '{d} "{title}" 안 하게 됐어. 일정 지워줘.',
         ),
     },
     "delete_after_approval": {
         "en": (
             'Remove "{title}" {d} at {t}, no need to confirm. Only that one.',
-            'You can delete the {t} "{title}" {d} right away, I approve. Leave everything else.',
+            'You can delete the {t} "{title}" {d} right away, I\'m sure. Leave everything else.',
             'Please delete "{title}" at {t} {d}. Already confirmed, don\'t ask. Nothing else.',
-            'I approve deleting "{title}" {d} at {t}. Just that one, the rest stays.',
-            'Delete "{title}" ({d}, {t}) without asking me. Keep the others.',
+            'I\'m fine with deleting "{title}" {d} at {t} without a question. Just that one, the rest stays.',
+            'Delete "{title}" ({d}, {t}) without asking me first; only that event.',
         ),
         "ko": (
-            '{d} {t} "{title}" 지워 줘. 확인 안 해도 돼. 그것만.',
-            '"{title}" {d} {t} 일정 바로 삭제해. 승인했어. 나머지는 그대로.',
-            '{d} {t}에 잡힌 "{title}" 삭제해 줘, 묻지 말고. 다른 건 두고.',
-            '{d} {t} "{title}" 삭제 승인할게. 그 일정만 없애 줘.',
-            '확인 없이 {d} {t} "{title}"만 지워줘. 나머지는 건드리지 마.',
+            '{d} {t} "{title}" 지워 줘. 따로 확인 안 받아도 돼. 그것만.',
+            '"{title}" {d} {t} 일정 바로 삭제해. 내가 허락했어. 다른 일정은 그대로.',
+            '{d} {t} 잡혀 있는 "{title}" 삭제해 줘, 다시 묻지 말고. 다른 건 두고.',
+            '{d} {t} "{title}" 하나만 삭제해도 좋아. 이미 확인했어.',
+            '물어볼 필요 없이 {d} {t} "{title}" 하나만 없애 줘.',
         ),
     },
     "conflict_create": {
         "en": (
-            'Put "{title}" {d} at {t} ({dur}). If something is already there, use the next free time after it that day.',
-            'I want "{title}" {d}, {t}, {dur}. If that clashes, book the earliest free time after {t} on the same day.',
-            'Can you add "{title}" at {t} {d} for {dur}? If I have something then, pick the first open time after that, same day.',
-            '"{title}" {d} at {t} for {dur}, please; if the slot is taken, the soonest free time later that day.',
-            'Schedule {dur} of "{title}" {d} starting {t}. Taken? Then the next free slot that day.',
+            'Add {dur} of "{title}" {d} at {t}. If something is already there, use the next free time after it that day.',
+            'I want "{title}" {d}, {t}, {dur}. If I\'m not free then, book the earliest free time after {t} on the same day.',
+            'Can you add "{title}" at {t} {d} for {dur}? If I have something then, pick the soonest free time after that, same day.',
+            '"{title}" {d} at {t} for {dur}, please; if the slot is taken, the soonest free time after it that day.',
+            'Book "{title}" for {dur} {d}, at {t} if that is open, otherwise at the first free time after {t} that day.',
         ),
         "ko": (
-            '{d} {t}에 "{title}" {dur} 넣어 줘. 그때 다른 일정 있으면 그날 그 뒤 첫 빈 시간으로.',
+            '{d} {t}에 "{title}" {dur} 넣어 줘. 그때 다른 일정 있으면 그날 그 시간 이후 비는 때 중 가장 이른 때로.',
             '"{title}" {d} {t}, {dur}. 시간이 겹치면 같은 날 그 이후 가장 빠른 빈 시간에 잡아 줘.',
-            '{d} {t}부터 "{title}" {dur} 등록해 줘. 이미 차 있으면 그다음 빈 시간으로 해줘.',
-            '{d} {t} "{title}" {dur} 잡아줄래? 안 되면 그날 {t} 이후 제일 이른 빈 시간에.',
-            '{t}에 {d} "{title}" {dur} 예약. 겹치면 같은 날 다음 빈 시간으로 넣어 줘.',
+            '{d} {t}부터 "{title}" {dur} 등록해 줘. 이미 차 있으면 그날 그다음 빈 시간으로 해줘.',
+            '{d} {t} "{title}" {dur} 잡아줄래? 그 시간이 막혀 있으면 그날 {t} 이후 제일 이른 빈 시간에.',
+            '"{title}" 예약: {d} {t}, {dur}. 다른 일정과 겹치면 같은 날 그다음 빈 시간으로.',
         ),
     },
     "reschedule": {
         "en": (
-            'Move "{title}" {d} to {new}, please.',
+            'Please move "{title}" {d} to {new}.',
             'Could "{title}" {d} start at {new} instead?',
             'Shift my "{title}" {d} so it starts at {new}.',
             'Reschedule "{title}" {d} to {new}.',
@@ -169,74 +168,74 @@ FRAMES: dict[str, dict[str, tuple[str, ...]]] = {
         ),
         "ko": (
             '{d} "{title}" 시간을 {new}로 옮겨 줘.',
-            '"{title}" {d} 일정, {new}로 변경해 줄래?',
+            '"{title}" {d} 일정 시작을 {new}로 해 줄래?',
             '{d} "{title}" {new}에 하는 걸로 바꿔줘.',
-            '{d}에 있는 "{title}" {new}로 시간 조정해 줘.',
+            '{d} 잡혀 있는 "{title}" {new}로 시간 조정해 줘.',
             '"{title}" {d} {new}로 옮길 수 있어?',
         ),
     },
     "recurring_create": {
         "en": (
-            'Every {wd} at {t} I have "{title}" ({dur}). Add it for {n} weeks.',
-            'Create a weekly "{title}" on {wd}s at {t}, {dur} long, {n} times in total.',
-            'Set up "{title}" as a repeating event: each {wd}, {t}, {dur}, {n} occurrences.',
-            'Add {n} weekly "{title}" sessions, {wd}s at {t}, {dur} each.',
+            'Book "{title}" on {n} {wd}s in a row, at {t}, {dur} each time.',
+            'Create a repeating "{title}": {t} every {wd}, {dur}, {n} times in total.',
+            'Set up {n} occurrences of "{title}", one each {wd} at {t}, lasting {dur}.',
+            'Add {n} weekly "{title}" slots on {wd} at {t}, {dur} each.',
             '"{title}" repeats every {wd} at {t} for {dur}. Please add {n} of them.',
         ),
         "ko": (
             '"{title}" 매주 {wd} {t}, {dur}짜리로 {n}번 반복해서 넣어 줘.',
             '매주 {wd} {t}마다 "{title}" {dur} 있어. {n}주치 등록해 줘.',
-            '{wd}마다 {t}에 "{title}" {dur}, 총 {n}회 반복 일정으로 만들어 줘.',
+            '{wd}마다 {t}에 "{title}" {dur}, 총 {n}번 반복 일정으로 만들어 줘.',
             '반복 일정 추가: "{title}", 매주 {wd} {t}, {dur}, {n}번.',
-            '{n}주 동안 {wd} {t}에 "{title}" {dur}씩 잡아줘.',
+            '"{title}" 일정을 {wd} {t}에 {dur}씩, {n}주 연속으로 잡아줘.',
         ),
     },
     "cancel_one_occurrence": {
         "en": (
             'Cancel the "{title}" {occ} only; the rest of the series stays.',
-            'Just drop "{title}" {occ}. Keep every other week.',
-            'I\'ll miss "{title}" {occ}, so remove that one occurrence.',
-            'Delete only the "{title}" {occ}, not the other weeks.',
-            'No "{title}" {occ} for me; remove just that day\'s.',
+            'Just drop "{title}" {occ}. Keep all the other weeks.',
+            'Please take the "{title}" {occ} off my calendar; only that date, the series goes on.',
+            'Of the weekly "{title}", cancel the one {occ} and leave the rest.',
+            '"{title}" is off {occ}. Cancel that occurrence alone.',
         ),
         "ko": (
             '{occ} "{title}"만 취소해 줘. 반복은 그대로 두고.',
             '"{title}" {occ} 한 번만 삭제해 줘, 다른 주는 유지.',
-            '{occ}에 있는 "{title}" 그날 것만 없애 줘.',
-            '{occ} "{title}" 빠질게. 그 하루만 지워 줘.',
-            '다른 주는 두고 {occ} "{title}"만 빼 줘.',
+            '반복되는 "{title}" 중에서 {occ} 하나만 취소해 줘.',
+            '{occ} "{title}" 건너뛸게. 그 회차만 삭제해 줘.',
+            '다른 주는 두고 {occ} "{title}"만 없애 줘.',
         ),
     },
     "move_one_occurrence": {
         "en": (
             'Move only the "{title}" {occ} to {new}. Leave the other weeks.',
             'Can the "{title}" {occ} be at {new} instead? Just that one.',
-            'Reschedule "{title}" {occ} to {new}, only that week.',
-            'Shift that single "{title}" {occ} to {new}; the series stays.',
-            'For the "{title}" {occ}, change the start to {new}. The rest stays the same.',
+            'Reschedule that week\'s "{title}" ({occ}) to {new}; keep the series as is.',
+            'Shift just the one "{title}" {occ} to {new}; the series stays.',
+            'For the "{title}" {occ}, start it at {new} instead. The other dates stay.',
         ),
         "ko": (
             '{occ} "{title}"만 {new}로 바꿔 줘. 다른 주는 그대로 둬.',
             '"{title}" {occ} 것만 {new}로 옮겨 줄래?',
-            '{occ} "{title}" 시간을 {new}로 변경해 줘, 그날만.',
+            '{occ} "{title}" 하나만 시작 시간을 {new}로 해 줘.',
             '그 주만 {occ} "{title}" {new}에 하는 걸로 해 줘.',
             '{occ}에 있는 "{title}" 한 번만 {new}로 옮겨줘.',
         ),
     },
     "delete_series_after_approval": {
         "en": (
-            'Remove the entire weekly "{title}" ({wd}s at {t}, next on {md}). No need to ask, I approve.',
-            'I approve: delete all "{title}" events every {wd} at {t}, including {md}.',
-            'Please delete the "{title}" series on {wd}s at {t} completely, starting {md}. Already confirmed.',
-            'Get rid of every {wd} {t} "{title}", {md} too. Don\'t ask me again, it\'s approved.',
-            'Delete all of the recurring "{title}" ({wd}, {t}); the next one is {md}. You have my OK.',
+            'Remove the entire "{title}" series that meets {wd}s at {t} (the next is {md}). No need to ask, I\'m sure.',
+            'You don\'t need to check with me: delete every "{title}" on {wd} at {t}, the {md} one as well.',
+            'Please delete the "{title}" series on {wd}s at {t} completely (its next date is {md}). Already confirmed.',
+            'Wipe out all of the recurring "{title}" on {wd}s ({t}), including {md}; go ahead without asking.',
+            'Delete all of the recurring "{title}" ({wd}, {t}); the next one is {md}. Go ahead, it\'s fine by me.',
         ),
         "ko": (
-            '매주 {wd} {t} "{title}" 반복 일정 통째로 지워 줘 ({md} 것도). 승인했어.',
-            '"{title}" 반복 전체 삭제해 줘. 매주 {wd} {t}, 다음이 {md}야. 묻지 말고 진행해.',
-            '{md}부터 매주 {wd} {t}에 있는 "{title}" 전부 없애 줘. 확인할 필요 없어.',
-            '매주 {wd} {t} "{title}" 시리즈 전체 삭제, 승인할게. {md} 것 포함해서.',
-            '승인: 매주 {wd} "{title}" ({t}) 반복 일정 모두 삭제해 줘. 다음은 {md}.',
+            '매주 {wd} {t} "{title}" 반복 일정 전체를 없애 줘. 다음 일정은 {md}. 다시 묻지 않아도 돼.',
+            '"{title}" 반복 일정 다 지워 줘. 매주 {wd} {t}에 있는 거고, 다음 회차는 {md}. 물어보지 말고 해.',
+            '매주 {wd} {t}에 있는 "{title}" 전부 없애 줘 ({md} 포함). 확인할 필요 없어.',
+            '{wd}마다 {t}에 하는 "{title}" 모두 삭제해. 내가 확인했어. 다음 {md} 것도.',
+            '매주 반복되는 "{title}" ({wd} {t}) 전부 삭제해도 좋아. {md} 것도 물론.',
         ),
     },
 }
@@ -256,12 +255,13 @@ def _day_said(scenario: Scenario) -> str:
     scenario's seed gives the same kind of day."""
     rng = random.Random(scenario.seed)
     kind, day = _Ctx(rng=rng, lang=scenario.language, phrasing=0, now=draw_now(rng)).pick_day()
-    if scenario.task.get("date") not in (None, day.isoformat()):
+    task = scenario.task
+    if (task.get("date") or task.get("target", {}).get("date")) not in (None, day.isoformat()):
         raise RuntimeError(f"{scenario.id}: its template no longer draws the day first; update _day_said")
     return day_words(kind, day, scenario.language)
 
 
-def said_words(scenario: Scenario, frame: str) -> dict[str, Any]:
+def said_words(scenario: Scenario, frame: str) -> dict[str, str]:
     """The words that fill ``frame`` for ``scenario``'s task, said as the generator says them. The day
     words are replayed only when the frame names ``{d}``: a series' day is not drawn that way."""
     task, lang = scenario.task, scenario.language
@@ -269,15 +269,13 @@ def said_words(scenario: Scenario, frame: str) -> dict[str, Any]:
     day = date.fromisoformat(task.get("date") or target["date"]) if task else None
     start = task.get("start_time") or target.get("start")
     people = task.get("attendees") or ("", "")
-    words: dict[str, Any] = {"title": task.get("title") or target.get("title", ""), "a": people[0], "b": people[1],
-                             "dur": duration_words(task["duration"], lang) if "duration" in task else "",
-                             "t": time_words(time.fromisoformat(start), lang) if start else "",
-                             "new": time_words(time.fromisoformat(task["new_start"]), lang) if "new_start" in task else "",
-                             "n": task.get("count", ""), "d": _day_said(scenario) if "{d}" in frame else ""}
+    words = {"title": task.get("title") or target.get("title", ""), "a": people[0], "b": people[1],
+             "dur": duration_words(task["duration"], lang) if "duration" in task else "",
+             "t": time_words(time.fromisoformat(start), lang) if start else "",
+             "new": time_words(time.fromisoformat(task["new_start"]), lang) if "new_start" in task else "",
+             "n": str(task.get("count", "")), "d": _day_said(scenario) if "{d}" in frame else ""}
     if day is not None:
-        weekday = (_WEEKDAYS_EN if lang == "en" else _WEEKDAYS_KO)[day.weekday()]
-        md = f"{_MONTHS_EN[day.month - 1]} {day.day}" if lang == "en" else f"{day.month}월 {day.day}일"
-        words.update(wd=weekday, md=md, occ=f"on {weekday} {md}" if lang == "en" else f"{md} {weekday}")
+        words.update(wd=weekday_words(day, lang), md=month_day_words(day, lang), occ=occurrence_words(day, lang))
     return words
 
 
@@ -301,7 +299,7 @@ def build_wording(index: int, seed: int = 0) -> Scenario:
 
 
 def wording_scenarios(split: str | None = None, per_template: int | None = None, seed: int = 0) -> list[Scenario]:
-    """The first ``per_template`` wording scenarios (default 200). They are all ``train``: asking for
+    """The first ``per_template`` wording scenarios (default 540). They are all ``train``: asking for
     them in ``dev`` or ``test`` is an error, not an empty run."""
     if split not in (None, "all", SPLIT):
         raise ValueError(f"the {TEMPLATE} set is training data only: it has no {split} scenarios (use --split train)")
