@@ -31,7 +31,7 @@ def frame_of(opening: str, scenario) -> str:  # noqa: ANN001 - a Scenario
     """The opening with the scenario's own words put back as placeholders. The words are the drill's
     (``said_words``); that they are the generator's is what the 8-frames test checks."""
     every_frame = " ".join(FRAMES[scenario.template][scenario.language])  # {d} only where the template says it
-    words = {"{" + name + "}": str(said) for name, said in said_words(scenario, every_frame).items() if said}
+    words = {"{" + name + "}": said for name, said in said_words(scenario, every_frame).items() if said}
     for placeholder, said in sorted(words.items(), key=lambda kv: -len(kv[1])):  # longest first
         opening = opening.replace(said, placeholder)
     return opening

@@ -64,14 +64,29 @@ _DURATIONS_KO = {30: "30분", 60: "1시간", 90: "1시간 반", 120: "2시간"}
 # -- words ------------------------------------------------------------------------------------
 
 
+def weekday_words(day: date, lang: str) -> str:
+    return (_WEEKDAYS_EN if lang == "en" else _WEEKDAYS_KO)[day.weekday()]
+
+
+def month_day_words(day: date, lang: str) -> str:
+    return f"{_MONTHS_EN[day.month - 1]} {day.day}" if lang == "en" else f"{day.month}월 {day.day}일"
+
+
+def occurrence_words(day: date, lang: str) -> str:
+    """One occurrence of a series, by weekday and date: "on Friday December 11", "12월 11일 금요일"."""
+    if lang == "en":
+        return f"on {weekday_words(day, lang)} {month_day_words(day, lang)}"
+    return f"{month_day_words(day, lang)} {weekday_words(day, lang)}"
+
+
 def day_words(kind: str, day: date, lang: str) -> str:
     if kind == "tomorrow":
         return "tomorrow" if lang == "en" else "내일"
     if kind == "day_after":
         return "the day after tomorrow" if lang == "en" else "모레"
     if kind == "next_weekday":
-        return f"next {_WEEKDAYS_EN[day.weekday()]}" if lang == "en" else f"다음 주 {_WEEKDAYS_KO[day.weekday()]}"
-    return f"on {_MONTHS_EN[day.month - 1]} {day.day}" if lang == "en" else f"{day.month}월 {day.day}일"
+        return f"next {weekday_words(day, lang)}" if lang == "en" else f"다음 주 {weekday_words(day, lang)}"
+    return f"on {month_day_words(day, lang)}" if lang == "en" else month_day_words(day, lang)
 
 
 def time_words(moment: time, lang: str, clock24: bool = False) -> str:
@@ -379,21 +394,6 @@ def _series_fixture(c: _Ctx) -> tuple[dict[str, Any], date, time, str]:
     day = _next_weekday(c, weekday)
     series = event_state(title, day - timedelta(weeks=3), start, 60, recurrence=_weekly(_CODES[weekday]))
     return series, day, start, title
-
-
-def weekday_words(day: date, lang: str) -> str:
-    return (_WEEKDAYS_EN if lang == "en" else _WEEKDAYS_KO)[day.weekday()]
-
-
-def month_day_words(day: date, lang: str) -> str:
-    return f"{_MONTHS_EN[day.month - 1]} {day.day}" if lang == "en" else f"{day.month}월 {day.day}일"
-
-
-def occurrence_words(day: date, lang: str) -> str:
-    """One occurrence of a series, by weekday and date: "on Friday December 11", "12월 11일 금요일"."""
-    if lang == "en":
-        return f"on {weekday_words(day, lang)} {month_day_words(day, lang)}"
-    return f"{month_day_words(day, lang)} {weekday_words(day, lang)}"
 
 
 def _cancel_one_occurrence(c: _Ctx) -> Built:

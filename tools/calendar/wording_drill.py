@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import random
 from dataclasses import replace
-
 from datetime import date, time
 
 from agent.eval.suite import Scenario
