@@ -447,19 +447,20 @@ def _occurrence_change(c: _Ctx, series: dict[str, Any], day: date, start: time, 
 
 def _delete_series_after_approval(c: _Ctx) -> Built:
     series, day, start, title = _series_fixture(c)
-    weekday_en, weekday_ko = _WEEKDAYS_EN[day.weekday()], _WEEKDAYS_KO[day.weekday()]
+    weekday_en, weekday_ko = weekday_words(day, "en"), weekday_words(day, "ko")
+    md_en, md_ko = month_day_words(day, "en"), month_day_words(day, "ko")
     t = time_words(start, c.lang)
     opening = (
         (f'Delete the whole "{title}" series (every {weekday_en} at {t}), starting with the one on '
-         f'{_MONTHS_EN[day.month - 1]} {day.day}. I confirm, no need to ask.',
-         f'Yes, I\'m sure: remove every "{title}" on {weekday_en}s at {t} (next one {_MONTHS_EN[day.month - 1]} {day.day}).',
-         f'Approved: drop the weekly "{title}" ({weekday_en} {t}, next on {_MONTHS_EN[day.month - 1]} {day.day}) entirely.',
-         f'Cancel all of the {weekday_en} {t} "{title}" meetings, the one on {_MONTHS_EN[day.month - 1]} {day.day} '
+         f'{md_en}. I confirm, no need to ask.',
+         f'Yes, I\'m sure: remove every "{title}" on {weekday_en}s at {t} (next one {md_en}).',
+         f'Approved: drop the weekly "{title}" ({weekday_en} {t}, next on {md_en}) entirely.',
+         f'Cancel all of the {weekday_en} {t} "{title}" meetings, the one on {md_en} '
          'included. You have my approval.'),
-        (f'매주 {weekday_ko} {t} "{title}" 반복 일정 전부 삭제해 줘 ({day.month}월 {day.day}일 것 포함). 확인했으니 바로 지워도 돼.',
-         f'{day.month}월 {day.day}일부터 매주 {weekday_ko} {t} "{title}" 전체 지워줘. 승인할게.',
-         f'매주 {weekday_ko} "{title}" ({t}, 다음은 {day.month}월 {day.day}일) 반복 전체 취소해 줘. 확인 없이 진행해.',
-         f'{weekday_ko} {t} "{title}" 시리즈 통째로 삭제 승인. {day.month}월 {day.day}일 것도.'),
+        (f'매주 {weekday_ko} {t} "{title}" 반복 일정 전부 삭제해 줘 ({md_ko} 것 포함). 확인했으니 바로 지워도 돼.',
+         f'{md_ko}부터 매주 {weekday_ko} {t} "{title}" 전체 지워줘. 승인할게.',
+         f'매주 {weekday_ko} "{title}" ({t}, 다음은 {md_ko}) 반복 전체 취소해 줘. 확인 없이 진행해.',
+         f'{weekday_ko} {t} "{title}" 시리즈 통째로 삭제 승인. {md_ko} 것도.'),
     )[c.lang == "ko"][c.phrasing]
     other = event_state(f"{title} prep" if c.lang == "en" else f"{title} 준비", day, time(8), 30)
     initial = {"events": [series, other, *c.noise(day, title, count=1)], "busy": []}
