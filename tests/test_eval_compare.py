@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from math import comb
+from pathlib import Path
 
 import pytest
 
-from agent.eval.compare import compare_outcomes, format_comparison, mcnemar_exact
+from agent.eval import cli
+from agent.eval.compare import WordingChange, compare_outcomes, compare_wordings, format_comparison, mcnemar_exact
 
 
 @pytest.mark.parametrize(
@@ -45,3 +47,39 @@ def test_paired_changes() -> None:
     assert result.p_value == 1.0
     text = format_comparison(result, "base", "tuned")
     assert "fail→success 1, success→fail 1" in text and "fail → success: y" in text and "unpaired" in text
+
+
+def test_episodes_of_one_wording_count_as_one_vote_in_the_sign_test() -> None:
+    """Five episodes of one wording flipping together are one vote, not five pairs: McNemar sees
+    5 gained against 1 lost (p = 0.22), the wordings one better and one worse (p = 1)."""
+    wording_of = {f"x{i}": "t/en3" for i in range(5)} | {f"y{i}": "t/ko3" for i in range(5)} | {"z": "u/en3"}
+    a = {f"x{i}": False for i in range(5)} | {f"y{i}": True for i in range(5)} | {"z": True}
+    b = {f"x{i}": True for i in range(5)} | {f"y{i}": i != 0 for i in range(5)} | {"z": True}
+    result = compare_wordings(a, b, wording_of)
+    assert result is not None and result.wordings == 3 and result.same == 1
+    assert result.better == [WordingChange("t/en3", 5, 0, 5)] and result.worse == [WordingChange("t/ko3", 5, 5, 4)]
+    assert result.p_value == 1.0
+    episodes = compare_outcomes(a, b)
+    assert (len(episodes.gained), len(episodes.lost)) == (5, 1) and episodes.p_value == pytest.approx(2 * 7 / 64)
+
+
+def test_no_wording_vote_when_no_wording_has_two_paired_episodes() -> None:
+    """One episode per wording (a benchmark's tasks): the votes would be McNemar's pairs again."""
+    assert compare_wordings({"a": True, "b": False}, {"a": False, "b": False, "c": True},
+                            {"a": "w1", "b": "w2", "c": "w3"}) is None
+
+
+def test_eval_compare_prints_the_wording_votes_of_two_results_folders(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """Two scripted runs of the test split (2 wordings × 2 scenarios per template): the policy
+    that guesses a missing time fails both ``missing_info`` wordings and plays the oracle on the
+    deletes, so 4 episodes and 2 wordings get worse."""
+    base = ["--split", "test", "--templates", "missing_info,delete_request", "--per-template", "16", "--no-progress"]
+    assert cli.main([*base, "--policy", "oracle", "--out", str(tmp_path / "oracle")]) == 0
+    assert cli.main([*base, "--policy", "guesses_missing_time", "--out", str(tmp_path / "guess")]) == 0
+    capsys.readouterr()
+    assert cli.main(["compare", str(tmp_path / "oracle"), str(tmp_path / "guess")]) == 0
+    out = capsys.readouterr().out
+    assert "paired episodes: 8" in out and "fail→success 0, success→fail 4" in out and "McNemar p = 0.125" in out
+    assert "better in 0, worse in 2, the same in 2" in out and "exact sign test p = 0.5" in out
+    assert "worse: missing_info/en3 2/2→0/2, missing_info/ko3 2/2→0/2" in out
