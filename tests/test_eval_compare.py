@@ -63,10 +63,14 @@ def test_episodes_of_one_wording_count_as_one_vote_in_the_sign_test() -> None:
     assert (len(episodes.gained), len(episodes.lost)) == (5, 1) and episodes.p_value == pytest.approx(2 * 7 / 64)
 
 
-def test_no_wording_vote_when_no_wording_has_two_paired_episodes() -> None:
-    """One episode per wording (a benchmark's tasks): the votes would be McNemar's pairs again."""
+def test_no_wording_vote_when_no_wording_has_two_paired_episodes_or_all_share_one() -> None:
+    """One episode per wording: the votes would be McNemar's pairs again. One wording for all
+    (BFCL's variant is its version): a single vote says nothing."""
     assert compare_wordings({"a": True, "b": False}, {"a": False, "b": False, "c": True},
                             {"a": "w1", "b": "w2", "c": "w3"}) is None
+    assert compare_wordings({"a": True, "b": False}, {"a": False, "b": True}, {"a": "v4", "b": "v4"}) is None
+    assert compare_wordings({"a": True, "b": False, "c": True}, {"a": False, "b": False, "c": True},
+                            {"a": "w1", "b": "w1", "c": "w2"}) is not None
 
 
 def test_eval_compare_prints_the_wording_votes_of_two_results_folders(tmp_path: Path,

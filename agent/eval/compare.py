@@ -95,12 +95,13 @@ def compare_outcomes(a: dict[str, bool], b: dict[str, bool]) -> Comparison:
 
 
 def compare_wordings(a: dict[str, bool], b: dict[str, bool], wording_of: dict[str, str]) -> WordingComparison | None:
-    """Pair the runs by wording (``wording_of``: episode key → its scenario's variant); None when no
-    wording has two paired episodes, since then the votes are McNemar's pairs again."""
+    """Pair the runs by wording (``wording_of``: episode key → its scenario's variant). None when no
+    wording has two paired episodes (the votes would be McNemar's pairs again) or all are one
+    wording (a benchmark whose variant is its version, as BFCL's: one vote says nothing)."""
     groups: dict[str, list[str]] = {}
     for key in sorted(a.keys() & b.keys()):
         groups.setdefault(wording_of[key], []).append(key)
-    if all(len(keys) < 2 for keys in groups.values()):
+    if len(groups) < 2 or all(len(keys) < 2 for keys in groups.values()):
         return None
     result = WordingComparison(wordings=len(groups))
     for wording, keys in sorted(groups.items()):
@@ -112,9 +113,9 @@ def compare_wordings(a: dict[str, bool], b: dict[str, bool], wording_of: dict[st
 
 def compare_dirs(a: Path, b: Path) -> Comparison:
     records_a, records_b = load_episodes(a), load_episodes(b)
-    result = compare_outcomes(outcomes(records_a), outcomes(records_b))
-    wording_of = {r.key: r.variant for r in (*records_a, *records_b)}
-    result.wordings = compare_wordings(outcomes(records_a), outcomes(records_b), wording_of)
+    outcomes_a, outcomes_b = outcomes(records_a), outcomes(records_b)
+    result = compare_outcomes(outcomes_a, outcomes_b)
+    result.wordings = compare_wordings(outcomes_a, outcomes_b, {r.key: r.variant for r in (*records_a, *records_b)})
     return result
 
 
