@@ -70,7 +70,7 @@ class Comparison:
     lost: list[str] = field(default_factory=list)  # succeeded in A, failed in B
     only_in_a: int = 0
     only_in_b: int = 0
-    wordings: WordingComparison | None = None  # None: no wording has two paired episodes
+    wordings: WordingComparison | None = None  # None: no vote to give (see compare_wordings)
 
     @property
     def p_value(self) -> float:
