@@ -13,6 +13,8 @@ from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, ValidationError
 
+from agent.result_ceiling import within_ceiling
+
 
 @dataclass(frozen=True)
 class ToolResult:
@@ -40,7 +42,8 @@ class ToolResult:
             body["message"] = self.message
         if self.data is not None:
             body["data"] = self.data
-        return json.dumps(body, ensure_ascii=False, separators=(", ", ": "), default=str)
+        text = json.dumps(body, ensure_ascii=False, separators=(", ", ": "), default=str)
+        return within_ceiling(text, self.ok, self.error)  # no one result may fill the context
 
 
 @dataclass(frozen=True)

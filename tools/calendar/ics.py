@@ -28,6 +28,7 @@ from zoneinfo import ZoneInfo
 
 import icalendar
 
+from tools.calendar import capped_fields
 from tools.calendar import recurrence as rec
 from tools.calendar.store import CalendarStore, Event
 
@@ -138,6 +139,7 @@ def _to_vevent(event: Event, recurrence_id: datetime | None = None) -> icalendar
         address = icalendar.vCalAddress(_ATTENDEE_URN + quote(name))
         address.params["CN"] = name
         vevent.add("attendee", address, encode=False)
+    capped_fields.restore(vevent, event)  # a field the import cut goes out whole
     return vevent
 
 
@@ -314,14 +316,14 @@ def _fields(vevent: icalendar.Event, store: CalendarStore) -> _Fields:
     if all_day and (end - start) % timedelta(days=1):
         all_day = False  # a date with a DURATION of hours: a timed event from that midnight
     transp = _first(vevent, "transp", "OPAQUE").strip().upper()
-    return _Fields(
+    return capped_fields.capped(_Fields(  # imported fields cut to limits.IMPORT_*, the originals kept
         title=title, start=start, end=end, tz=_zone_name(start, store), all_day=all_day,
         transparent=transp == "TRANSPARENT",
         location=_first(vevent, "location") or None,
         notes=_first(vevent, "description") or None,
         attendees=_attendee_names(vevent.get("attendee")),
         extra=_unmodelled(vevent),
-    )
+    ), vevent, _moments)
 
 
 def _first(component: icalendar.cal.Component, name: str, default: str = "") -> str:
@@ -393,7 +395,7 @@ def _recurrence(vevent: icalendar.Event, fields: _Fields, store: CalendarStore) 
     exdates = _moments(vevent, "exdate", zone, fields.all_day)
     if not rules and not rdates:
         return None
-    return rec.Recurrence(tuple(rules), tuple(rdates), tuple(exdates)).text()
+    return rec.Recurrence(tuple(rules), capped_fields.dates(rdates), capped_fields.dates(exdates)).text()
 
 
 def _as_list(value: Any) -> list[Any]:

@@ -19,7 +19,9 @@ walk) only up to a horizon: ``INDEX_AHEAD`` past now, or past its first start if
 A search that reaches past a series' horizon extends it, if the search ends within
 ``INDEX_REACH`` of that same base; beyond, the store expands that series for that search, as
 every search did before (right, only not fast). An overridden occurrence is indexed whatever
-its original start, since it may have been moved anywhere.
+its original start, since it may have been moved anywhere. Every walk that fills or extends the
+index is ``recurrence``'s, so it is bounded as those are (``bounded_rules``): a series stored
+before its rule was checked, whose rule never matches, costs one bounded walk, not one to 9999.
 """
 
 from __future__ import annotations

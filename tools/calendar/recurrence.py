@@ -18,6 +18,11 @@ Sub-daily rules (HOURLY, MINUTELY, SECONDLY) are refused: a calendar person does
 them, and they would turn a day search into thousands of occurrences; so is a daily or longer
 rule with several BYHOUR, BYMINUTE or BYSECOND values, which is the same thing spelled otherwise,
 and an INTERVAL below 1, on which ``dateutil`` never yields a second start.
+
+Every walk is bounded (``bounded_rules``): a rule ends once ``dateutil`` has walked 50 years of
+months without an occurrence, and ``check`` refuses a rule that gives none after DTSTART in that
+span (``FREQ=DAILY;BYMONTH=2;BYMONTHDAY=30`` walked to year 9999, seconds per rule, whatever its
+UNTIL or COUNT). Sparse rules that do match (yearly on Feb 29) are untouched.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ from functools import lru_cache
 from typing import Iterable
 
 from dateutil import rrule as du
+
+from tools.calendar import bounded_rules
+from tools.calendar.limits import SERIES_SPAN_YEARS
 
 _UTC_FORMAT = "%Y%m%dT%H%M%SZ"
 FREQUENCIES = ("DAILY", "WEEKLY", "MONTHLY", "YEARLY")
@@ -156,6 +164,8 @@ def check(text: str | None, start: datetime) -> str | None:
                 # FREQ=WEEKLY;BYHOUR=0,...,23;BYMINUTE=0,...,59 is a sub-daily series under another FREQ
                 raise ValueError(f"{part}={rule_part(rule, part)}: several occurrences a day are not kept")
     _ruleset(recurrence.text() or "", start)  # dateutil refuses what it cannot run
+    for rule in recurrence.rrules:
+        bounded_rules.require_occurrence(rule, start)  # RuleTooSparse: BYMONTH=2;BYMONTHDAY=30
     return recurrence.text()
 
 
@@ -173,7 +183,7 @@ def _cached_ruleset(text: str, start: datetime, zone: object) -> du.rruleset:
     rules.rdate(start)
     for rule in recurrence.rrules:
         try:
-            rules.rrule(du.rrulestr(rule, dtstart=start))
+            rules.rrule(bounded_rules.parse(rule, start))  # ends after 50 years without an occurrence
         except (ValueError, TypeError, KeyError, IndexError) as exc:
             raise ValueError(f"RRULE:{rule}: {exc}") from None
     for moment in recurrence.rdates:
@@ -233,9 +243,9 @@ def last_start(text: str, start: datetime) -> datetime | None:
     recurrence = parse(text)
     if any(rule_part(r, "COUNT") is None and rule_part(r, "UNTIL") is None for r in recurrence.rrules):
         return None
-    last = start
+    last, far = start, start + timedelta(days=round(365.25 * SERIES_SPAN_YEARS))
     for index, moment in enumerate(_ruleset(text, start)):
-        if index > LAST_SCAN:
+        if index > LAST_SCAN or moment > far:
             return None
         last = moment
     return last

@@ -23,6 +23,7 @@ from tools.calendar.arguments import (
     parse_date,
     parse_time,
 )
+from tools.calendar import result_views
 from tools.calendar.slots import Interval, free_slots, working_windows
 from tools.calendar.store import UNSET, CalendarStore, Event
 from agent.tools import Registry, Tool, ToolResult
@@ -100,7 +101,7 @@ def event_view(event: Event, zone: ZoneInfo) -> dict[str, Any]:
         view["location"] = event.location
     if event.notes:
         view["notes"] = event.notes
-    return view
+    return result_views.capped_view(view, event.ics_extra)  # what the model reads is cut, and says so
 
 
 def event_words(event: Event, zone: ZoneInfo) -> str:
@@ -165,7 +166,8 @@ class CalendarTools:
         return ToolResult.failure(
             "conflict",
             f"Overlaps with {listed}. Ask the user for another time, or pass allow_conflict=true if they accept the overlap.",
-            data={"conflicts": [event_view(e, self.zone) for e in conflicts[:MAX_LISTED]]},
+            data=result_views.fit({"conflicts": [event_view(e, self.zone) for e in conflicts[:MAX_LISTED]]},
+                                  "conflicts", "conflicts", "these are enough to ask the user about another time"),
         )
 
     def _not_found(self, event_id: int) -> ToolResult:
@@ -186,6 +188,7 @@ class CalendarTools:
         }
         if len(events) > MAX_LISTED:
             data["truncated"] = True
+        result_views.fit(data, "events", "events", "search a narrower date range or add a query")
         return ToolResult.success(data)
 
     def create_event(self, args: CreateEventArgs) -> ToolResult:
@@ -444,7 +447,7 @@ class CalendarTools:
         data: dict[str, Any] = {"count": len(slots), "slots": slots[:MAX_LISTED]}
         if len(slots) > MAX_LISTED:
             data["truncated"] = True
-        return data
+        return result_views.fit(data, "slots", "slots", "ask for fewer days or a longer duration")
 
     def find_free_slots(self, args: FindFreeSlotsArgs) -> ToolResult:
         days = args.days()
@@ -558,14 +561,14 @@ def build_registry(
                 "create_event",
                 "Add an event. Refuses to overlap another event unless allow_conflict=true.",
                 CreateEventArgs,
-                t.create_event,
+                result_views.refusing_rules_that_never_match(store, t.create_event),
                 mutates=True,
             ),
             Tool(
                 "update_event",
                 "Change an existing event; give only the fields to change. Needs the user's confirmation.",
                 UpdateEventArgs,
-                t.update_event,
+                result_views.refusing_rules_that_never_match(store, t.update_event),
                 destructive=True,
                 mutates=True,
                 describe=t.describe_update,
@@ -574,7 +577,7 @@ def build_registry(
                 "delete_event",
                 "Delete an event by id. Needs the user's confirmation.",
                 DeleteEventArgs,
-                t.delete_event,
+                result_views.refusing_rules_that_never_match(store, t.delete_event),
                 destructive=True,
                 mutates=True,
                 describe=t.describe_delete,
