@@ -29,7 +29,9 @@ from zoneinfo import ZoneInfo
 import icalendar
 
 from tools.calendar import capped_fields
+from tools.calendar import ics_read
 from tools.calendar import recurrence as rec
+from tools.calendar.ics_read import Skip as _Skip
 from tools.calendar.store import CalendarStore, Event
 
 _PRODID = "-//iljeong//calendar assistant//EN"
@@ -40,6 +42,7 @@ MAX_LENGTH = timedelta(days=366)  # a longer single event is almost surely a bro
 _MODELLED = {
     "UID", "DTSTAMP", "SUMMARY", "DTSTART", "DTEND", "DURATION", "LOCATION", "DESCRIPTION", "ATTENDEE",
     "RRULE", "RDATE", "EXDATE", "TRANSP", "RECURRENCE-ID", "CREATED", "LAST-MODIFIED", "STATUS",
+    ics_read.MARK,  # ours alone: a file's own is not kept
 }
 
 
@@ -49,6 +52,7 @@ class ImportReport:
     skipped: list[str] = field(default_factory=list)  # one line per VEVENT not imported, with the reason
     updated: int = 0  # events already in the calendar (same UID), updated in place
     exceptions: int = 0  # RECURRENCE-ID occurrences applied to their series
+    notes: list[str] = field(default_factory=list)  # one line per VEVENT kept, read by a rule its file broke (ics_read)
 
 
 # -- export ----------------------------------------------------------------------------------
@@ -139,6 +143,7 @@ def _to_vevent(event: Event, recurrence_id: datetime | None = None) -> icalendar
         address = icalendar.vCalAddress(_ATTENDEE_URN + quote(name))
         address.params["CN"] = name
         vevent.add("attendee", address, encode=False)
+    ics_read.drop_stand_in(vevent, event.start, event.end, event.all_day)
     capped_fields.restore(vevent, event)  # a field the import cut goes out whole
     return vevent
 
@@ -193,9 +198,9 @@ def _import_groups(store: CalendarStore, calendars: list[icalendar.Calendar], gr
         for uid in order:
             masters = [v for v in groups[uid] if "recurrence-id" not in v]
             moved = [v for v in groups[uid] if "recurrence-id" in v]
-            for extra in masters[1:]:
-                report.skipped.append(f"{_label(extra)}: a second VEVENT with UID {uid} (the first is kept)")
-            master = masters[0] if masters else None
+            master, older = ics_read.latest(masters)
+            for copy in older:
+                report.skipped.append(f"{_label(copy)}: an older copy of UID {uid} (the latest by SEQUENCE, then DTSTAMP, is kept)")
             if master is not None:
                 ok = _guarded(store, report, master, lambda m=master, u=uid: _import_master(store, m, u, report))
                 if not ok:
@@ -204,7 +209,7 @@ def _import_groups(store: CalendarStore, calendars: list[icalendar.Calendar], gr
                     continue
             for vevent in moved:
                 _guarded(store, report, vevent, lambda v=vevent, u=uid: _import_exception(store, v, u, report))
-    return ImportReport(report.count, report.skipped, report.updated, report.exceptions)
+    return ImportReport(report.count, report.skipped, report.updated, report.exceptions, report.notes)
 
 
 @dataclass
@@ -213,12 +218,13 @@ class _Counter:
     updated: int = 0
     exceptions: int = 0
     skipped: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def _read(content: bytes) -> list[icalendar.Calendar]:
     """Every VCALENDAR of the file (several are allowed); ValueError for what is not iCalendar."""
     try:
-        calendars = icalendar.Calendar.from_ical(content, multiple=True)
+        calendars = ics_read.parsed(content)
     except Exception as exc:  # noqa: BLE001 - icalendar raises many types on broken input
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise ValueError(first) from None
@@ -237,10 +243,6 @@ def _calendar_zone(calendar: icalendar.Calendar) -> ZoneInfo | None:
         return ZoneInfo(name) if name else None
     except (ValueError, KeyError, OSError):
         return None
-
-
-class _Skip(Exception):
-    """A VEVENT we do not keep; the message is its reason."""
 
 
 def _guarded(store: CalendarStore, report: _Counter, vevent: icalendar.Event, step: Any) -> bool:
@@ -284,37 +286,15 @@ class _Fields:
     notes: str | None
     attendees: list[str]
     extra: str | None
+    note: str | None  # a rule the file broke and how it was read (ics_read.span), for the report
 
 
 def _fields(vevent: icalendar.Event, store: CalendarStore) -> _Fields:
     title = " ".join(_first(vevent, "summary").split()) or "(no title)"
-    if "dtstart" not in vevent:
-        raise _Skip("no DTSTART")
-    raw_start = _decoded_once(vevent, "dtstart")
-    all_day = not isinstance(raw_start, datetime)
-    if not isinstance(raw_start, date):
-        raise _Skip("DTSTART is not a date or a time")
-    start = _aware(raw_start, store)
-    if "dtend" in vevent:
-        raw_end = _decoded_once(vevent, "dtend")
-        if isinstance(raw_end, datetime) == all_day or not isinstance(raw_end, date):
-            raise _Skip("DTEND and DTSTART are not both dates or both times")
-        end = _aware(raw_end, store)
-    elif "duration" in vevent:
-        length = _decoded_once(vevent, "duration")
-        if not isinstance(length, timedelta):
-            raise _Skip(f"DURATION {str(vevent.get('duration'))[:40]!r} is not a duration")
-        end = start + length
-    elif all_day:
-        end = start + timedelta(days=1)  # RFC 5545: a date DTSTART alone lasts that day
-    else:
-        raise _Skip("no DTEND or DURATION (an instant, not an event)")
-    if end <= start:
-        raise _Skip("ends before it starts")
+    when = ics_read.span(vevent, lambda moment: _aware(moment, store))
+    start, end, all_day = when.start, when.end, when.all_day
     if end - start > MAX_LENGTH:
         raise _Skip("longer than a year")
-    if all_day and (end - start) % timedelta(days=1):
-        all_day = False  # a date with a DURATION of hours: a timed event from that midnight
     transp = _first(vevent, "transp", "OPAQUE").strip().upper()
     return capped_fields.capped(_Fields(  # imported fields cut to limits.IMPORT_*, the originals kept
         title=title, start=start, end=end, tz=_zone_name(start, store), all_day=all_day,
@@ -322,7 +302,8 @@ def _fields(vevent: icalendar.Event, store: CalendarStore) -> _Fields:
         location=_first(vevent, "location") or None,
         notes=_first(vevent, "description") or None,
         attendees=_attendee_names(vevent.get("attendee")),
-        extra=_unmodelled(vevent),
+        extra=ics_read.marked(_unmodelled(vevent), when),
+        note=when.note,
     ), vevent, _moments)
 
 
@@ -350,15 +331,6 @@ def _text(value: Any) -> str:
     return written.decode("utf-8", errors="replace") if isinstance(written, bytes) else str(written)
 
 
-def _decoded_once(vevent: icalendar.Event, name: str) -> Any:
-    """A time property's value (DTSTART, DTEND, DURATION, RECURRENCE-ID); a VEVENT that gives
-    one twice does not say when it is, so it is skipped rather than guessed."""
-    values = vevent.get(name)
-    if isinstance(values, list):
-        raise _Skip(f"{name.upper()} appears {len(values)} times")
-    return vevent.decoded(name)
-
-
 def _unmodelled(vevent: icalendar.Event) -> str | None:
     """The VEVENT's properties and components we do not model, as content lines. A VEVENT inside
     it (a file missing an END:VEVENT nests the next one) is not kept: ``walk`` imports it as an
@@ -380,7 +352,7 @@ def _recurrence(vevent: icalendar.Event, fields: _Fields, store: CalendarStore) 
     """The VEVENT's RRULE/RDATE/EXDATE as stored text (UTC instants, UNTIL in UTC)."""
     zone = fields.start.tzinfo
     rules = []
-    for value in _as_list(vevent.get("rrule")):
+    for value in ics_read.stated_rules(vevent):
         rule = icalendar.vRecur(value)
         untils = rule.get("UNTIL")
         if untils:
@@ -448,8 +420,9 @@ def _import_loose(store: CalendarStore, vevent: icalendar.Event, report: _Counte
     if text is None and any(e.title == fields.title and e.start == fields.start and e.end == fields.end
                             for e in store.events_between(fields.start, fields.end)):
         raise _Skip("already in the calendar")
-    _add(store, fields, text, None)
+    _period_overrides(store, _add(store, fields, text, None), vevent, fields)  # a PERIOD's end counts here too
     report.count += 1
+    _noted(report, vevent, fields)
 
 
 def _import_master(store: CalendarStore, vevent: icalendar.Event, uid: str, report: _Counter) -> None:
@@ -462,6 +435,7 @@ def _import_master(store: CalendarStore, vevent: icalendar.Event, uid: str, repo
         added = _add(store, fields, text, uid)
         report.count += 1
         _period_overrides(store, added, vevent, fields)
+        _noted(report, vevent, fields)
         return
     store.clear_overrides(existing.id)
     _period_overrides(store, store.update_event(
@@ -470,6 +444,13 @@ def _import_master(store: CalendarStore, vevent: icalendar.Event, uid: str, repo
         all_day=fields.all_day, transparent=fields.transparent, ics_extra=fields.extra,
     ), vevent, fields)
     report.updated += 1
+    _noted(report, vevent, fields)
+
+
+def _noted(report: _Counter, vevent: icalendar.Event, fields: _Fields | None) -> None:
+    """Name a VEVENT that was kept by reading a rule its file broke (last, once it is kept)."""
+    if fields is not None and fields.note:
+        report.notes.append(f"{_label(vevent)}: {fields.note}")
 
 
 def _period_overrides(store: CalendarStore, event: Event | None, vevent: icalendar.Event, fields: _Fields) -> None:
@@ -500,7 +481,7 @@ def _import_exception(store: CalendarStore, vevent: icalendar.Event, uid: str, r
     series = store.find_uid(uid)
     if series is None or not series.is_series:
         raise _Skip("an exception (RECURRENCE-ID) of a series that is not in the calendar")
-    raw = _decoded_once(vevent, "recurrence-id")
+    raw = ics_read.decoded_once(vevent, "recurrence-id")
     if not isinstance(raw, date):
         raise _Skip("RECURRENCE-ID is not a date or a time")
     original = _aware(raw, store).astimezone(ZoneInfo(series.tz))
@@ -514,16 +495,17 @@ def _import_exception(store: CalendarStore, vevent: icalendar.Event, uid: str, r
         return
     if "dtstart" not in vevent:
         start, end = original, original + (series.end - series.start)
-        fields = None
+        fields = None  # the series' length, and so its lack of one (ics_read.MARK)
     else:
         fields = _fields(vevent, store)
         start, end = fields.start, fields.end
     store.override_occurrence(
         series.id, original, title=fields.title if fields else series.title, start=start, end=end,
         location=fields.location if fields else series.location, notes=fields.notes if fields else series.notes,
-        ics_extra=fields.extra if fields else None,
+        ics_extra=fields.extra if fields else (ics_read.MARK_LINE if ics_read.is_marked(series.ics_extra) else None),
     )
     report.exceptions += 1
+    _noted(report, vevent, fields)
 
 
 def _aware(moment: date, store: CalendarStore) -> datetime:
