@@ -1,16 +1,19 @@
-"""How a VEVENT's time and identity are read, the way other calendar apps read them.
+"""How a file's VEVENTs are read: their times and which copy of an event counts, the way other
+calendar apps read them, and each file's TZIDs as its own (``parsed``).
 
-Files in the wild break RFC 5545's rules, and Google Calendar, Apple Calendar and
-``recurring-ical-events`` (what our corpus test compares with) read them anyway; refusing such
-an event loses it silently for the user, who sees it in every other app. So:
+Files in the wild break RFC 5545's rules (Google Calendar writes zero-length events as DTEND
+equal to DTSTART; a holiday feed ends each all-day event on its start date), and
+``recurring-ical-events`` (the Open Web Calendar's reader, and what our corpus test compares
+with) reads them anyway; refusing such an event loses it for the user, who sees it elsewhere. So:
 
 - DTSTART alone: a date lasts that day, a time takes no time (RFC 5545 §3.6.1).
 - A date DTEND equal to (or before) a date DTSTART: that one day; a holiday calendar writing
   every holiday's end as its start day lost all its events.
 - A time DTEND equal to DTSTART (Google Calendar writes it) or before it (``DURATION:-PT1H``
-  too): no time at its start. ``recurring-ical-events`` swaps an end before the start
-  instead, which moves the start the file names; we keep the start (the RRULE, RECURRENCE-ID
-  and reminders hang from it) and name the event in the import report.
+  too): no time at its start, and the event is named in the import report. For an end before
+  the start the apps disagree: ``recurring-ical-events`` (and SOGo's view) swap the two,
+  Apple Calendar drops the event, khal skips it; swapping moves the start the file names,
+  and the RRULE, RECURRENCE-ID and reminders hang from that start, so we keep it.
 - A date beside a time (``DTSTART;VALUE=DATE`` with a time DTEND, or the reverse): the date is
   its midnight and the event is timed; a date or floating time beside a time with a zone is in
   that zone (floating beside a floating time).
