@@ -85,7 +85,9 @@ def test_a_megabyte_of_notes_and_5000_attendees_reach_the_model_cut_and_said(sto
 
 
 def test_the_store_keeps_the_flood_cut_and_the_export_gives_it_back_whole(store: CalendarStore) -> None:
-    import_bytes(store, flood())
+    report = import_bytes(store, flood())
+    assert report.notes == [f"'Flood' 20261207T010000Z: kept cut (exported whole): notes characters "
+                            f"{IMPORT_NOTES:,} of {len(MEGABYTE_NOTES):,}, attendees {IMPORT_ATTENDEES} of 5,000"]
     (event,) = store.all_events()
     assert len(event.notes or "") == IMPORT_NOTES and len(event.attendees) == IMPORT_ATTENDEES
     out = exported_vevent(store, "flood@attacker")

@@ -28,12 +28,17 @@ CUT = "X-ILJEONG-CUT"  # "<PROPERTY> <how many of it> <fingerprint of what is st
 F = TypeVar("F")
 Moments = Callable[[icalendar.Event, str, Any, bool], list[datetime]]  # ics._moments
 _TEXT = (("title", "SUMMARY", IMPORT_TITLE), ("location", "LOCATION", IMPORT_LOCATION), ("notes", "DESCRIPTION", IMPORT_NOTES))
+_KEPT = {"SUMMARY": IMPORT_TITLE, "LOCATION": IMPORT_LOCATION, "DESCRIPTION": IMPORT_NOTES, "ATTENDEE": IMPORT_ATTENDEES,
+         "RDATE": IMPORT_DATES, "EXDATE": IMPORT_DATES}
+_WORDS = {"SUMMARY": "title characters", "LOCATION": "location characters", "DESCRIPTION": "notes characters",
+          "ATTENDEE": "attendees", "RDATE": "RDATEs", "EXDATE": "EXDATEs"}
 
 
 def capped(fields: F, vevent: icalendar.Event, moments: Moments) -> F:
     """``fields`` (``ics._Fields``) with title, location, notes and attendees cut to
     ``IMPORT_*``, and ``extra`` holding each cut property, and an RDATE or EXDATE list longer
-    than ``IMPORT_DATES`` (which ``dates`` cuts in the recurrence), whole with its mark."""
+    than ``IMPORT_DATES`` (which ``dates`` cuts in the recurrence), whole with its mark; and
+    ``note`` naming what was cut, for the import report."""
     changes: dict[str, Any] = {}
     kept: list[tuple[str, list[Any], str, int]] = []  # property, its values, fingerprint, whole size
     for attr, name, limit in _TEXT:
@@ -55,6 +60,9 @@ def capped(fields: F, vevent: icalendar.Event, moments: Moments) -> F:
     extra = _without_marks(getattr(fields, "extra"))
     if kept or extra != getattr(fields, "extra"):
         changes["extra"] = _with_originals(extra, kept)
+    if kept and hasattr(fields, "note"):  # the import report's line for this VEVENT (ImportReport.notes)
+        said = ", ".join(f"{_WORDS[name]} {min(whole, _KEPT[name]):,} of {whole:,}" for name, _v, _d, whole in kept)
+        changes["note"] = "; ".join(filter(None, [getattr(fields, "note"), f"kept cut (exported whole): {said}"]))
     return replace(fields, **changes) if changes else fields  # type: ignore[type-var]
 
 
