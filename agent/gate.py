@@ -1,5 +1,10 @@
 """The one call gate: validate → repeat / skip-after-failure / budget rules → approval → execute.
 
+A destructive tool always asks; another tool asks when its ``asks_when`` says so for this turn
+(a bulk change). An approval is bound to its target: the tool's fingerprint is taken when the
+question is put and checked again in the same transaction as the write (``Registry.execute``),
+so a target changed by a sync or another chat before the tap is never changed blind.
+
 Every place that executes a model's tool call goes through ``run_call``: the agent loop, the GRPO
 environment (so rollouts are judged under the rules the runtime enforces) and the bench's client
 loop. What a turn has done so far lives in a ``TurnLedger``; its named methods return the
@@ -12,15 +17,16 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel
 
-from agent.approval import ApprovalRequest, Approver
+from agent.approval import STALE, ApprovalRequest, Approver
 from agent.formats import ToolCall
 from agent.records import CallRecord, CallStatus, StopReason
-from agent.tools import Registry, ToolResult
+from agent.tools import TARGET_CHANGED, TARGET_CHANGED_MESSAGE, Registry, ToolResult
 
 FAILED_STATUSES = (CallStatus.FAILED, CallStatus.INVALID, CallStatus.DENIED)
 REPEAT_REMINDER = (
@@ -45,6 +51,8 @@ class TurnLedger:
     stop: StopReason | None = None
     failed_keys: set[str] = field(default_factory=set)
     succeeded: dict[str, ToolResult] = field(default_factory=dict)
+    # Calls that ran (ok) in this turn, by tool: a tool's ``asks_when`` reads it (bulk changes).
+    ran: Counter[str] = field(default_factory=Counter)
 
     def _stop(self, reason: StopReason | None) -> StopReason | None:
         if reason is not None:
@@ -125,6 +133,7 @@ def run_call(
         ledger.settle(key, status)
         if status is CallStatus.OK:
             ledger.remember(key, result, registry.mutates(call.name))
+            ledger.ran[call.name] += 1
         return CallRecord(
             name=call.name,
             arguments=call.arguments,
@@ -159,21 +168,34 @@ def run_call(
     if isinstance(validated, ToolResult):
         return record(CallStatus.INVALID, validated)
     approval = None
-    if destructive:
-        decision = approver.decide(
-            ApprovalRequest(
-                tool=call.name,
-                arguments=plain(validated),
-                description=registry.describe(call.name, validated),
-                session_id=session_id,
-            )
-        )
+    # The fingerprint before the words: a change in between then voids the approval instead of
+    # binding it to a state the question did not show.
+    fingerprint = registry.fingerprint(call.name, validated)
+    question = registry.describe(call.name, validated) if destructive else registry.asks_first(
+        call.name, validated, ledger.ran)
+    if question is None:
+        fingerprint = None  # nothing was asked, so there is nothing to hold the call to
+    else:
+        decision = approver.decide(_request(call, registry, validated, question, fingerprint, session_id))
         approval = {"approved": decision.approved, "reason": decision.reason}
+        if not decision.approved and decision.reason == STALE:
+            return record(CallStatus.FAILED, ToolResult.failure(TARGET_CHANGED, TARGET_CHANGED_MESSAGE), approval)
         if not decision.approved:
             denied = ToolResult.failure(
                 "denied",
                 f"The user did not approve {call.name} ({decision.reason}). Nothing was changed. Do not retry; ask the user what they want instead.",
             )
             return record(CallStatus.DENIED, denied, approval)
-    result = registry.execute(call.name, validated)
+    # the approved call runs only on the target the user was shown (re-read in its transaction)
+    result = registry.execute(call.name, validated, expected=fingerprint)
     return record(CallStatus.OK if result.ok else CallStatus.FAILED, result, approval)
+
+
+def _request(call: ToolCall, registry: Registry, validated: BaseModel, question: str, fingerprint: str | None,
+             session_id: str | None) -> ApprovalRequest:
+    """The question for the human, bound to the target as it is now (``fingerprint``)."""
+    still_current = None
+    if fingerprint is not None:
+        still_current = lambda: registry.fingerprint(call.name, validated) == fingerprint  # noqa: E731
+    return ApprovalRequest(tool=call.name, arguments=plain(validated), description=question, session_id=session_id,
+                           fingerprint=fingerprint, still_current=still_current)

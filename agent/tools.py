@@ -8,12 +8,22 @@ agent runtime only ever talks to this class: it never imports a domain by name. 
 from __future__ import annotations
 
 import json
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from pydantic import BaseModel, ValidationError
 
 from agent.result_ceiling import within_ceiling
+
+# The stable code of a call that was approved for a target which changed before it ran (a sync,
+# another chat, another device): the approval covered what was shown, so nothing is run.
+TARGET_CHANGED = "target_changed"
+TARGET_CHANGED_MESSAGE = (  # first what a person must read on a cut line: nothing was done, and why
+    "Nothing was changed: what this call acts on changed after the user was asked (a sync, another "
+    "device or another chat changed it), so their approval does not cover it. Look it up again, tell "
+    "the user what it is now, and ask again if they still want it."
+)
 
 
 @dataclass(frozen=True)
@@ -61,6 +71,18 @@ class Tool:
     # always mutates, whether or not this is set (see ``Registry.mutates``). Last, so that
     # positional construction keeps its meaning.
     mutates: bool = False
+    # Optional, for tools that ask first: an opaque fingerprint of what a call would change or
+    # delete, as it is now (e.g. a hash of the stored rows). The gate takes it when it asks and
+    # hands it back with the approved call; ``Registry.execute`` re-reads it inside ``atomic``
+    # and runs the call there only if it is unchanged, so an approval executes what was shown.
+    fingerprint: Callable[[Any], str] | None = None
+    # The domain's transaction (re-entrant: the tool's own joins it), so the re-check and the
+    # write are one unit no other writer can come between. None: no atomicity is promised.
+    atomic: Callable[[], AbstractContextManager[Any]] | None = None
+    # Optional, for tools that are not destructive but may ask in some turns (a bulk change):
+    # given the validated arguments and how many calls of each tool already ran (ok) in this
+    # turn, the exact words to ask with, or None to run without asking.
+    asks_when: Callable[[Any, Mapping[str, int]], str | None] | None = None
 
     def schema(self) -> dict[str, Any]:
         """OpenAI ``tools`` entry; pydantic's schema without the noise small models don't need."""
@@ -151,13 +173,47 @@ class Registry:
                 pass
         return f"{name}({json.dumps(args.model_dump(mode='json', exclude_none=True), ensure_ascii=False)})"
 
-    def execute(self, name: str, args: BaseModel) -> ToolResult:
-        """Run a validated call. A crashing tool becomes a failure result; the loop keeps going."""
+    def asks_first(self, name: str, args: BaseModel, ran: Mapping[str, int]) -> str | None:
+        """The words to ask with before a non-destructive call that needs approval in this turn
+        (its ``asks_when``), or None. A hook that fails asks (with the plain call): a bug must
+        not let a bulk change through unasked."""
+        tool = self.get(name)
+        if tool is None or tool.asks_when is None:
+            return None
+        try:
+            return tool.asks_when(args, ran)
+        except Exception:
+            return f"{name}({json.dumps(args.model_dump(mode='json', exclude_none=True), ensure_ascii=False)})"
+
+    def fingerprint(self, name: str, args: BaseModel) -> str | None:
+        """What the call would act on, as it is now (None: the tool has no fingerprint). A hook
+        that fails gives a marker that the re-check at execution reaches the same way, where a
+        failure is the call's failure: never an unchecked run."""
+        tool = self.get(name)
+        if tool is None or tool.fingerprint is None:
+            return None
+        try:
+            return tool.fingerprint(args)
+        except Exception as exc:
+            return f"unreadable: {type(exc).__name__}"
+
+    def execute(self, name: str, args: BaseModel, expected: str | None = None) -> ToolResult:
+        """Run a validated call. A crashing tool becomes a failure result; the loop keeps going.
+
+        ``expected``: the fingerprint the user approved. The target is read again inside the
+        tool's ``atomic`` context, and the call runs in that same context only if it matches;
+        otherwise nothing runs and the result is ``TARGET_CHANGED``."""
         tool = self.get(name)
         if tool is None:
             return ToolResult.failure("unknown_tool", f"There is no tool named {name!r}.")
         try:
-            result = tool.run(args)
+            if expected is None or tool.fingerprint is None:
+                result = tool.run(args)
+            else:
+                with (tool.atomic or nullcontext)():
+                    if tool.fingerprint(args) != expected:
+                        return ToolResult.failure(TARGET_CHANGED, TARGET_CHANGED_MESSAGE)
+                    result = tool.run(args)
         except Exception as exc:  # tools are expected to return failures; this is the safety net
             return ToolResult.failure("tool_crashed", f"{name} failed: {type(exc).__name__}: {exc}")
         if not isinstance(result, ToolResult):
