@@ -24,6 +24,7 @@ from tools.calendar.arguments import (
     parse_time,
 )
 from tools.calendar import result_views
+from tools.calendar.approval_rules import create_question, target_fingerprint
 from tools.calendar.slots import Interval, free_slots, working_windows
 from tools.calendar.store import UNSET, CalendarStore, Event
 from agent.tools import Registry, Tool, ToolResult
@@ -549,6 +550,11 @@ def build_registry(
     ``default_reminders`` are the minutes-before a new event gets when the call names none;
     ``also_on`` names the server the calendar is synced with, for the approval prompts."""
     t = CalendarTools(store, now, default_reminders, also_on)
+
+    def bound(args: UpdateEventArgs | DeleteEventArgs) -> str:
+        """What an approval covers: the rows the change would touch (``approval_rules``)."""
+        return target_fingerprint(store, args)
+
     return Registry.of(
         [
             Tool(
@@ -563,6 +569,7 @@ def build_registry(
                 CreateEventArgs,
                 result_views.refusing_rules_that_never_match(store, t.create_event),
                 mutates=True,
+                asks_when=lambda args, ran: create_question(args, ran, also_on),  # bulk changes ask first
             ),
             Tool(
                 "update_event",
@@ -572,6 +579,8 @@ def build_registry(
                 destructive=True,
                 mutates=True,
                 describe=t.describe_update,
+                fingerprint=bound,
+                atomic=store.transaction,
             ),
             Tool(
                 "delete_event",
@@ -581,6 +590,8 @@ def build_registry(
                 destructive=True,
                 mutates=True,
                 describe=t.describe_delete,
+                fingerprint=bound,
+                atomic=store.transaction,
             ),
             Tool(
                 "find_free_slots",
