@@ -14,9 +14,11 @@ from pathlib import Path
 from typing import Mapping
 
 from agent.config import Settings
+from agent.known_secrets import remember
 
 API_KEY_ENV = "AGENT_API_KEY"
 KEY_FILE_NAME = "api_key"
+KEY_LABEL = "<api key>"  # what a log shows in its place
 
 
 class SecretFileProblem(ValueError):
@@ -77,8 +79,11 @@ def read_key_file(path: Path) -> str | None:
 
 
 def read_api_key(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:
-    """``AGENT_API_KEY``, else the key file, else None (local servers need no key)."""
-    return key_from_environment(environ) or read_key_file(key_file(settings))
+    """``AGENT_API_KEY``, else the key file, else None (local servers need no key). The key is
+    registered with ``agent.known_secrets`` as it is read, so every masked log masks it."""
+    key = key_from_environment(environ) or read_key_file(key_file(settings))
+    remember(key, KEY_LABEL)
+    return key
 
 
 def write_key_file(path: Path, key: str) -> None:

@@ -87,10 +87,12 @@ def openai_problem(settings: Settings, environ: Mapping[str, str] | None = None)
     if not settings.remote_model:
         return "the openai backend needs the served model's name: --model or AGENT_REMOTE_MODEL (e.g. deepseek-chat)"
     try:
-        read_api_key(settings, environ)
+        key = read_api_key(settings, environ)
     except KeyProblem as exc:
         return str(exc)
-    return None
+    from agent.backends.openai import key_transport_problem
+
+    return key_transport_problem(settings.base_url, key, settings.allow_plain_http_hosts)
 
 
 def build_openai_backend(settings: Settings) -> Backend:
@@ -107,6 +109,7 @@ def build_openai_backend(settings: Settings) -> Backend:
         settings.base_url, settings.remote_model, read_api_key(settings),
         wire_format=settings.wire_format, tool_choice=settings.tool_choice,
         timeout=settings.remote_timeout_s, max_retries=settings.remote_retries,
+        allow_plain_http_hosts=settings.allow_plain_http_hosts,
     )
 
 

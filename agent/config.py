@@ -48,6 +48,7 @@ ENV_NAMES: dict[str, str] = {
     "base_url": "AGENT_BASE_URL",
     "remote_model": "AGENT_REMOTE_MODEL",
     "api_key_file": "AGENT_API_KEY_FILE",
+    "allow_plain_http_hosts": "AGENT_ALLOW_PLAIN_HTTP_HOSTS",  # the backend's and the domain's (agent.url_policy)
     "wire_format": "AGENT_WIRE_FORMAT",
     "profile": "AGENT_PROFILE",
     "tool_block": "AGENT_TOOL_BLOCK",
@@ -112,6 +113,23 @@ def _gpu_layers(value: int) -> int:
     if value < -1:
         raise ValueError(f"expected -1 (all layers), 0 (CPU only) or a number of layers, got {value}")
     return value
+
+
+def _base_url(value: str) -> str:
+    """A base URL with a user name or password in it is refused here, as it is read, so that no
+    line (``doctor``, the bot's log) and no plist ever shows it (``agent.url_policy``)."""
+    from agent.url_policy import credentials_problem
+
+    problem = credentials_problem(value, "base URL", "put the key in the key file (AGENT_API_KEY_FILE, mode 600)")
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+def _hosts(value: Any) -> tuple[str, ...]:
+    from agent.url_policy import allowed_hosts
+
+    return allowed_hosts(value)
 
 
 Flag = Annotated[bool, BeforeValidator(_truthy)]
@@ -219,9 +237,13 @@ class Settings:
     # and the wire format ("openai", the API's structured tool_calls, or "text" for servers whose
     # chat template ignores tools; see agent.backends.openai).
     backend: Annotated[str, one_of(*BACKENDS)] = "llama"
-    base_url: str | None = None
+    base_url: Annotated[str, AfterValidator(_base_url)] | None = None
     remote_model: str | None = None
     api_key_file: PathText | None = None
+    # Hosts besides this machine that may get a key or password over plain http (a llama-server
+    # or the domain's server on a LAN you trust); every other plain-http URL that would carry one is
+    # refused before a byte is sent (agent.url_policy).
+    allow_plain_http_hosts: Annotated[tuple[str, ...], BeforeValidator(_hosts)] = ()
     wire_format: Annotated[str, one_of("openai", "text")] = "openai"
     tool_choice: str | None = None  # sent as is when set ("auto", "required"); else the server's default
     remote_timeout_s: float = 120.0  # per request

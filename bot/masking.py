@@ -6,7 +6,10 @@ kept. So before anything talks to the Bot API, ``install`` masks the token (and 
 shaped like one) in: every handler of the root logger (messages *and* tracebacks), the
 process's stderr and stdout, and uncaught exceptions in the main thread and in threads.
 ``add_secret`` puts the API key (``--backend openai``) under the same masks, before the backend
-is built: the backend scrubs it from its own errors, and this catches any other path.
+is built: the backend scrubs it from its own errors, and this catches any other path. Every other
+secret the process reads (the CalDAV password; an OAuth token) is masked too: its owner registers
+it in ``agent.known_secrets`` when it reads it, and ``mask`` reads that registry on every call, so
+a secret read after ``install`` (the calendar loads after the bot's logging is set up) is covered.
 """
 
 from __future__ import annotations
@@ -17,27 +20,21 @@ import threading
 import traceback
 from typing import Any, TextIO
 
+from agent import known_secrets
 from bot.config import mask as mask_token
 
 __all__ = ["MaskingFormatter", "MaskingStream", "add_secret", "install", "mask", "mask_handlers"]
 
-# Besides the token: secrets masked as "<api key>" wherever the token is (one process, one set).
-_SECRETS: list[str] = []
 
-
-def add_secret(secret: str | None) -> None:
+def add_secret(secret: str | None, label: str = "<api key>") -> None:
     """Mask ``secret`` too, from now on, in everything ``install`` and ``mask_handlers`` cover.
     A value shorter than 8 characters is no key (masking it would garble the log)."""
-    if secret and len(secret) >= 8 and secret not in _SECRETS:
-        _SECRETS.append(secret)
+    known_secrets.remember(secret, label)
 
 
 def mask(text: str, token: str | None = None) -> str:
-    """``text`` with the token (``bot.config.mask``) and every added secret masked."""
-    text = mask_token(text, token)
-    for secret in _SECRETS:
-        text = text.replace(secret, "<api key>")
-    return text
+    """``text`` with every secret the process has read masked, then the token (``bot.config.mask``)."""
+    return mask_token(known_secrets.mask(text), token)
 
 
 class MaskingFormatter(logging.Formatter):

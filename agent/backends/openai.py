@@ -29,6 +29,9 @@ are retried with backoff; an answer of unknown shape is an error whose first 300
 to the log. The key never leaves in an error or a log line: whatever the server or httpx says is
 scrubbed of it (``<api key>``) before it is cut short, logged or returned, because an error
 becomes the turn's ``error`` and so a line in the trajectory log, an eval episode and the bot's log.
+Nor does it leave over plain http to another machine: the constructor refuses a key with an
+``http://`` base URL whose host is not this machine or named in ``allow_plain_http_hosts``, and a
+base URL with a user name or password in it (``agent.url_policy``), before a connection is made.
 """
 
 from __future__ import annotations
@@ -38,13 +41,14 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Iterable, Literal
 
 import httpx
 
 from agent.backends.base import KEY_REFUSED, Completion
 from agent.backends.sampling import Sampling
 from agent.formats import HERMES, parse_reply
+from agent.url_policy import credentials_problem, plain_http_problem
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +86,13 @@ class OpenAIBackend:
         temperature: float = 0.0,
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
+        allow_plain_http_hosts: Iterable[str] = (),
     ) -> None:
         if wire_format not in WIRE_FORMATS:
             raise ValueError(f"wire_format must be one of {', '.join(WIRE_FORMATS)}, got {wire_format!r}")
+        problem = key_transport_problem(base_url, api_key, allow_plain_http_hosts)
+        if problem:
+            raise ValueError(problem)
         self.base_url = base_url.rstrip("/")
         if not self.base_url.endswith("/v1"):
             self.base_url += "/v1"
@@ -223,6 +231,22 @@ class OpenAIBackend:
                 return None, f"unexpected response shape from {self.base_url}: not a JSON object"
             return data, None
         return None, f"gave up after {self.max_retries + 1} attempts: {last} ({self.base_url})"
+
+
+def key_transport_problem(base_url: str, api_key: str | None, allowed_hosts: Iterable[str] = ()) -> str | None:
+    """Why the key may not go to ``base_url`` (one line, never the URL's userinfo), or None.
+
+    Judged on the URL as httpx will send it (its own parser), so that no spelling trick makes the
+    check and the connection disagree about the host."""
+    problem = credentials_problem(base_url, "base URL", "put the key in the key file (AGENT_API_KEY_FILE, mode 600)")
+    if problem or not api_key:
+        return problem
+    try:
+        sent_to = str(httpx.URL(base_url))
+    except httpx.InvalidURL:
+        return "the base URL is not a valid URL"
+    return plain_http_problem(sent_to, allowed_hosts, "the API key") or plain_http_problem(
+        base_url, allowed_hosts, "the API key")
 
 
 def retry_after(value: str | None) -> float | None:
