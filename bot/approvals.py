@@ -11,10 +11,12 @@ nothing. A question belongs to the user whose message started the turn, in the c
 asked in: in a group, another allowed member's tap is "not yours"; so is a forged update
 that puts someone else's user id into a private chat.
 
-The answer is bound to the call as it was described: after an Approve, the worker thread
-describes the same call again (the domain's words include the event's current content). If
-the words differ -- the event was changed or replaced between the question and the tap --
-the approval does not count, the question says so, and the model is told why.
+The answer is bound to the call as it was shown: after an Approve, the worker thread checks the
+target's fingerprint (``ApprovalRequest.still_current``) and describes the same call again. If
+either differs -- the event was changed or replaced between the question and the tap -- the
+approval does not count, the question says so, and the model gets ``target_changed``. The gate
+checks the fingerprint once more in the write's own transaction (a change in between is caught
+there).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from typing import Callable
 
 from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup
 
-from agent.approval import ApprovalRequest, Decision
+from agent.approval import STALE, ApprovalRequest, Decision
 from bot.access import Access
 from bot.buttons import EXPIRED, NOT_YOURS, button_data, split_button_data
 from bot.outbox import Outbox
@@ -197,11 +199,9 @@ class BotApprover:
         except Exception:
             log.exception("asking for approval in chat %s failed", self.chat_id)
             return Decision(False, "could not ask the user")
-        if decision.approved and self.describe_now is not None:
-            now = self.describe_now(request)
-            if now != request.description:
-                log.warning("approval in chat %s refused: the call's target changed after the question", self.chat_id)
-                decision = Decision(False, CHANGED)
+        if decision.approved and not self._still_as_shown(request):
+            log.warning("approval in chat %s refused: the call's target changed after the question", self.chat_id)
+            decision = Decision(False, CHANGED)
         concluded = asyncio.run_coroutine_threadsafe(
             self.desk.conclude(self.chat_id, message_id, request.description, decision), self.loop
         )
@@ -209,6 +209,14 @@ class BotApprover:
             concluded.result()
         except Exception:
             log.exception("could not conclude the approval in chat %s", self.chat_id)
-        if decision.reason == CHANGED:
-            return Decision(False, "what it acts on changed after the question was asked, so the user's approval does not cover it")
+        if decision.reason == CHANGED:  # the gate answers the call with its stable ``target_changed``
+            return Decision(False, STALE)
         return decision
+
+    def _still_as_shown(self, request: ApprovalRequest) -> bool:
+        """Is the call's target what the question showed? Its fingerprint if the tool has one
+        (any stored field, shown or not), else the domain's words for it now. The gate checks
+        the fingerprint again in the write's own transaction; this is so the question can say so."""
+        if request.still_current is not None and not request.still_current():
+            return False
+        return self.describe_now is None or self.describe_now(request) == request.description

@@ -256,7 +256,7 @@ def test_an_approval_does_not_cover_an_event_that_changed_after_the_question(tmp
             conn.execute("UPDATE events SET title = 'Board meeting' WHERE id = 1")
         server.tap(ALICE, ALICE, buttons(ask)["Approve"])
         result = wait_reply(server, ALICE, "Result:")
-        assert '"error": "denied"' in result and "changed after the question" in result
+        assert '"error": "target_changed"' in result and "Nothing was changed" in result
         edit = server.wait_for(lambda: server.requests("editMessageText", ALICE), 30, "the question edited")[-1]
         assert "Not done: this changed after I asked" in edit.text
         with sqlite3.connect(tmp_path / "calendar.sqlite3") as conn:
