@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote, unquote
 
-import caldav
 from caldav.elements import dav
 from caldav.lib import error as dav_error
 from caldav.lib.url import URL
@@ -38,7 +37,8 @@ from tools.calendar import ics
 from tools.calendar.store import CalendarStore, Event
 from tools.calendar.sync import objects
 from tools.calendar.sync.merge import merge
-from tools.calendar.sync.settings import LOCAL_HOSTS, Account
+from tools.calendar.sync.auth import dav_client
+from tools.calendar.sync.settings import Account
 from tools.calendar.sync.state import Item, SyncState
 
 MULTIGET_BATCH = 100
@@ -127,12 +127,8 @@ class CalDAVSync:
 
     def client(self) -> Any:
         if self._client is None:
-            local = (URL.objectify(self.account.url).hostname or "").lower() in LOCAL_HOSTS
-            client = caldav.DAVClient(
-                url=self.account.url, username=self.account.username, password=self.account.password,
-                timeout=int(max(1, self.account.timeout_s)), require_tls=not local, rate_limit_handle=False,
-                auth_type="basic",  # the password with the first request, not after a 401 round trip
-            )
+            # the password with the first request (no 401 round trip), to the configured origin only
+            client = dav_client(self.account)
             original = client.session.request
 
             def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:

@@ -16,6 +16,7 @@ import time
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
+from agent.url_policy import without_credentials
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.engine import CalDAVSync, SyncReport
 from tools.calendar.sync.merge import conflict_line
@@ -171,7 +172,7 @@ def describe_status(store: CalendarStore, account: Account) -> str:
     state = SyncState(store)
     s = state.status()
     zone = ZoneInfo(store.tz)
-    lines = [f"server: {account.provider} ({account.url}) as {account.username}"]
+    lines = [f"server: {account.provider} ({without_credentials(account.url)}) as {account.username}"]
     lines.append(f"last sync: {s.ok_at.astimezone(zone):%Y-%m-%d %H:%M}" + (f" ({s.last_report})" if s.last_report else "")
                  if s.ok_at else "last sync: never")
     if s.offline_since is not None:

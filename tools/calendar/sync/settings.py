@@ -4,26 +4,37 @@ The password is never a setting's value: it comes from a file only its owner can
 (``AGENT_CALDAV_PASSWORD_FILE``, refused unless mode 0600, as the bot token is) or, on a Mac,
 from the Keychain through ``keyring`` (``pip install keyring``, or the checkout's ``keychain`` extra), under the service
 name ``iljeong-caldav`` and the user name. So it never appears in argv, a plist or a log line.
+A URL with ``user:pass@`` in it is refused for the same reason, and the password is registered
+with ``agent.known_secrets`` as it is read, so the bot's log masks mask it.
+
+Where the password may go (``agent.url_policy``): https, or plain http to this machine or to a
+host named in ``allow_plain_http_hosts``; and only to the configured URL's own origin
+(``tools.calendar.sync.auth``), whatever discovery or a redirect points at.
 """
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass as plain_dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 from urllib.parse import urlsplit
 
-from pydantic import BeforeValidator
+from pydantic import AfterValidator, BeforeValidator
 from pydantic.dataclasses import dataclass
 
 from agent.apikey import read_secret_file
 from agent.config import load_section
+from agent.known_secrets import remember
+from agent.url_policy import credentials_problem, plain_http_problem, without_credentials
 
 if TYPE_CHECKING:
     from agent.config import Settings
 
 KEYRING_SERVICE = "iljeong-caldav"
-LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+PASSWORD_LABEL = "<caldav password>"  # what a masked log shows in its place
+CREDENTIALS_ELSEWHERE = ("set AGENT_CALDAV_USERNAME, and put the password in a mode-600 file named by "
+                         "AGENT_CALDAV_PASSWORD_FILE (or in the Keychain)")
 
 ENV_NAMES: dict[str, str] = {
     "caldav_url": "AGENT_CALDAV_URL",
@@ -41,9 +52,18 @@ def _names(value: Any) -> tuple[str, ...]:
     return tuple(str(p).strip() for p in parts if str(p).strip())
 
 
+def _no_credentials(url: str) -> str:
+    """Refused as it is read, so that neither ``calendar status`` nor the plist ever shows it."""
+    problem = credentials_problem(url, "CalDAV URL", CREDENTIALS_ELSEWHERE)
+    if problem:
+        raise ValueError(problem)
+    return url
+
+
 @dataclass(frozen=True)
 class CalDAVSettings:
-    caldav_url: str | None = None  # a calendar collection, or a server root to discover calendars from
+    # a calendar collection, or a server root to discover calendars from
+    caldav_url: Annotated[str, AfterValidator(_no_credentials)] | None = None
     caldav_username: str | None = None
     caldav_password_file: str | None = None  # mode 0600; else the Keychain (keyring), else refused
     # which collections to sync (display names or URLs); the first gets new events; empty: all
@@ -63,6 +83,7 @@ class Account:
     password: str = field(repr=False)
     calendars: tuple[str, ...] = ()
     timeout_s: float = 10.0
+    plain_http_hosts: tuple[str, ...] = ()  # allow_plain_http_hosts: LAN hosts the password may reach over http
 
     @property
     def provider(self) -> str:
@@ -80,15 +101,19 @@ def load_caldav_settings(settings: Settings) -> CalDAVSettings:
     return load_section(CalDAVSettings, ENV_NAMES, settings.sources)
 
 
-def check_url(url: str) -> str:
-    """https for every host but this machine's own: a password over plain http to another host
-    could be read on the way. ValueError (one line) otherwise."""
+def check_url(url: str, plain_http_hosts: tuple[str, ...] = ()) -> str:
+    """https for every host but this machine's own and those named in ``allow_plain_http_hosts``:
+    a password over plain http to another host could be read on the way. No user name or password
+    in the URL. ValueError (one line, never the URL's userinfo) otherwise."""
+    problem = credentials_problem(url, "CalDAV URL", CREDENTIALS_ELSEWHERE)
+    if problem:
+        raise ValueError(problem)
     parts = urlsplit(url.strip())
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"caldav_url {url!r} is not an http(s) URL, e.g. https://caldav.icloud.com/")
-    if parts.scheme == "http" and parts.hostname.lower() not in LOCAL_HOSTS:
-        raise ValueError(f"caldav_url {url!r} uses plain http to another host: use https:// "
-                         "(only localhost may use http)")
+        raise ValueError(f"caldav_url {without_credentials(url)!r} is not an http(s) URL, e.g. https://caldav.icloud.com/")
+    problem = plain_http_problem(url, plain_http_hosts, "the CalDAV password")
+    if problem:
+        raise ValueError(problem)
     return url.strip()
 
 
@@ -120,7 +145,8 @@ def account(settings: Settings) -> Account | None:
     own = load_caldav_settings(settings)
     if not own.caldav_url:
         return None
-    url = check_url(own.caldav_url)
+    allowed = settings.allow_plain_http_hosts
+    url = check_url(own.caldav_url, allowed)
     if not own.caldav_username:
         raise ValueError("caldav_url is set but caldav_username is not (AGENT_CALDAV_USERNAME)")
     if own.caldav_password_file:
@@ -131,4 +157,12 @@ def account(settings: Settings) -> Account | None:
             raise ValueError("no CalDAV password: write it to a file with mode 600 and set "
                              "AGENT_CALDAV_PASSWORD_FILE, or store it in the Keychain under "
                              f"'{KEYRING_SERVICE}' (pip install keyring)")
-    return Account(url, own.caldav_username, password, own.caldav_calendars, own.caldav_timeout_s)
+    remember_password(own.caldav_username, password)
+    return Account(url, own.caldav_username, password, own.caldav_calendars, own.caldav_timeout_s, allowed)
+
+
+def remember_password(username: str, password: str) -> None:
+    """Have every masked log mask the password, and the Basic ``Authorization`` value that carries
+    it (a debug dump of a request shows that, not the password)."""
+    remember(password, PASSWORD_LABEL)
+    remember(base64.b64encode(f"{username}:{password}".encode()).decode("ascii"), PASSWORD_LABEL)
