@@ -5,6 +5,8 @@ everything the bot needs is spelled out here as absolute paths and environment v
 The token itself never goes in: files in ~/Library/LaunchAgents are readable by other local
 users, so the plist names the owner-only token file instead. The same holds for a remote
 model's API key: the plist carries the backend, server and model name, and the key file's path.
+A URL with a user name or password in it is refused rather than written (``agent.url_policy``):
+the settings refuse one as they are read, and ``service_environment`` checks what it writes again.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from agent.config import ENV_NAMES, Settings
+from agent.url_policy import has_credentials
 from bot.config import ENV_NAMES as BOT_ENV_NAMES
 from bot.config import bot_settings
 from launchd.logs import macos_log_dir
@@ -106,6 +109,8 @@ def service_environment(
         for name in ("base_url", "remote_model"):
             if getattr(settings, name):
                 env[ENV_NAMES[name]] = str(getattr(settings, name))
+    if settings.allow_plain_http_hosts:  # a LAN server the bot must keep reaching (no secret: host names)
+        env[ENV_NAMES["allow_plain_http_hosts"]] = ",".join(settings.allow_plain_http_hosts)
     source = os.environ if environ is None else environ
     for name in SYNC_ENV_NAMES:  # where the calendar server is; its password stays in a 0600 file or the Keychain
         if source.get(name):
@@ -114,6 +119,10 @@ def service_environment(
     config_file = source.get("AGENT_CONFIG")
     if config_file:
         env["AGENT_CONFIG"] = str(Path(config_file).expanduser().absolute())
+    for name, value in env.items():  # the plist is readable by other local users: no secret in a URL
+        if "://" in value and has_credentials(value):
+            raise ValueError(f"not writing {name} into the plist: it has a user name or password in it; "
+                             "put the password in its mode-600 file instead")
     return env
 
 

@@ -107,7 +107,12 @@ def print_plist(settings: Settings, host: Host) -> int:
     local = settings.backend != "openai"  # a remote model has no files to name
     model = Path(settings.model_path).expanduser().absolute() if settings.model_path and local else None
     lora = Path(settings.lora_path).expanduser().absolute() if settings.lora_path and local else None
-    host.out.write(_plist_for(settings, host, model, lora).decode("utf-8"))
+    try:
+        data = _plist_for(settings, host, model, lora)
+    except ValueError as exc:  # a secret in a URL (launchd.plist): one line, nothing shown
+        host.complain(str(exc))
+        return 2
+    host.out.write(data.decode("utf-8"))
     return 0
 
 
@@ -172,6 +177,11 @@ def install(settings: Settings, host: Host, environ: Mapping[str, str] | None = 
             return 2
         model, lora = checked
 
+    try:
+        plist = _plist_for(settings, host, model, lora)  # before any file is written
+    except ValueError as exc:  # a secret in a URL (launchd.plist)
+        host.complain(f"not installing: {exc}")
+        return 2
     token_file = default_token_file(settings)
     if bot.token_file is None:
         write_token_file(token_file, bot.token)
@@ -187,7 +197,7 @@ def install(settings: Settings, host: Host, environ: Mapping[str, str] | None = 
     for directory in (files.log_dir, settings.data_dir):  # private: logs quote the calendar
         directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         directory.chmod(0o700)  # one left 0755 by an older install
-    write_plist(files.plist, _plist_for(settings, host, model, lora))
+    write_plist(files.plist, plist)
     host.say(f"wrote {files.plist}")
 
     if is_loaded(host):
