@@ -33,6 +33,8 @@ from agent.records import CallStatus
 from agent.repl import CONVERSATION, LiveView, TerminalApprover
 from agent.tools import TARGET_CHANGED, Registry
 from tests.bot_harness import RECEIPT_DAY, receipt_script
+from tests.caldav_servers import DavServer, dav_server  # noqa: F401 (fixture)
+from tests.test_calendar_sync_frontends import caldav_env
 from tests.test_repl import Terminal
 from tools.calendar import CalendarStore, build_registry
 
@@ -263,3 +265,37 @@ def test_on_a_real_terminal_a_yes_after_another_client_changed_the_event_is_refu
     assert f"📅 nothing changed (delete 'Board meeting' failed: {TARGET_CHANGED})" in screen
     assert "📅 deleted" not in screen and "Traceback" not in screen
     assert (stored(calendar) or {}).get("title") == "Board meeting"
+
+
+def test_a_phone_edit_pulled_by_the_background_sync_while_the_question_is_open_voids_the_yes(
+        dav_server: DavServer, tmp_path: Path) -> None:
+    """The real CalDAV sync (Radicale, Xandikos): while the REPL's question is open, the phone
+    adds a note to the event on the server and the sync thread pulls it into the store; the
+    person then says yes to deleting what they were shown."""
+    env = caldav_env(tmp_path, dav_server)
+    settings = load_settings({"data_dir": env["AGENT_DATA_DIR"], "caldav_refresh_wait_s": 60}, environ=env)
+    runtime = build_runtime(settings, ScriptedBackend([
+        format_tool_call("create_event", {"title": "Dentist", "date": RECEIPT_DAY, "start_time": "15:00",
+                                          "end_time": "16:00"}), "Booked.",
+        format_tool_call("delete_event", {"event_id": 1}), "Deleted it.",
+    ]))
+    pulled: list[str] = []
+
+    def phone_edits_then_yes(question: str) -> str:
+        [obj] = dav_server.phone().events()
+        obj.icalendar_component.add("description", "moved to the new clinic, 3rd floor")
+        obj.save(increase_seqno=False)
+        pulled.append(runtime.domain.commands["sync"](""))  # the REPL's sync thread does the pull
+        return "y"
+
+    try:
+        runtime.handle(CONVERSATION, "book the dentist", TerminalApprover(ask=lambda q: "n"))
+        turn = runtime.handle(CONVERSATION, "delete it", TerminalApprover(ask=phone_edits_then_yes))
+    finally:
+        runtime.close()
+    assert pulled and pulled[0].startswith("pulled 1"), pulled
+    assert [json.loads(c.result)["error"] for c in turn.calls] == [TARGET_CHANGED]
+    assert turn.receipt is not None and f"failed: {TARGET_CHANGED}" in turn.receipt
+    [kept] = dav_server.phone().events()
+    assert str(kept.icalendar_component["description"]) == "moved to the new clinic, 3rd floor"
+    assert (stored(settings.data_dir / "calendar.sqlite3") or {}).get("notes") == "moved to the new clinic, 3rd floor"
