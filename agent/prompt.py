@@ -32,6 +32,7 @@ import jinja2
 from agent.date_notes import note_days
 from agent.formats.hermes import HERMES, HermesFormat
 from agent.formats.tool_view import shown_tools
+from agent.segments import Rendered, mark, mark_except
 from agent.time_notes import note_times
 from models.templates import compile_template, family_of
 
@@ -107,22 +108,25 @@ class PromptRenderer:
     # -- message preparation --------------------------------------------------------------
 
     def _prepare(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        """Messages as the template should see them.
+        """Messages as the template should see them, each content marked as data
+        (``agent.segments``): only the template's scaffolding may become special tokens.
 
-        Assistant turns keep only their raw ``content`` (calls are already in it as text). For
-        templates without tool support, see ``HermesFormat.plain_chat``.
+        Assistant turns keep only their raw ``content`` (calls are already in it as text), marked
+        but for the tags the model wrote. For templates without tool support, see
+        ``HermesFormat.plain_chat`` (its tool block and result tags stay scaffolding).
         """
-        if not self.native_tools:
-            return self.chat_format.plain_chat(messages, tools, self.tool_block)
-        out: list[dict[str, Any]] = []
+        own_tags = self.chat_format.own_tags
+        marked: list[dict[str, Any]] = []
         for m in messages:
-            content = m.get("content") or ""
+            content = str(m.get("content") or "")
             if m.get("role") == "assistant":
-                out.append({"role": "assistant", "content": content})
+                marked.append({"role": "assistant", "content": mark_except(content, own_tags)})
             else:
-                out.append({k: v for k, v in m.items() if k in ("role", "content", "name", "tool_call_id")}
-                           | {"content": content})
-        return out
+                keep = {k: v for k, v in m.items() if k in ("role", "content", "name", "tool_call_id")}
+                marked.append(keep | {"content": mark(content)})
+        if not self.native_tools:
+            return self.chat_format.plain_chat(marked, tools, self.tool_block)
+        return marked
 
     def _after(self, msgs: list[dict[str, Any]], index: int, tools: list[dict[str, Any]] | None,
                add_generation_prompt: bool) -> str:
@@ -140,12 +144,18 @@ class PromptRenderer:
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                *, add_generation_prompt: bool = True) -> str:
         """Prompt text for ``messages``; earlier assistant turns appear exactly as produced."""
+        return self.render_parts(messages, tools, add_generation_prompt=add_generation_prompt).text
+
+    def render_parts(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
+                     *, add_generation_prompt: bool = True) -> Rendered:
+        """``render``'s text together with the spans of it that are data (``agent.segments``):
+        what the tokenizers (llama.cpp here, Hugging Face in training) read as plain text."""
         tools = list(tools or [])
         msgs = self._prepare(messages, tools)
         native = shown_tools(tools, self.tool_block) if self.native_tools else None
         assistants = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
         if not assistants:
-            return self._call(msgs, native, add_generation_prompt)
+            return Rendered.split(self._call(msgs, native, add_generation_prompt))
         text = self._call(msgs[: assistants[0]], native, True)
         for prev, cur in zip(assistants, assistants[1:] + [None]):
             text += msgs[prev]["content"]
@@ -153,7 +163,7 @@ class PromptRenderer:
                 text += self._after(msgs, prev, native, add_generation_prompt)
             else:
                 text += self._after(msgs[:cur], prev, native, True)
-        return text
+        return Rendered.split(text)
 
 
 _WEEKDAYS_KO = ["월요일", "화요일", "수요일", "목요일", "금요일", "토요일", "일요일"]

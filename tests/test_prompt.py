@@ -12,6 +12,7 @@ import pytest
 
 from agent.formats import HERMES, format_tool_call
 from agent.formats.tool_view import compact_tools, short_description
+from agent.segments import Rendered
 from agent.prompt import PromptError, PromptRenderer, PromptSettings, stamp_user_text, system_prompt, unstamp_user_text
 from tests import model_fixtures as mf
 from tests.renderers import renderer_for
@@ -100,7 +101,7 @@ def test_qwen3_prefix_property(tiny_qwen3_each: Path, qwen3_variant: str, thinki
     renderer = renderer_for(tiny_qwen3_each, enable_thinking=thinking)
     messages = history(thinking=thinking)
     assert assert_prefix_property(renderer, messages) == 4
-    raw = renderer._call(renderer._prepare(messages, TOOLS), TOOLS, True)
+    raw = Rendered.split(renderer._call(renderer._prepare(messages, TOOLS), TOOLS, True)).text
     step = renderer.render(messages[:2], TOOLS) + messages[2]["content"]
     # the raw hybrid template renders the first turn without the empty think block (or the
     # reasoning) the model saw; the 2507 one renders it as it was: it has neither to drop

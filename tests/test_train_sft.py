@@ -24,6 +24,7 @@ from agent.__main__ import model_flags, settings_from
 from agent.train import cli as train_cli
 from agent.train.base import prepare_base
 from agent.train.sft import assistant_spans, read_rows, tokenize_rows
+from agent.train.tokens import encode
 from models.check import check_adapter
 from tests import model_fixtures as mf
 
@@ -139,7 +140,8 @@ def test_qwen3_templates_train_each_turn_after_the_prompt_it_was_served(qwen3_to
     ]
     texts = assistant_spans(qwen3_tokenizer, messages, [{"type": "function", "function": {"name": "search_events"}}])
     assert len(texts) == 1
-    [(text, [(s1, e1), (s2, e2)])] = texts
+    [(rendered, [(s1, e1), (s2, e2)])] = texts
+    text = rendered.text
     generation = mf.QWEN3_GENERATION_PROMPT[qwen3_variant]
     wrote = '<tool_call>\n{"name": "search_events", "arguments": {"date": "2027-01-08"}}\n</tool_call>'
     assert text[:s1].endswith("<|im_start|>user\nWhat is on tomorrow?<|im_end|>\n" + generation)
@@ -171,7 +173,8 @@ def test_the_runtime_and_the_export_render_the_same_conversation_byte_for_byte(
     checked = 0
     for row in rows:
         stored = episodes[row["scenario_id"]].messages
-        [(text, spans)] = assistant_spans(qwen3_tokenizer, row["messages"], row["tools"])
+        [(rendered, spans)] = assistant_spans(qwen3_tokenizer, row["messages"], row["tools"])
+        text = rendered.text
         steps = [i for i, m in enumerate(stored) if m["role"] == "assistant"]
         assert len(spans) == len(steps) > 1
         for i, (start, end) in zip(steps, spans):
@@ -179,7 +182,7 @@ def test_the_runtime_and_the_export_render_the_same_conversation_byte_for_byte(
             assert text[start:end] == stored[i]["content"] + "<|im_end|>\n"
             checked += 1
         ids = qwen3_tokenizer(text, add_special_tokens=False).input_ids
-        assert ids == backend.tokenize(text, add_bos=False)
+        assert ids == backend.tokenize(text, add_bos=False) == encode(qwen3_tokenizer, rendered)[0]
     assert checked >= 4
 
 

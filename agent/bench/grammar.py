@@ -54,7 +54,7 @@ class Decoder:
         domain.close()
         messages = [{"role": "system", "content": "You manage a calendar."}, {"role": "user", "content": USER_TEXT}]
         self.backend = backend
-        self.prompt = backend.tokenize(backend.render(messages, tools) + HERMES.call_open)
+        self.prompt = backend.prompt_tokens(messages, tools, HERMES.call_open)
         self.gbnf = HERMES.call_gbnf(tools)
         self.valid_call = backend.tokenize(VALID_CALL, add_bos=False)
         t = time.perf_counter()

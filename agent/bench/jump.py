@@ -76,7 +76,7 @@ def write_call(backend: Any, messages: list[dict[str, Any]], tools: list[dict[st
     from agent.backends.llama.decode import Decoder, generate
 
     engine = backend.engine
-    prompt = backend.tokenize(backend.render(messages, tools) + HERMES.call_open)
+    prompt = backend.prompt_tokens(messages, tools, HERMES.call_open)
     engine.reset()
     engine.eval(prompt)
     steered = SteeredEngine(engine, call)

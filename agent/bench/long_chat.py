@@ -49,12 +49,12 @@ def replay(backend: Any, settings: Any, now: Any, block: int | None) -> tuple[in
     reply = backend.tokenize(REPLY, add_bos=False)
     evaluated, cuts, context = 0, 0, []
     for messages in scripted.calls:
-        prompt = backend.tokenize(backend.render(messages, tools))
+        prompt = backend.prompt_tokens(messages, tools)
         kept = min(common_prefix(prompt, context), len(prompt) - 1)
         cuts += bool(context) and kept < len(context)
         evaluated += len(prompt) - kept
         context = prompt + reply
-    untrimmed = backend.tokenize(backend.render(scripted.calls[0][:1] + history[:-1], tools))
+    untrimmed = backend.prompt_tokens(scripted.calls[0][:1] + history[:-1], tools)
     return evaluated, len(untrimmed) - len(reply) * (MESSAGES - 1), cuts
 
 

@@ -44,6 +44,12 @@ class HermesFormat:
     # Text that ends the turn for models whose EOS token differs from the turn end (ChatML).
     stop_markers: tuple[str, ...] = ("<|im_end|>",)
 
+    @property
+    def own_tags(self) -> tuple[str, ...]:
+        """The tags the model itself writes, read back as the tokens it produced when its turns
+        are rendered again; anything else in a turn is data (``agent.segments``)."""
+        return (self.call_open, self.call_close, self.think_open, self.think_close)
+
     # -- writing ------------------------------------------------------------------------------
 
     def format_tool_call(self, name: str, arguments: dict[str, Any]) -> str:

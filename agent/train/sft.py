@@ -21,6 +21,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.segments import Rendered
+from agent.train.tokens import encode
+
 DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 SUMMARY = "train_summary.json"
 
@@ -108,8 +111,11 @@ def _tools(row: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 
 def assistant_spans(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None, *,
-                    enable_thinking: bool = False) -> list[tuple[str, list[tuple[int, int]]]]:
+                    enable_thinking: bool = False) -> list[tuple[Rendered, list[tuple[int, int]]]]:
     """Training texts for a conversation, each with the character spans the model wrote.
+
+    Each text is a ``Rendered`` (its data spans known), so that ``agent.train.tokens.encode``
+    tokenizes it as the runtime does: no special token where data lies.
 
     The texts are rendered by the runtime's own renderer (``agent.prompt.PromptRenderer``) with
     the base's chat template and the runtime's ``enable_thinking``, so a row trains on the bytes
@@ -130,20 +136,20 @@ def assistant_spans(tokenizer: Any, messages: list[dict[str, Any]], tools: list[
     else:  # exact rows already hold the tool block and results as the runtime writes them
         shown = []
 
-    def render(msgs: list[dict[str, Any]], gen: bool) -> str:
-        return renderer.render(msgs, shown, add_generation_prompt=gen)
+    def render(msgs: list[dict[str, Any]], gen: bool) -> Rendered:
+        return renderer.render_parts(msgs, shown, add_generation_prompt=gen)
 
     full = render(messages, False)
-    turns: list[tuple[str, tuple[int, int]]] = []
+    turns: list[tuple[Rendered, tuple[int, int]]] = []
     for i, m in enumerate(messages):
         if m.get("role") != "assistant":
             continue
-        prompt = render(messages[:i], True)
+        prompt = render(messages[:i], True).text
         upto = render(messages[: i + 1], False)
-        if not upto.startswith(prompt):
+        if not upto.text.startswith(prompt):
             raise TrainError(f"assistant turn {i}: the chat template's generation prompt is not a prefix of the rendered turn")
-        turns.append((upto, (len(prompt), len(upto))))
-    if all(full.startswith(upto) for upto, _ in turns):
+        turns.append((upto, (len(prompt), len(upto.text))))
+    if all(full.text.startswith(upto.text) for upto, _ in turns):
         return [(full, [span for _, span in turns])] if turns else []
     return [(upto, [span]) for upto, span in turns]
 
@@ -175,9 +181,9 @@ def tokenize_rows(tokenizer: Any, rows: list[dict[str, Any]], max_length: int, *
         if not texts:
             _bump(dropped, "no assistant turn")
         for text, spans in texts:
-            enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
-            mask = [int(end > start and any(s <= start and end <= e for s, e in spans)) for start, end in enc["offset_mapping"]]
-            ids, mask = list(enc["input_ids"])[:max_length], mask[:max_length]
+            ids, offsets = encode(tokenizer, text)
+            mask = [int(end > start and any(s <= start and end <= e for s, e in spans)) for start, end in offsets]
+            ids, mask = ids[:max_length], mask[:max_length]
             if not any(mask):
                 _bump(dropped, "no assistant tokens within --max-length")
                 continue

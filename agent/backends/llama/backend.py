@@ -29,6 +29,7 @@ from agent.backends.llama.engine import Engine, ModelFiles
 from agent.backends.llama.states import PrefixCache, common_prefix
 from agent.backends.sampling import Sampling
 from agent.prompt import PromptError, PromptRenderer
+from agent.segments import Rendered, mark_except
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,27 @@ class LlamaBackend:
             add_bos = False  # the template wrote it already
         return self.engine.tokenize(text.encode("utf-8"), add_bos=add_bos)
 
+    def tokenize_prompt(self, prompt: Rendered, *, add_bos: bool = True) -> list[int]:
+        """A rendered prompt's tokens: special tokens from the template's scaffolding and the
+        model's own tags only, every message's content as plain text (``agent.segments``)."""
+        bos = self.renderer.bos_token
+        if bos and prompt.text.startswith(bos):
+            add_bos = False
+        data, spans = prompt.encoded()
+        return self.engine.tokenize_prompt(data, spans, add_bos=add_bos)
+
+    def prompt_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]],
+                      assistant_prefix: str = "") -> list[int]:
+        """The tokens ``complete`` would put in the context for these messages (bench, tests)."""
+        return self.tokenize_prompt(self._prompt(messages, tools, assistant_prefix))
+
+    def _prompt(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], assistant_prefix: str) -> Rendered:
+        """The rendered prompt, with ``assistant_prefix`` read as the model's own text."""
+        prompt = self.renderer.render_parts(messages, tools)
+        if assistant_prefix:
+            prompt = prompt + Rendered.split(mark_except(assistant_prefix, self.renderer.chat_format.own_tags))
+        return prompt
+
     def detokenize(self, tokens: Sequence[int]) -> str:
         return self.engine.detokenize(tokens)
 
@@ -133,7 +155,7 @@ class LlamaBackend:
         temperature/top-p/seed (None: the backend's own, greedy by default)."""
         started = time.perf_counter()
         try:
-            prompt = self.renderer.render(messages, tools) + assistant_prefix
+            prompt = self._prompt(messages, tools, assistant_prefix)
         except PromptError as exc:
             return Completion(text="", finish_reason="error", error=f"prompt: {exc}")
         with self._lock:
@@ -148,12 +170,12 @@ class LlamaBackend:
         result.seconds = time.perf_counter() - started
         return result
 
-    def _complete_locked(self, prompt: str, tools: list[dict[str, Any]], session_id: str | None,
+    def _complete_locked(self, prompt: Rendered, tools: list[dict[str, Any]], session_id: str | None,
                          max_tokens: int, assistant_prefix: str, stop_after_call: bool,
                          sampling: Sampling | None = None) -> Completion:
         engine = self.engine
         timings: dict[str, float] = {}
-        canonical = self.tokenize(prompt)
+        canonical = self.tokenize_prompt(prompt)
         if len(canonical) >= self.n_ctx:
             return Completion(text="", finish_reason="context_limit", prompt_tokens=len(canonical),
                               error=f"context_limit: prompt is {len(canonical)} tokens, context is {self.n_ctx}")
@@ -187,14 +209,14 @@ class LlamaBackend:
         prefix alone and of a prompt with such a message), so a warm start evaluates the same
         tokens a cold one does. [] if the template cannot render it."""
         try:
-            probe = self.renderer.render(messages + [{"role": "user", "content": _FIRST_MESSAGE}], tools)
-            real = self.renderer.render(messages + [{"role": "user", "content": _STAMPED_PROBE}], tools)
+            probe = self.renderer.render_parts(messages + [{"role": "user", "content": _FIRST_MESSAGE}], tools)
+            real = self.renderer.render_parts(messages + [{"role": "user", "content": _STAMPED_PROBE}], tools)
         except PromptError:
             return []
-        if probe.count(_FIRST_MESSAGE) != 1:
+        if probe.text.count(_FIRST_MESSAGE) != 1:
             return []
-        head = self.tokenize(probe[: probe.index(_FIRST_MESSAGE)])
-        return head[: common_prefix(head, self.tokenize(real))]
+        head = self.tokenize_prompt(probe.prefix(probe.text.index(_FIRST_MESSAGE)))
+        return head[: common_prefix(head, self.tokenize_prompt(real))]
 
     def warm_up(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], *,
                 background: bool = True) -> threading.Thread | None:

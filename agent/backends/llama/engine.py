@@ -24,6 +24,8 @@ import numpy as np
 from llama_cpp import Llama
 from llama_cpp import _internals
 
+from agent.segments import MAX_CUT_ROUNDS, cuts, pieces
+
 
 class ModelRefused(ValueError):
     """The model or adapter file failed the models check; llama.cpp never saw it."""
@@ -108,6 +110,7 @@ class Engine:
         self.bos = self.llm.token_bos()
         self.eos = self.llm.token_eos()
         self._pieces: dict[int, bytes] = {}  # token -> its bytes, read from llama.cpp once
+        self._attrs: dict[int, int] = {}  # token -> its llama_token_attr flags, read once
         self._identity: dict[str, Any] | None = None
 
     # -- what is loaded -------------------------------------------------------------------
@@ -153,6 +156,54 @@ class Engine:
     def tokenize(self, data: bytes, *, add_bos: bool) -> list[int]:
         """Special tokens in the text (``<|im_start|>``, ``<tool_call>``) become their ids."""
         return self.llm.tokenize(data, add_bos=add_bos, special=True)
+
+    def tokenize_prompt(self, data: bytes, spans: Sequence[tuple[int, int]], *, add_bos: bool) -> list[int]:
+        """``data`` tokenized with special tokens parsed everywhere but in ``spans`` (byte spans
+        that are data: ``agent.segments``). Where the whole text's tokenization holds a special
+        token that data spelled, the text is cut inside that spelling and tokenized in pieces, so
+        it stays plain text; text whose data spells none is tokenized exactly as ``tokenize`` does.
+        """
+        if not spans:
+            return self.tokenize(data, add_bos=add_bos)
+        at: list[int] = []
+        tokens, found = self._tokenize_at(data, at, add_bos)
+        for _ in range(MAX_CUT_ROUNDS):
+            more = [c for c in cuts(found, spans, lambda i: _utf8_len(data[i])) if c not in at]
+            if not more:
+                break
+            at = sorted({*at, *more})
+            tokens, found = self._tokenize_at(data, at, add_bos)
+        return tokens
+
+    def _tokenize_at(self, data: bytes, at: Sequence[int], add_bos: bool) -> tuple[list[int], list[tuple[int, int]]]:
+        """``data`` tokenized piece by piece (cut at ``at``), and the byte spans of the special
+        tokens in it. A piece whose tokens do not spell it back (a tokenizer that adds a prefix
+        space) gets its specials placed by searching their text, which finds them all the same."""
+        tokens: list[int] = []
+        found: list[tuple[int, int]] = []
+        for n, (a, b) in enumerate(pieces(len(data), at)):
+            part = self.llm.tokenize(data[a:b], add_bos=add_bos and n == 0, special=True)
+            if part and n == 0 and add_bos and part[0] == self.bos and not data.startswith(self.piece(self.bos)):
+                tokens.append(part.pop(0))  # the BOS the tokenizer added is in no text
+            exact = b"".join(self.piece(t) for t in part) == data[a:b]
+            offset = a
+            for t in part:
+                piece = self.piece(t)
+                if self.is_special(t):
+                    start = offset if exact else data.find(piece, offset, b)
+                    if start >= 0:
+                        found.append((start, start + len(piece)))
+                        offset = start
+                offset += len(piece)
+            tokens.extend(part)
+        return tokens, found
+
+    def is_special(self, token: int) -> bool:
+        """A control or user-defined token: one that text spelling it would turn into."""
+        attr = self._attrs.get(token)
+        if attr is None:
+            attr = self._attrs[token] = int(llama_cpp.llama_vocab_get_attr(self.vocab, token))
+        return bool(attr & (llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED))
 
     def detokenize(self, tokens: Sequence[int]) -> str:
         return self.llm.detokenize(list(tokens), special=True).decode("utf-8", errors="replace")
@@ -228,6 +279,11 @@ class Engine:
     def sampler_chain(self) -> _internals.LlamaSampler:
         """An empty sampler chain (``decode`` fills it)."""
         return _internals.LlamaSampler()
+
+
+def _utf8_len(lead: int) -> int:
+    """Bytes of the UTF-8 character that starts with byte ``lead`` (1 for a stray continuation byte)."""
+    return 4 if lead >= 0xF0 else 3 if lead >= 0xE0 else 2 if lead >= 0xC0 else 1
 
 
 def sha256(path: str) -> str:

@@ -25,6 +25,7 @@ import llama_cpp
 
 from agent.backends.llama.disk_states import DiskStates
 from agent.backends.llama.engine import Engine
+from agent.segments import Rendered, shifted
 
 log = logging.getLogger(__name__)
 
@@ -79,21 +80,22 @@ def restore(engine: Engine, state: SessionState) -> None:
     engine.mark_held(state.tokens)
 
 
-def align(engine: Engine, cached: list[int], canonical: list[int], prompt: str, bos_text: str) -> list[int]:
+def align(engine: Engine, cached: list[int], canonical: list[int], prompt: Rendered, bos_text: str) -> list[int]:
     """Prompt tokens that start with as much of ``cached`` as spells the same text.
 
     The model's own output is rarely tokenized the way the tokenizer would split the same
     text (grammar-driven tokens especially), so comparing canonical tokens would throw away
     the cache from the first reply on. Instead the cached tokens are kept for as long as
     their text matches the prompt, and only the rest is tokenized. The model then sees its
-    reply exactly as it produced it. ``bos_text``: the template's BOS text ("" if none).
+    reply exactly as it produced it. ``bos_text``: the template's BOS text ("" if none). The rest
+    is tokenized as ``canonical`` was, its data as plain text (``Engine.tokenize_prompt``).
     """
     m = common_prefix(cached, canonical)
     if m in (len(cached), len(canonical)):
         return canonical
-    data = prompt.encode("utf-8")
+    data, spans = prompt.encoded()
     head = canonical[:m]
-    if head and head[0] == engine.bos and not (bos_text and prompt.startswith(bos_text)):
+    if head and head[0] == engine.bos and not (bos_text and prompt.text.startswith(bos_text)):
         head = head[1:]  # a BOS the tokenizer added is not in the text
     spelled = b"".join(engine.piece(t) for t in head)
     if not data.startswith(spelled):
@@ -108,7 +110,7 @@ def align(engine: Engine, cached: list[int], canonical: list[int], prompt: str, 
         k += 1
     if k == m:
         return canonical
-    return cached[:k] + engine.tokenize(data[offset:], add_bos=False)
+    return cached[:k] + engine.tokenize_prompt(data[offset:], shifted(spans, offset), add_bos=False)
 
 
 class SavedStates:
@@ -167,7 +169,7 @@ class PrefixCache:
         self.live_clean = True  # the live context ends on a finished step (a state worth keeping)
         self._disk_tried: set[str] = set()  # sessions whose state file was looked for in this process
 
-    def place(self, canonical: list[int], prompt: str, session_id: str | None,
+    def place(self, canonical: list[int], prompt: Rendered, session_id: str | None,
               timings: dict[str, float]) -> tuple[list[int], int]:
         """Prepare the context for ``prompt``: returns (tokens, reuse), the prompt's tokens as they
         will be evaluated and how many of them the context now holds; the caller evaluates

@@ -1,0 +1,41 @@
+"""Training texts tokenized as the runtime tokenizes its prompts: data stays plain text.
+
+Hugging Face tokenizers turn every added token's spelling into that token wherever it stands
+(Qwen's ``<tool_call>`` and ``<|im_start|>`` alike), as llama.cpp does. The runtime cuts such
+spellings where they lie in data (``agent.segments``, ``Engine.tokenize_prompt``); a training row
+that did not would teach the model on tokens it is never served. The same cuts are made here, so
+a row's ids are llama.cpp's ids for the same rendered prompt (a test holds the two equal).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent.segments import MAX_CUT_ROUNDS, Rendered, cuts, pieces
+
+
+def encode(tokenizer: Any, prompt: Rendered) -> tuple[list[int], list[tuple[int, int]]]:
+    """The ids of ``prompt`` and each one's character span, no special tokens where data lies."""
+    special = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+    at: list[int] = []
+    ids, offsets = _encode_at(tokenizer, prompt.text, at)
+    if not prompt.data:
+        return ids, offsets
+    for _ in range(MAX_CUT_ROUNDS):
+        found = [span for token, span in zip(ids, offsets) if token in special]
+        more = [c for c in cuts(found, prompt.data) if c not in at]
+        if not more:
+            break
+        at = sorted({*at, *more})
+        ids, offsets = _encode_at(tokenizer, prompt.text, at)
+    return ids, offsets
+
+
+def _encode_at(tokenizer: Any, text: str, at: list[int]) -> tuple[list[int], list[tuple[int, int]]]:
+    ids: list[int] = []
+    offsets: list[tuple[int, int]] = []
+    for a, b in pieces(len(text), at):
+        enc = tokenizer(text[a:b], add_special_tokens=False, return_offsets_mapping=True)
+        ids.extend(enc["input_ids"])
+        offsets.extend((a + s, a + e) for s, e in enc["offset_mapping"])
+    return ids, offsets
