@@ -133,6 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
 def run_data_command(settings: Settings, action: str, argument: str) -> int:
     """A domain's local command (``import``/``export``), found by name: agent/ names no domain."""
     from agent.domain import load_domain
+    from agent.visible import visible_line, visible_text
 
     domain = load_domain(settings)
     try:
@@ -140,9 +141,9 @@ def run_data_command(settings: Settings, action: str, argument: str) -> int:
         if command is None:
             print(f"error: the {domain.name} domain has no {action} command", file=sys.stderr)
             return 2
-        print(command(argument))
+        print(visible_text(command(argument)))  # a file's titles and a server's words are outside text
     except (ValueError, OSError) as exc:
-        print(f"error: {exc}".replace("\n", " "), file=sys.stderr)
+        print(visible_line(f"error: {exc}", None), file=sys.stderr)
         return 2
     finally:
         domain.close()

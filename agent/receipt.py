@@ -15,12 +15,16 @@ from dataclasses import dataclass
 from typing import Callable
 
 from agent.records import Turn
+from agent.visible import visible_line
 
 log = logging.getLogger(__name__)
 
 MARK = "📅"
 RECEIPT_MODES = ("on", "off", "changes")
 DEFAULT_RECEIPT = "changes"
+# The line is shown with the reply, in the same Telegram message (4096 characters): whatever the
+# domain writes, it stays a small part of that.
+RECEIPT_LIMIT = 1500
 
 
 @dataclass(frozen=True)
@@ -51,5 +55,6 @@ def receipt_line(hook: ReceiptFn | None, turn: Turn, mode: str = DEFAULT_RECEIPT
         return None
     if receipt is None or (mode == "changes" and not receipt.touched):
         return None
-    line = " ".join(receipt.text.split())  # one line, whatever the domain wrote
+    # one line, whatever the domain wrote: its fields hold outside text (titles), shown as text
+    line = visible_line(receipt.text, RECEIPT_LIMIT)
     return line if line.startswith(MARK) else f"{MARK} {line}"

@@ -20,6 +20,7 @@ from agent.approval import ApprovalRequest, ApproveAll, Approver, Decision, Deny
 from agent.formats import HERMES
 from agent.records import CallStatus, StopReason, Turn
 from agent.runtime import Runtime
+from agent.visible import QUESTION_LIMIT, visible_line, visible_text
 
 CONVERSATION = "repl"
 HELP = """Commands:
@@ -56,7 +57,7 @@ class TerminalApprover:
 
     def decide(self, request: ApprovalRequest) -> Decision:
         try:
-            answer = self.ask(f"  ⚠ {request.description}\n  Approve? [y/N] ")
+            answer = self.ask(f"  ⚠ {visible_line(request.description, QUESTION_LIMIT)}\n  Approve? [y/N] ")
         except EOFError:
             return Decision(False, "no answer")
         approved = answer.strip().lower() in ("y", "yes", "예", "네", "ㅇ")
@@ -64,9 +65,10 @@ class TerminalApprover:
 
 
 def format_call(name: str, arguments: Any, status: str, ok: bool, result: str) -> str:
-    args = json.dumps(arguments, ensure_ascii=False)
-    result = result if len(result) <= 200 else result[:199] + "…"
-    return f"  {'✓' if ok else '✗'} {name}({args}) → {status}: {result}"
+    """One line per call; the model's arguments and the result hold outside text (titles), so
+    each part is made visible and kept on the line (``agent.visible``)."""
+    args = visible_line(json.dumps(arguments, ensure_ascii=False), 400)
+    return f"  {'✓' if ok else '✗'} {visible_line(name, 80)}({args}) → {visible_line(status, 80)}: {visible_line(result, 200)}"
 
 
 def stop_note(turn: Turn) -> str:
@@ -83,7 +85,7 @@ def format_turn(turn: Turn) -> str:
         lines.append(stop_note(turn))
     if turn.receipt:
         lines.append(turn.receipt)
-    return "\n".join(lines)
+    return visible_text("\n".join(lines))
 
 
 # Spans the user never sees: reasoning and tool-call JSON (the call is shown as its own line).
@@ -210,6 +212,7 @@ class LiveView:
         self._emit(self.filter.feed(piece))
 
     def _emit(self, visible: str) -> None:
+        visible = visible_text(visible)  # the model may copy an ESC or a bidi override from a title
         if not visible:
             return
         if self._indicator:
@@ -246,11 +249,11 @@ class LiveView:
         if turn is None:
             return
         if turn.reply and not self.step_shown:  # not streamed (another backend, or a cut-off think)
-            self._write(turn.reply + "\n")
+            self._write(visible_text(turn.reply) + "\n")
         if stop_note(turn):
-            self._write(stop_note(turn) + "\n")
+            self._write(visible_text(stop_note(turn)) + "\n")
         if turn.receipt:  # what really happened, last, whatever the reply said
-            self._write(turn.receipt + "\n")
+            self._write(visible_text(turn.receipt) + "\n")
 
 
 def banner(runtime: Runtime, tz: str | None) -> list[str]:
@@ -268,7 +271,7 @@ def banner(runtime: Runtime, tz: str | None) -> list[str]:
     lines.append(f"continuing your conversation: {count} messages; /new starts fresh" if count else "a new conversation")
     remote = runtime.domain.remote
     if remote is not None:
-        lines.append(remote.status())  # e.g. "iCloud calendar sync: offline since 14:02 (...), 2 changes waiting"
+        lines.append(visible_line(remote.status(), None))  # e.g. "iCloud calendar sync: offline since 14:02 (...), 2 changes waiting"
     lines.append("/help for commands, /quit or Ctrl-D to leave")
     return lines
 
@@ -324,7 +327,7 @@ def show_due_reminders(runtime: Runtime, out: IO[str], clock: Callable[[], datet
     shown = 0
     for notice in notifier.due(now):
         if notifier.claim(notice, now):
-            print(notice.text, file=out, flush=True)
+            print(visible_text(notice.text), file=out, flush=True)
             shown += 1
     return shown
 
@@ -429,17 +432,17 @@ def handle_command(
             print(f"  {tool.name}{flag}: {tool.description.splitlines()[0]}", file=out)
     elif command in ("events", "today"):
         today = runtime.domain.commands.get("today")
-        print(today(arg.strip()) if today else "This domain has no event listing.", file=out)
+        print(visible_text(today(arg.strip())) if today else "This domain has no event listing.", file=out)
     elif command == "week":
         week = runtime.domain.commands.get("week")
-        print(week(arg.strip()) if week else "This domain has no week view.", file=out)
+        print(visible_text(week(arg.strip())) if week else "This domain has no week view.", file=out)
     elif command == "reminders":
         notifier = runtime.domain.notifier
-        print(notifier.upcoming(clock()) if notifier else "This domain has no reminders.", file=out)
+        print(visible_text(notifier.upcoming(clock())) if notifier else "This domain has no reminders.", file=out)
     elif command == "help":
         print(HELP, file=out)
     elif command in runtime.domain.commands:  # the domain's own, e.g. /sync
-        print(runtime.domain.commands[command](arg.strip()), file=out)
+        print(visible_text(runtime.domain.commands[command](arg.strip())), file=out)
     else:
-        print(f"Unknown command /{command}. {HELP}", file=out)
+        print(f"Unknown command /{visible_line(command, 40)}. {HELP}", file=out)
     return None

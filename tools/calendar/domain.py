@@ -8,6 +8,8 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from agent.domain import Document, Domain
+from agent.visible import visible_line
+from tools.calendar import shown
 from tools.calendar.receipt import CalendarReceipt
 from tools.calendar.reminders import CalendarNotifier
 from tools.calendar.settings import CalendarSettings, load_settings as calendar_settings
@@ -58,7 +60,7 @@ def agenda(store: CalendarStore, day_text: str = "", now: datetime | None = None
     events = events_on_day(store, day)
     if not events:
         return f"No events on {day.isoformat()}."
-    return "\n".join([f"{day.isoformat()}:"] + [f"  {event_words(e, zone)}" for e in events])
+    return "\n".join([f"{day.isoformat()}:"] + [f"  {event_words(e, zone, to_person=True)}" for e in events])
 
 
 def week(store: CalendarStore, day_text: str = "", now: datetime | None = None) -> str:
@@ -73,11 +75,14 @@ def week(store: CalendarStore, day_text: str = "", now: datetime | None = None) 
         events = events_on_day(store, day)
         lines.append(f"{WEEKDAY_NAMES[day.weekday()][0].capitalize()[:3]} {day.isoformat()}" + ("" if events else ": nothing"))
         for e in events:
-            details = [f"@ {e.location}"] if e.location else []
+            details = [f"@ {shown.place(e.location)}"] if e.location else []
             if e.attendees:
-                details.append("with " + ", ".join(e.attendees))
-            lines.append(f"  {event_words(e, zone)}" + (f"  {'; '.join(details)}" if details else ""))
+                details.append("with " + shown.names(e.attendees))
+            lines.append(f"  {event_words(e, zone, to_person=True)}" + (f"  {'; '.join(details)}" if details else ""))
     return "\n".join(lines)
+
+
+SKIPPED_LIMIT = 200  # characters of one "skipped" line: a title and why
 
 
 def import_file(store: CalendarStore, path_text: str) -> str:
@@ -94,7 +99,7 @@ def import_file(store: CalendarStore, path_text: str) -> str:
     lines = [f"imported {report.count} event{'s' if report.count != 1 else ''} from {path}"
              + (f", updated {report.updated} already here (same UID)" if report.updated else "")
              + (f", {report.exceptions} changed occurrence{'s' if report.exceptions != 1 else ''}" if report.exceptions else "")]
-    lines += [f"  skipped {reason}" for reason in report.skipped]
+    lines += [f"  skipped {visible_line(reason, SKIPPED_LIMIT)}" for reason in report.skipped]  # a title in a file is outside text
     return "\n".join(lines)
 
 
@@ -146,7 +151,7 @@ def sync_once(store: CalendarStore, account: Account | None) -> str:
     report = CalDAVSync(store, account).sync()
     if not report.ok:
         raise ValueError(report.line())
-    return report.line() + "".join(f"\n  skipped {why}" for why in report.skipped)
+    return report.line() + "".join(f"\n  skipped {visible_line(why, SKIPPED_LIMIT)}" for why in report.skipped)
 
 
 def sync_status(store: CalendarStore, account: Account | None) -> str:

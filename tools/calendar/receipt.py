@@ -21,6 +21,7 @@ from agent.receipt import MARK, Receipt
 from agent.records import CallRecord, CallStatus, Turn
 from tools.calendar.evidence import result_body
 from tools.calendar.replies import CHANGE_TOOL_KINDS, claimed_changes, in_language
+from tools.calendar.shown import title as shown_title
 from tools.calendar.store import CalendarStore
 
 MAX_ITEMS = 5  # entries in one line; the rest are counted ("and 3 more")
@@ -88,7 +89,8 @@ class CalendarReceipt:
             elif call.status is CallStatus.DENIED:
                 declined.append(self._action(call, words))
             elif call.status is CallStatus.FAILED:
-                failed.append(f"{self._action(call, words)} {words.failed}: {result_body(call).get('error', 'error')}")
+                error = shown_title(result_body(call).get("error", "error"))  # a stable code, kept short whatever it is
+                failed.append(f"{self._action(call, words)} {words.failed}: {error}")
         touched = bool(done or declined or failed)
         notes = ([f"{words.declined}: {_listed(declined, words)}"] if declined else []) + failed
         if done:
@@ -136,11 +138,11 @@ class CalendarReceipt:
     def _action(self, call: CallRecord, words: Words) -> str:
         """What the call would have done, in words: "move '치과 예약'"."""
         arguments = _arguments(call)
-        what = f"'{arguments.get('title')}'" if arguments.get("title") else "?"
+        what = f"'{shown_title(arguments['title'])}'" if arguments.get("title") else "?"
         event_id = arguments.get("event_id")
         if isinstance(event_id, int) and not isinstance(event_id, bool):
             event = self.store.get_event(event_id)
-            what = f"'{event.title}'" if event is not None else f"#{event_id}"
+            what = f"'{shown_title(event.title)}'" if event is not None else f"#{event_id}"
         key = "move" if _moves(call) else call.name
         return words.actions.get(key, call.name + " {what}").format(what=what)
 
@@ -158,4 +160,4 @@ def _event(view: dict[str, Any], words: Words) -> str:
     end = str(view.get("end", ""))
     if view.get("end_date"):
         end = f"{str(view['end_date'])[5:]} {end}"
-    return f"#{view.get('id')} '{view.get('title')}' {when} {view.get('start')}–{end}"
+    return f"#{view.get('id')} '{shown_title(view.get('title'))}' {when} {view.get('start')}–{end}"

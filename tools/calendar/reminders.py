@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta, timezone
 
 from agent.domain import Notice
+from tools.calendar import shown
 from tools.calendar.store import CalendarStore, Event, to_utc_text
 from tools.calendar.tools import event_words, events_on_day
 
@@ -132,7 +133,7 @@ def reminder_text(reminder: Reminder, store: CalendarStore, now: datetime) -> st
     zone = store.zone
     local_now = now.astimezone(zone)
     start = reminder.event.start.astimezone(zone)
-    what = f"'{reminder.event.title}' at {_when(start, local_now)}"
+    what = f"'{shown.title(reminder.event.title)}' at {_when(start, local_now)}"
     if reminder.snooze_id is not None:
         head = f"⏰ Snoozed reminder: {what}"
     elif now - reminder.due > LATE_AFTER:
@@ -141,7 +142,7 @@ def reminder_text(reminder: Reminder, store: CalendarStore, now: datetime) -> st
         head = f"⏰ In {_duration(reminder.minutes_before)}: {what}"
     else:
         head = f"⏰ Now: {what}"
-    return head + (f"\n📍 {reminder.event.location}" if reminder.event.location else "")
+    return head + (f"\n📍 {shown.place(reminder.event.location)}" if reminder.event.location else "")
 
 
 def _duration(minutes: int) -> str:
@@ -163,10 +164,10 @@ def agenda_text(store: CalendarStore, day: date) -> str:
     lines = [head + ":"]
     for event in events:
         s, e = event.start.astimezone(zone), event.end.astimezone(zone)
-        where = f" @ {event.location}" if event.location else ""
+        where = f" @ {shown.place(event.location)}" if event.location else ""
         series = f" ({event.series_words(korean=True)})" if event.is_series else ""
         when = "all day" if event.all_day else f"{s.strftime('%H:%M')}-{e.strftime('%H:%M')}"
-        lines.append(f"{when} {event.title}{where}{series}")
+        lines.append(f"{when} {shown.title(event.title)}{where}{series}")
     return "\n".join(lines)
 
 
@@ -188,7 +189,7 @@ def upcoming_text(store: CalendarStore, now: datetime, limit: int = 10) -> str:
     for due, event_id, kind in rows[:limit]:
         event = store.get_event(event_id)  # a series' title (an occurrence retitled alone shows the series')
         if event is not None:
-            lines.append(f"{_when(due.astimezone(zone), local_now)} – '{event.title}' ({kind})")
+            lines.append(f"{_when(due.astimezone(zone), local_now)} – '{shown.title(event.title)}' ({kind})")
     return "\n".join(lines)
 
 
@@ -234,13 +235,13 @@ class CalendarNotifier:
         event = self.store.get_event(subject_id)
         if event is None:
             return "That event no longer exists."
-        lines = [event_words(event, self.store.zone)]
+        lines = [event_words(event, self.store.zone, to_person=True)]
         if event.location:
-            lines.append(f"Where: {event.location}")
+            lines.append(f"Where: {shown.place(event.location)}")
         if event.attendees:
-            lines.append(f"With: {', '.join(event.attendees)}")
+            lines.append(f"With: {shown.names(event.attendees)}")
         if event.notes:
-            lines.append(f"Notes: {event.notes}")
+            lines.append(f"Notes: {shown.notes(event.notes, shown.NOTES_VIEW_LIMIT)}")
         if event.remind_minutes_before:
             lines.append("Reminders: " + ", ".join(f"{_duration(m)} before" for m in event.remind_minutes_before))
         return "\n".join(lines)

@@ -24,6 +24,7 @@ from tools.calendar.arguments import (
     parse_time,
 )
 from tools.calendar import result_views
+from tools.calendar.shown import names as shown_names, notes as shown_notes, place as shown_place, title as shown_title
 from tools.calendar.approval_rules import create_question, target_fingerprint
 from tools.calendar.slots import Interval, free_slots, working_windows
 from tools.calendar.store import UNSET, CalendarStore, Event
@@ -105,11 +106,13 @@ def event_view(event: Event, zone: ZoneInfo) -> dict[str, Any]:
     return result_views.capped_view(view, event.ics_extra)  # what the model reads is cut, and says so
 
 
-def event_words(event: Event, zone: ZoneInfo) -> str:
+def event_words(event: Event, zone: ZoneInfo, to_person: bool = False) -> str:
     """One line a human can check: "#3 '치과' Tue 2026-12-01 15:00-16:00"; a series' occurrence
-    adds its rule ("(매주 월 10:00)", "(매일 09:00)"), an all-day event shows days only."""
+    adds its rule ("(매주 월 10:00)", "(매일 09:00)"), an all-day event shows days only.
+    ``to_person``: the title made visible and cut (``tools.calendar.shown``); the model reads it as stored."""
     mark = f" ({event.series_words(korean=True)})" if event.is_series else ""
-    return f"#{event.id} '{event.title}' {span_words(event.start, event.end, zone, event.all_day)}{mark}"
+    name = shown_title(event.title) if to_person else event.title
+    return f"#{event.id} '{name}' {span_words(event.start, event.end, zone, event.all_day)}{mark}"
 
 
 def span_words(start: datetime, end: datetime, zone: ZoneInfo, all_day: bool = False) -> str:
@@ -413,18 +416,22 @@ class CalendarTools:
         after = occurrence.original_start if scope == "following" and occurrence is not None else None
         return self.store.occurrence_count(event.id, after)
 
-    def _scope_words(self, event: Event, occurrence: Event | None, scope: str, count: int | None) -> str:
-        """"all 52 occurrences of '팀 회의' (weekly, Mon 10:00)", "'팀 회의' on Mon 12-07 only", ..."""
+    def _scope_words(
+        self, event: Event, occurrence: Event | None, scope: str, count: int | None, to_person: bool = False
+    ) -> str:
+        """"all 52 occurrences of '팀 회의' (weekly, Mon 10:00)", "'팀 회의' on Mon 12-07 only", ...
+        (``to_person``: for an approval question, the title made visible and cut)."""
         if not event.is_series:
-            return event_words(event, self.zone)
+            return event_words(event, self.zone, to_person)
         rule = event.series_words()
+        name = shown_title(event.title) if to_person else event.title
         if scope == "this" and occurrence is not None:
-            return f"'{event.title}' on {_day_words(occurrence.start, self.zone)} only (#{event.id}, one occurrence of {rule})"
+            return f"'{name}' on {_day_words(occurrence.start, self.zone)} only (#{event.id}, one occurrence of {rule})"
         if scope == "following" and occurrence is not None:
             many = "every later one" if count is None else f"the {count - 1} after it" if count > 1 else "nothing after it"
-            return f"'{event.title}' on {_day_words(occurrence.start, self.zone)} and {many} (#{event.id}, {rule})"
+            return f"'{name}' on {_day_words(occurrence.start, self.zone)} and {many} (#{event.id}, {rule})"
         many = "every occurrence" if count is None else f"all {count} occurrence{'s' if count != 1 else ''}"
-        return f"{many} of '{event.title}' (#{event.id}, {rule})"
+        return f"{many} of '{name}' (#{event.id}, {rule})"
 
     def _slots(self, args: FindFreeSlotsArgs | FindCommonFreeTimeArgs, busy: list[Interval]) -> dict[str, Any]:
         days = args.days()
@@ -488,21 +495,20 @@ class CalendarTools:
         shown = occurrence if occurrence is not None and scope == "this" else event
         changes: list[str] = []
         if args.title is not None and args.title != shown.title:
-            changes.append(f"title → '{args.title}'")
+            changes.append(f"title → '{shown_title(args.title)}'")
         times = self._new_times(args, occurrence or shown)
         if isinstance(times, tuple) and times != ((occurrence or shown).start, (occurrence or shown).end):
             changes.append(f"time → {span_words(times[0], times[1], self.zone)}")
         if args.location is not None:
-            changes.append(f"location → '{args.location}'" if args.location else "remove location")
+            changes.append(f"location → '{shown_place(args.location)}'" if args.location else "remove location")
         if args.notes is not None:
-            changes.append(f"notes → '{args.notes}'" if args.notes else "remove notes")
+            changes.append(f"notes → '{shown_notes(args.notes)}'" if args.notes else "remove notes")
         if args.attendees is not None:
-            changes.append(f"attendees → {', '.join(args.attendees) or 'none'}")
+            changes.append(f"attendees → {shown_names(args.attendees) or 'none'}")
         if args.remind_minutes_before is not None:
             minutes = ", ".join(f"{m} min" for m in args.remind_minutes_before) or "none"
             changes.append(f"reminders → {minutes} before")
-        what = (self._scope_words(event, occurrence, scope, self._scope_count(event, occurrence, scope))
-                if event.is_series else event_words(event, self.zone))
+        what = self._scope_words(event, occurrence, scope, self._scope_count(event, occurrence, scope), to_person=True)
         return f"Change {what}: {'; '.join(changes) or 'no visible change'}{self._reach()}"
 
     def _reach(self) -> str:
@@ -513,8 +519,8 @@ class CalendarTools:
         if isinstance(target, ToolResult):
             return f"Delete event #{args.event_id} ({'no such event; ' if target.error == 'not_found' and 'No event' in target.message else ''}the call will fail: {target.message})"
         event, occurrence, scope = target
-        with_whom = f" with {', '.join(event.attendees)}" if event.attendees else ""
-        what = self._scope_words(event, occurrence, scope, self._scope_count(event, occurrence, scope))
+        with_whom = f" with {shown_names(event.attendees)}" if event.attendees else ""
+        what = self._scope_words(event, occurrence, scope, self._scope_count(event, occurrence, scope), to_person=True)
         return f"Delete {what}{with_whom}{self._reach()}"
 
 
