@@ -31,6 +31,7 @@ from typing import Callable
 from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup
 
 from agent.approval import STALE, ApprovalRequest, Decision
+from agent.visible import QUESTION_LIMIT, visible_line
 from bot.access import Access
 from bot.buttons import EXPIRED, NOT_YOURS, button_data, split_button_data
 from bot.outbox import Outbox
@@ -95,7 +96,8 @@ class ApprovalDesk:
                 InlineKeyboardButton("Deny", callback_data=callback_data(approval_id, DENY)),
             ]]
         )
-        question = f"Approve this action?\n\n{description}"
+        # the action is one cut line, so Telegram's limit never moves it away from the buttons
+        question = f"Approve this action?\n\n{visible_line(description, QUESTION_LIMIT)}"
         try:
             await self._after_earlier_replies(chat_id)
             messages = await send_text(self.bot, chat_id, question, reply_markup=keyboard)
@@ -131,7 +133,8 @@ class ApprovalDesk:
             }.get(decision.reason, "Denied.")
         try:
             await with_retry(
-                lambda: self.bot.edit_message_text(f"{description}\n\n{outcome}", chat_id=chat_id, message_id=message_id),
+                lambda: self.bot.edit_message_text(f"{visible_line(description, QUESTION_LIMIT)}\n\n{outcome}",
+                                                   chat_id=chat_id, message_id=message_id),
                 f"editMessageText in {chat_id}",
             )
         except Exception:  # the decision stands even if the cosmetic edit fails

@@ -39,6 +39,7 @@ from telegram import Bot, InlineKeyboardMarkup
 from telegram.error import BadRequest, Forbidden, RetryAfter
 
 from agent.domain import Document
+from agent.visible import visible_line, visible_text
 from agent.sqlite import Database
 from bot.spool import MIGRATIONS
 from bot.text import split_message
@@ -236,7 +237,9 @@ class OutboxSender:
             await self._send(reply)
 
     async def _send(self, reply: Reply) -> None:
-        pieces = split_message(reply.text) or ["(empty reply)"]
+        # Shown as text: a title's ESC or bidi override is neutralised here, at the last step, so
+        # what is stored stays as written and every reply (turns, commands, reminders) is covered.
+        pieces = split_message(visible_text(reply.text)) or ["(empty reply)"]
         keyboard = InlineKeyboardMarkup.de_json(json.loads(reply.markup), self.bot) if reply.markup else None
         try:
             if reply.filename is not None:  # a file goes out whole, as one piece
@@ -264,7 +267,7 @@ class OutboxSender:
 
     async def _send_document(self, reply: Reply) -> None:
         """One sendDocument; a caption over Telegram's limit is cut (captions are one line)."""
-        caption = reply.text if len(reply.text) <= CAPTION_LIMIT else reply.text[: CAPTION_LIMIT - 1] + "…"
+        caption = visible_line(reply.text, CAPTION_LIMIT)
         await self.bot.send_document(
             reply.chat_id, document=reply.document or b"", filename=reply.filename, caption=caption or None
         )

@@ -9,6 +9,7 @@ from typing import Awaitable, Callable, TypeVar
 from telegram import Bot, InlineKeyboardMarkup, Message
 from telegram.error import BadRequest, Forbidden, InvalidToken, NetworkError, RetryAfter
 
+from agent.visible import visible_text
 from bot.text import split_message
 from bot.timing import TIME
 
@@ -55,9 +56,9 @@ async def send_text(
     """Send ``text`` as plain text (no parse_mode, so ``_*[]`` in titles are just characters).
 
     Long text goes out as several messages cut on paragraph boundaries; a keyboard, if any,
-    is attached to the last piece.
+    is attached to the last piece. Control and bidi characters are neutralised (``agent.visible``).
     """
-    pieces = split_message(text) or ["(empty reply)"]
+    pieces = split_message(visible_text(text)) or ["(empty reply)"]
     sent = []
     for index, piece in enumerate(pieces):
         markup = reply_markup if index == len(pieces) - 1 else None

@@ -4,7 +4,7 @@ Only the Telegram cloud is faked: the bot under test talks real HTTP to this ser
 (``TELEGRAM_API_BASE_URL``). The server records every request (method and parameters as
 sent), serves ``getUpdates`` long polls from updates the test injects, and confirms updates
 the way Telegram does: an update is dropped once a later ``getUpdates`` asks for an offset
-past it. Faults to inject: fail the next N calls of a method (HTTP 502, or any status and
+past it. A message text over 4096 characters is refused (400 "message is too long"), as Telegram does. Faults to inject: fail the next N calls of a method (HTTP 502, or any status and
 description Telegram uses, e.g. 400 "query is too old"); a whole outage for a while (every
 method answers 502); chats that answer 403 (the user blocked the bot) or 400 (chat not
 found); and a wrong (or, after ``revoke_token``, revoked) token gets 401 Unauthorized, as
@@ -28,6 +28,7 @@ from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, Callable
 
+MESSAGE_LIMIT = 4096  # characters of one message's text; a longer one is refused (400)
 BOT_USER = {"id": 999000, "is_bot": True, "first_name": "Iljeong", "username": "iljeong_test_bot",
             "can_join_groups": True, "can_read_all_group_messages": False, "supports_inline_queries": False}
 
@@ -304,6 +305,10 @@ class FakeTelegram:
         if method == "getUpdates":
             return 200, {"ok": True, "result": self._get_updates(params)}
         if method in ("sendMessage", "editMessageText"):
+            if len(params.get("text", "")) > MESSAGE_LIMIT:  # Telegram: 4096 characters at most
+                with self._cond:
+                    call.status = 400
+                return 400, {"ok": False, "error_code": 400, "description": "Bad Request: message is too long"}
             chat_id = int(params["chat_id"])
             message_id = next(self._message_ids) if method == "sendMessage" else int(params["message_id"])
             result = {"message_id": message_id, "date": int(time.time()),
