@@ -228,6 +228,8 @@ async def _serve(
         starting.result()  # raises InvalidToken (handled by the caller) or a bug
         log.info("polling as @%s; allowed users %s, chats %s", application.bot.username,
                  sorted(access.users), sorted(access.chats))
+        if not access.users and any(chat < 0 for chat in access.chats):
+            log.warning("groups are allowed but TELEGRAM_ALLOWED_USERS is empty: nobody can act in a group")
         if runtime.domain.remote is not None:
             runtime.domain.remote.start()  # sync at start, then every interval, in its own thread
         tasks = [

@@ -213,6 +213,13 @@ def load_bot_config(settings: Settings) -> BotConfig | ConfigProblem:
             "nobody is allowed to use the bot: set TELEGRAM_ALLOWED_USERS to your numeric "
             f"Telegram id (comma-separated for several); {_FIND_YOUR_ID}"
         )
+    if not users and not any(chat > 0 for chat in chats):
+        # Only groups: in a group only listed users act, so with no users nobody could.
+        return ConfigProblem(
+            "nobody could use the bot: TELEGRAM_ALLOWED_CHATS lists only groups, and in a group only "
+            "the users in TELEGRAM_ALLOWED_USERS can act; set TELEGRAM_ALLOWED_USERS to your numeric "
+            f"Telegram id (and the ids of the group members who may use it); {_FIND_YOUR_ID}"
+        )
     problem = _check_ids(users, chats) or _check_base_url(bot.telegram_api_base_url)
     if problem:
         return problem

@@ -5,6 +5,10 @@ group 0 holds one handler per kind of message or tap, and group 1 finishes updat
 owns. Every handler ends its update, through the outbox or by marking it done in the inbox,
 so the durable polling loop (``bot.polling``) never re-runs it. Model turns and model-free
 domain commands go to the ``TurnRunner``; approval and reminder buttons to their desks.
+
+What the domain holds is answered only in private chats: a group has members who are not on the
+allowlist (and members who join later), so a model-free domain command (``/today``, ``/week``,
+``/ics``) or ``/reminders`` in a group gets one line asking for it in a private chat.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ from telegram.ext import (
 
 from agent.domain import Domain
 from agent.runtime import Runtime
-from bot.access import Access
+from bot.access import PRIVATE, Access
 from bot.approvals import NOT_YOURS, ApprovalDesk
 from bot.inbox import Inbox
 from bot.outbox import Outbox
@@ -51,6 +55,8 @@ REMINDER_HELP = (
     "\n\nReminders come before your events (say e.g. \u201c30분 전에 알려줘\u201d); "
     "/reminders lists the next ones.\n/agenda on|off|HH:MM – the daily agenda in this chat"
 )
+PRIVATE_ONLY = ("/{name} is answered only in a private chat, because it shows what is in your calendar "
+                "and others in this group could read it: send /{name} to me directly.")
 BUILT_IN_COMMANDS = [
     BotCommand("new", "start a fresh conversation"),
     BotCommand("cancel", "stop the running request"),
@@ -111,11 +117,14 @@ async def gate(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     chat, user = update.effective_chat, update.effective_user
     if chat is not None and services.access.allows(chat.id, chat.type, user.id if user else None):
         return
-    log.warning("refused update from user %s in %s chat %s", user.id if user else None,
-                chat.type if chat else None, chat.id if chat else None)
+    why = services.access.refusal(chat.id, chat.type) if chat is not None else "no chat"
+    log.warning("refused update from user %s in %s chat %s: %s", user.id if user else None,
+                chat.type if chat else None, chat.id if chat else None, why)
     if update.callback_query is not None:
         # A stranger's button tap must still be answered, or their client spins; no data in it.
-        await with_retry(lambda: update.callback_query.answer(NOT_YOURS), "answerCallbackQuery")
+        # In an allowed group the answer (which only the tapper sees) says who may act there.
+        answer = why if chat is not None and chat.type != PRIVATE and chat.id in services.access.chats else NOT_YOURS
+        await with_retry(lambda: update.callback_query.answer(answer), "answerCallbackQuery")
     services.inbox.refused(update.update_id)  # their text is not kept
     raise ApplicationHandlerStop
 
@@ -140,12 +149,22 @@ async def on_new(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     await _services(context).runner.submit(job)
 
 
+async def in_private(update: Update, context: ContextTypes.DEFAULT_TYPE, name: str) -> bool:
+    """True in a private chat; in a group, answers with ``PRIVATE_ONLY`` and returns False."""
+    if update.effective_chat.type == PRIVATE:
+        return True
+    await reply_now(update, context, PRIVATE_ONLY.format(name=name))
+    return False
+
+
 async def on_domain_command(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     name = update.message.text.split()[0].lstrip("/").split("@")[0]
     argument = update.message.text.partition(" ")[2]
     services = _services(context)
     if name not in domain_commands(services.runtime.domain):
         await reply_now(update, context, f"/{name} is not available here. /help lists what is.")
+        return
+    if not await in_private(update, context, name):
         return
     job = Job(update.effective_chat.id, update.update_id, "command", argument, name, user_id=_user_id(update))
     await services.runner.submit(job)
@@ -157,7 +176,7 @@ async def on_agenda(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
     chat = update.effective_chat
     if services.reminders is None:
         text = "/agenda is not available here."
-    elif chat.type != "private":
+    elif chat.type != PRIVATE:
         text = "The daily agenda goes to private chats: send /agenda to me directly."
     else:
         argument = update.message.text.partition(" ")[2]
@@ -166,6 +185,8 @@ async def on_agenda(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
 
 
 async def on_reminders(update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+    if not await in_private(update, context, "reminders"):
+        return
     reminders = _services(context).reminders
     text = reminders.notifier.upcoming(reminders.clock()) if reminders else "/reminders is not available here."
     await reply_now(update, context, text)

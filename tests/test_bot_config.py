@@ -77,12 +77,21 @@ def test_no_allowlist_is_refused_with_a_way_to_find_the_id(tmp_path: Path) -> No
     assert "@userinfobot" in problem.message
 
 
-def test_allowed_chats_alone_is_an_allowlist(tmp_path: Path) -> None:
+def test_allowed_chats_alone_is_an_allowlist_for_private_chats_only(tmp_path: Path) -> None:
     config = load_bot_config(
-        settings_from({"TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_ALLOWED_CHATS": "-1001234"}, tmp_path)
+        settings_from({"TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_ALLOWED_CHATS": "-1001234,11"}, tmp_path)
     )
     assert isinstance(config, BotConfig)
-    assert config.allowed_chats == frozenset({-1001234})
+    assert config.allowed_chats == frozenset({-1001234, 11})
+
+
+def test_groups_without_users_are_refused_because_nobody_could_act_in_them(tmp_path: Path) -> None:
+    problem = load_bot_config(
+        settings_from({"TELEGRAM_BOT_TOKEN": TOKEN, "TELEGRAM_ALLOWED_CHATS": "-1001234"}, tmp_path)
+    )
+    assert isinstance(problem, ConfigProblem)
+    assert "only groups" in problem.message and "TELEGRAM_ALLOWED_USERS" in problem.message
+    assert "\n" not in problem.message
 
 
 def test_non_numeric_ids_are_a_problem_not_an_exception(tmp_path: Path) -> None:

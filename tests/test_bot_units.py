@@ -36,7 +36,8 @@ def test_access_rules() -> None:
     assert not access.allows(-9, "group", 1)  # unlisted group, even for a listed user
     assert access.allows(-5, "supergroup", 1)
     assert not access.allows(-5, "group", 2)  # listed group, unlisted user
-    assert Access(frozenset(), frozenset({-5})).allows(-5, "group", 2)  # no user list: group decides
+    assert not Access(frozenset(), frozenset({-5})).allows(-5, "group", 2)  # a group without users admits nobody
+    assert "TELEGRAM_ALLOWED_USERS" in Access(frozenset(), frozenset({-5})).refusal(-5, "group")
     assert not access.allows(1, "private", None)
 
 
