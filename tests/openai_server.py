@@ -86,6 +86,7 @@ class Request:
     authorization: str | None
     status: int = 0  # what the server answered
     problem: str | None = None  # why it was refused (400), else None
+    raw: bytes = b""  # the body exactly as it arrived (what a server's tokenizer would read)
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -158,7 +159,8 @@ class StrictOpenAIServer:
             body = json.loads(raw)
         except ValueError:
             return self._send(handler, 400, _error("We could not parse the JSON body of your request."))
-        request = Request(body=body if isinstance(body, dict) else {}, authorization=handler.headers.get("Authorization"))
+        request = Request(body=body if isinstance(body, dict) else {}, authorization=handler.headers.get("Authorization"),
+                          raw=raw)
         with self._lock:
             if len(self.requests) < MAX_KEPT:
                 self.requests.append(request)

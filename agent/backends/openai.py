@@ -9,8 +9,8 @@ history into what a server is sent, in one of two wire formats:
   structured ``tool_calls`` (id, ``type: function``, ``arguments`` as a JSON string) and only its
   visible text in ``content``; every ``tool`` message answers one of those ids, in order; the
   tool schemas go in ``tools``. OpenAI and DeepSeek answer anything else with HTTP 400.
-  ``arguments`` is sent exactly as stored, which is the text the server generated when the call
-  came back natively (``Completion.native_tool_calls``), else the loop's canonical dump: the same
+  ``arguments`` is sent exactly as stored (control spellings in it aside, see below), which is
+  the text the server generated when the call came back natively (``Completion.native_tool_calls``), else the loop's canonical dump: the same
   bytes every turn, so server-side prefix caches (llama-server's KV cache, DeepSeek's billed cache
   hits) stay hot.
 - ``text``: for a server whose chat template ignores tools (SmolLM2's plain ChatML on
@@ -19,6 +19,11 @@ history into what a server is sent, in one of two wire formats:
   template (``HERMES.plain_chat``): the Hermes tool block in the system message, each
   assistant turn's exact text, tool results as user turns in ``<tool_response>`` tags; no
   ``tools`` field. Strict APIs accept this too, but their models then see calls as plain text.
+
+Data is data on the wire too: llama-server and llama_cpp.server tokenize the rendered prompt with
+special tokens parsed, so every chat-control spelling in message data (``<|im_end|>``,
+``</tool_response>``, ...) is broken with an invisible word joiner before sending
+(``agent.formats.wire_text``); the model's own ``<tool_call>``/``<think>`` tags in its turns stay.
 
 Reading the answer back: native ``tool_calls`` are also written into ``Completion.text`` in
 Hermes form, so the history renders and exports the same way whichever backend produced it.
@@ -48,6 +53,7 @@ import httpx
 from agent.backends.base import KEY_REFUSED, Completion
 from agent.backends.sampling import Sampling
 from agent.formats import HERMES, parse_reply
+from agent.formats.wire_text import data_safe_messages
 from agent.url_policy import credentials_problem, plain_http_problem
 
 log = logging.getLogger(__name__)
@@ -273,10 +279,14 @@ def _one_line(text: str) -> str:
 
 def wire_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
                   wire_format: str = "openai") -> list[dict[str, Any]]:
-    """The stored history as a server is sent it (see the module docstring)."""
+    """The stored history as a server is sent it (see the module docstring).
+
+    Data goes out with its chat-control spellings broken (``agent.formats.wire_text``): before the
+    tool block and ``<tool_response>`` tags are added in ``text``, after the calls are read in ``openai``."""
     if wire_format == "text":
-        return [{"role": m["role"], "content": m["content"]} for m in HERMES.plain_chat(messages, list(tools or []))]
-    return openai_messages(messages)
+        safe = data_safe_messages(messages, HERMES.own_tags)
+        return [{"role": m["role"], "content": m["content"]} for m in HERMES.plain_chat(safe, list(tools or []))]
+    return data_safe_messages(openai_messages(messages), HERMES.own_tags)
 
 
 def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
