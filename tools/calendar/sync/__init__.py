@@ -10,6 +10,7 @@ the server wins a field both changed, the local value kept in a conflict record.
     state     the queue, what the server holds (href, ETag, the last copy), tokens, conflicts
     objects   one event ⇄ one iCalendar object, keeping what the server wrote that we do not model
     merge     the three-way, field-by-field merge
+    identity  what a server object may touch: one object one UID, one UID one calendar
     engine    one sync: pull, then push, under a lock no second process can share
     service   when it runs: at start, every interval, before and after a turn
 """

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
 from caldav.elements import dav
 from caldav.lib import error as dav_error
@@ -35,7 +35,8 @@ from caldav.lib.url import URL
 
 from tools.calendar import ics
 from tools.calendar.store import CalendarStore, Event
-from tools.calendar.sync import objects
+from tools.calendar.sync import identity, objects
+from tools.calendar.sync.identity import url_key as _key
 from tools.calendar.sync.merge import merge
 from tools.calendar.sync.auth import dav_client
 from tools.calendar.sync.settings import Account
@@ -92,6 +93,7 @@ class CalDAVSync:
         self._client: Any = None
         self._calendars: list[Any] | None = None
         self._counts = [0, 0, 0]  # requests, bytes sent, bytes received (since the client was made)
+        self.gate = identity.Gate(self.state, self._collections, lambda href: self._request(href, "GET", "", {}).status)
 
     # -- the one entry point -------------------------------------------------------------------
 
@@ -197,12 +199,12 @@ class CalDAVSync:
                 continue  # what we hold already (our own push echoed back)
             data = getattr(obj, "_data", None)
             if data:
-                self._apply(collection, href, etag, obj.data, report)
+                self._apply(collection, known, href, etag, obj.data, report)
             else:
                 fetch.append(obj)
         for batch in range(0, len(fetch), MULTIGET_BATCH):
             for loaded in calendar.multiget([o.url for o in fetch[batch:batch + MULTIGET_BATCH]]):
-                self._apply(collection, _key(loaded.url), _etag(loaded), loaded.data, report)
+                self._apply(collection, known, _key(loaded.url), _etag(loaded), loaded.data, report)
         if str(result.sync_token or "").startswith("fake-") or token is None:
             # a full listing (first sync, or a server without sync tokens): what we knew and it
             # no longer lists is gone there
@@ -210,20 +212,17 @@ class CalDAVSync:
                 deleted |= set(known) - listed
         for href in deleted:
             item = known.get(href)
-            if item is not None:
+            if item is not None and identity.owns(self.state, item.uid, collection, href):  # not moved since
                 self._apply_deletion(item.uid, report)
         self.state.pulled(collection, str(result.sync_token) if result.sync_token else None)
 
-    def _apply(self, collection: str, href: str, etag: str | None, data: str | bytes | None, report: SyncReport) -> None:
-        """One object from the server into the store, unless a local change of the same event
-        is queued: then the push merges the two (it will be told 412)."""
-        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else (data or "")
-        name = unquote(href.rsplit("/", 1)[-1])
-        uid = objects.uid_of(text)
-        if uid is None:
-            if "VEVENT" in text.upper() or not text:
-                report.skipped.append(f"{name}: not an event we can read")
+    def _apply(self, collection: str, known: dict[str, Item], href: str, etag: str | None, data: Any, report: SyncReport) -> None:
+        """One object from the server into the store, as far as ``identity`` lets it, unless a local
+        change of the same event is queued: then the push merges the two (it will be told 412)."""
+        admitted = self.gate.admit(collection, known.get(href), href, data, report.skipped)
+        if admitted is None:
             return
+        uid, text, name = admitted
         with self.store.transaction():
             if self.state.is_queued(uid) and self.store.find_uid(uid) is not None:
                 if self.state.item(uid) is not None:
@@ -313,7 +312,7 @@ class CalDAVSync:
         if response.status != 200:
             self._refused(uid, href, response.status, report)
             return
-        theirs = _body(response)
+        theirs = self.gate.vetted(_body(response), href, uid, report.skipped)
         server = objects.snapshot(theirs, uid, self.store.tz)
         base = item.base
         if item.sent is not None and objects.snapshot(item.sent, uid, self.store.tz) == server:
@@ -382,7 +381,7 @@ class CalDAVSync:
             # changed on the phone after we last saw it, deleted here: the phone's copy comes back
             got = self._request(href, "GET", "", {})
             if got.status == 200:
-                theirs = _body(got)
+                theirs = self.gate.vetted(_body(got), href, uid, report.skipped)
                 with self.store.transaction():
                     ics.import_bytes(self.store, theirs.encode())
                     restored = self.store.find_uid(uid)
@@ -482,12 +481,6 @@ class _Refused:
 
     status: int
     headers: dict[str, str] = field(default_factory=dict)
-
-
-def _key(url: Any) -> str:
-    """One spelling of a URL for comparing and storing (the library's canonical form: the path
-    quoted, '@' as '%40'), since servers and the library differ in how they quote an href."""
-    return str(URL.objectify(str(url)).canonical())
 
 
 def _name(calendar: Any) -> str | None:

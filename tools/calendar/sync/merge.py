@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
 from tools.calendar.schema import from_utc_text
+from tools.calendar.sync.identity import refusal_line
 from tools.calendar.sync.objects import FIELDS, Snapshot
 
 FIELD_WORDS = {"title": "title", "when": "time", "location": "place", "notes": "notes", "attendees": "attendees",
@@ -69,6 +70,8 @@ def conflict_line(title: str, name: str, local: str | None, server: str | None, 
     """The one line a user is told, in the receipt's voice."""
     where = "your phone" if provider in ("iCloud", "Google", "Fastmail", "Nextcloud") else provider
     what = FIELD_WORDS.get(name, name)
+    if name == "refused":  # not a merge: an object refused by ``identity`` (local: why, server: where)
+        return refusal_line(title, local or "", server or "", where)
     if name == "deleted":
         return f"'{title}' was deleted on {where} while you changed it here: deleted (your change is kept in `calendar status`)"
     if name == "restored":

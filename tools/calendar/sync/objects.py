@@ -47,20 +47,6 @@ def object_bytes(store: CalendarStore, event: Event, base: str | None = None) ->
     return cal.to_ical()
 
 
-def uid_of(data: bytes | str) -> str | None:
-    """The UID of a CalDAV object's first VEVENT; None if it has no VEVENT (a task, a journal)."""
-    try:
-        calendars = icalendar.Calendar.from_ical(data, multiple=True)
-    except Exception:  # noqa: BLE001 - a broken object is the caller's to name, never a traceback
-        return None
-    for cal in calendars:
-        for vevent in cal.walk("VEVENT"):
-            uid = str(vevent.get("uid", "")).strip()
-            if uid:
-                return uid
-    return None
-
-
 def event_snapshot(store: CalendarStore, event: Event) -> Snapshot:
     occurrences = [
         (to_utc_text(o.original_start) if o.original_start else "", o.title, to_utc_text(o.start), to_utc_text(o.end),

@@ -166,6 +166,16 @@ class SyncState:
             (uid, title, field, local_value, server_value, now_text()),
         )
 
+    def refused(self, uid: str, title: str, reason: str, detail: str) -> bool:
+        """Keep a refusal (``identity``) as a conflict record, so the chat names it as it names a
+        conflict; False if the same one is kept already: a server that sends the same object at
+        every sync (no sync token) gets it named once, not at every sync."""
+        if self.db.fetchone("SELECT 1 FROM caldav_conflicts WHERE uid = ? AND field = 'refused' AND local_value = ?"
+                            " AND server_value = ?", (uid, reason, detail)) is not None:
+            return False
+        self.conflict(uid, title, "refused", reason, detail)
+        return True
+
     def conflicts(self, untold_only: bool = False, limit: int = 50) -> list[Conflict]:
         rows = self.db.fetchall(
             "SELECT id, uid, title, field, local_value, server_value, at_utc FROM caldav_conflicts"
