@@ -58,9 +58,9 @@ What each server offers a sync client (measured on caldav 3.6.0, Radicale 3.9.0,
 the client under test at ``proxy.url`` / ``proxy.calendar_url``. It forwards every request as it
 came (method, path, headers, body; the ``Host`` header too, so any absolute URL the server builds
 points back at the proxy), and can instead answer an injected status (``fail``), delay requests
-(``slow``), or stop listening and reset every open connection (``down``/``up``). It records each
-request (``requests``: method, path, status, bytes in, bytes out), so tests and the bench count
-requests and bytes.
+(``slow``), rewrite what the server answered (``rewrite``), or stop listening and reset every
+open connection (``down``/``up``). It records each request (``requests``: method, path, status,
+bytes in, bytes out), so tests and the bench count requests and bytes.
 
 Fixtures for test modules (import them: ``from tests.caldav_servers import dav_server  # noqa: F401``):
 
@@ -90,7 +90,7 @@ import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
+from typing import Any, Callable, Iterator, NamedTuple
 
 import pytest
 
@@ -573,6 +573,9 @@ class _ProxyHandler(BaseHTTPRequestHandler):
                          f"fault proxy: upstream {proxy.target} failed: {type(exc).__name__}\n".encode(),
                          request_bytes)
             return
+        edit = proxy._edit
+        if edit is not None:
+            payload = edit(self.command, self.path, payload)
         held = proxy._take_rule(self.command, delay=True, after=True)
         if held is not None:
             proxy._held.append((self.command, self.path))
@@ -587,8 +590,8 @@ class _ProxyHandler(BaseHTTPRequestHandler):
         try:
             conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
             for name, value in self.headers.items():
-                if name.lower() in _HOP_BY_HOP:
-                    continue
+                if name.lower() in _HOP_BY_HOP or (name.lower() == "accept-encoding" and self.server.proxy._edit):
+                    continue  # an answer to rewrite is asked for uncompressed
                 conn.putheader(name, value)
             if "Host" not in self.headers:
                 conn.putheader("Host", f"{host}:{port}")
@@ -656,6 +659,7 @@ class FaultProxy:
         self._lock = threading.Lock()
         self._rules: list[_Rule] = []
         self._held: list[tuple[str, str]] = []  # requests whose answer hold_answer held
+        self._edit: Callable[[str, str, bytes], bytes] | None = None  # see rewrite()
         self._requests: list[ProxyRequest] = []
         self._closing = threading.Event()
         self._httpd: _ProxyServer | None = None
@@ -712,6 +716,12 @@ class FaultProxy:
             raise ValueError(f"a delay must be in (0, {MAX_DELAY_S}] seconds, not {seconds}")
         self._add(_Rule(status=0, methods=self._methods(methods), times=times, delay_s=float(seconds), after=True,
                         skip=skip))
+
+    def rewrite(self, edit: Callable[[str, str, bytes], bytes] | None) -> None:
+        """Answer every forwarded request with ``edit(method, path, body)`` in place of the server's
+        body (headers, ETag included, as the server sent them); None: as it came. Plays a server
+        that serves what it never checked (e.g. an object carrying a second UID)."""
+        self._edit = edit
 
     @property
     def held(self) -> list[tuple[str, str]]:
