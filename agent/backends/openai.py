@@ -10,9 +10,9 @@ history into what a server is sent, in one of two wire formats:
   visible text in ``content``; every ``tool`` message answers one of those ids, in order; the
   tool schemas go in ``tools``. OpenAI and DeepSeek answer anything else with HTTP 400.
   ``arguments`` is sent exactly as stored (control spellings in it aside, see below), which is
-  the text the server generated when the call came back natively (``Completion.native_tool_calls``), else the loop's canonical dump: the same
-  bytes every turn, so server-side prefix caches (llama-server's KV cache, DeepSeek's billed cache
-  hits) stay hot.
+  the text the server generated when the call came back natively
+  (``Completion.native_tool_calls``), else the loop's canonical dump: the same bytes every turn,
+  so server-side prefix caches (llama-server's KV cache, DeepSeek's billed cache hits) stay hot.
 - ``text``: for a server whose chat template ignores tools (SmolLM2's plain ChatML on
   llama-server renders an assistant turn that carries only ``tool_calls`` as empty, so the call
   is lost from the prompt). The messages are what the in-process runtime renders for such a
