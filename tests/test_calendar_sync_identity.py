@@ -270,6 +270,18 @@ def test_the_attack_through_the_command_line_names_the_refusal_once_and_changes_
     assert str(radicale.phone().event_by_uid(THESIS).icalendar_component["summary"]) == "Thesis defense"
 
 
+def test_a_refusal_names_what_it_refused_without_the_controls_in_it(
+        radicale: DavServer, lying: FaultProxy, store: CalendarStore) -> None:
+    """The refused UID is the attacker's text: an RLO in it would show the chat line reversed."""
+    sync = service(store, radicale, lying.calendar_url)
+    synced(sync)
+    radicale.phone().save_event(ical=calendar_text(vevent(EVIL, "lunch", "20261210T030000Z", "20261210T040000Z")))
+    lying.rewrite(smuggle(f"UID:{EVIL}", vevent("evil-2\u202e@attacker.example", "HACKED")))
+    synced(sync)
+    [line] = refusals(sync)
+    assert "evil-2" in line and "\u202e" not in line and "\x1b" not in line
+
+
 # -- one object, one UID: real servers -------------------------------------------------------------
 
 

@@ -22,7 +22,6 @@ keyed by collection and href, the UID being what the object at that address stan
 
 from __future__ import annotations
 
-import unicodedata
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 from urllib.parse import unquote
@@ -30,6 +29,7 @@ from urllib.parse import unquote
 import icalendar
 from caldav.lib.url import URL
 
+from agent.visible import visible_line
 from tools.calendar.ics import _first as ics_text  # the import's own reading of a UID (see _uid)
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.state import Item, SyncState
@@ -213,11 +213,9 @@ def refusal_line(title: str, reason: str, detail: str, where: str) -> str:
 
 
 def shown(text: str | None, limit: int = 60) -> str:
-    """Outside text as one short line a terminal shows as written: no control, format or bidi
-    characters (an ESC could move the cursor, an RLO reverse what follows)."""
-    kept = "".join(ch if not unicodedata.category(ch).startswith(("C", "Z")) or ch == " " else " " for ch in text or "")
-    kept = " ".join(kept.split())
-    return kept if len(kept) <= limit else kept[:limit - 1] + "…"
+    """Outside text (a UID, an href, a calendar's name) as one short line that only reads as
+    text (``agent.visible``: an ESC cannot move the cursor, an RLO cannot reverse what follows)."""
+    return visible_line(text or "", limit)
 
 
 def _uid(vevent: Any) -> str:
