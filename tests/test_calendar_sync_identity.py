@@ -415,3 +415,15 @@ def test_an_object_with_nothing_to_cut_is_passed_on_byte_for_byte() -> None:
                                                   "DTSTAMP:20261201T000000Z", "SUMMARY:moved", "END:VEVENT"])
     vetted = vet(text, "evil-1.ics")
     assert (vetted.text, vetted.refused, vetted.holds_own) == (text, (), True)
+
+
+@pytest.mark.parametrize("uid_lines", [["UID:  spaced@example.com  "], ["UID:first@example.com", "UID:second@example.com"],
+                                       ["UID;VALUE=DURATION:P1D"]], ids=["spaces", "repeated", "typed"])
+def test_the_cut_reads_a_uid_exactly_as_the_import_does(uid_lines: list[str], store: CalendarStore) -> None:
+    """Were they to disagree, a VEVENT the cut takes for the object's own could be imported
+    under another event's UID."""
+    text = calendar_text(["BEGIN:VEVENT", *uid_lines, *vevent(None, "x")[1:]])
+    vetted = vet(text, "a.ics")
+    ics.import_bytes(store, text.encode())
+    [event] = store.all_events()
+    assert vetted.uid == event.uid and vetted.refused == ()
