@@ -94,6 +94,16 @@ def test_copies_that_tie_keep_the_first_in_the_file() -> None:
     assert event.title == "One"
 
 
+def test_copies_of_one_moved_occurrence_are_read_by_sequence_not_by_their_place_in_the_file() -> None:
+    """Applied in file order, the older copy written last won."""
+    series = "UID:s@x\nSUMMARY:Weekly\nDTSTART:20261201T050000Z\nDTEND:20261201T060000Z\nRRULE:FREQ=WEEKLY;COUNT=3"
+    moved = "UID:s@x\nRECURRENCE-ID:20261208T050000Z\nSUMMARY:{}\nSEQUENCE:{}\nDTSTART:20261208T{:02d}0000Z\nDTEND:20261208T{:02d}0000Z"
+    report, _, content = imported(series, moved.format("Newer", 3, 7, 8), moved.format("Older", 1, 9, 10))
+    assert (report.exceptions, len(report.skipped)) == (1, 1) and report.skipped[0].startswith("'Older'")
+    titles = {str(v["summary"]): v.decoded("dtstart").hour for v in exported_vevents(content)}
+    assert titles == {"Weekly": 5, "Newer": 7}
+
+
 def test_a_date_beside_a_time_is_its_midnight_in_that_times_zone_and_named() -> None:
     report, [event], content = imported("UID:a@x\nSUMMARY:Leave\nDTSTART;VALUE=DATE:20230724\nDTEND:20230817T000000Z")
     assert (event.start, event.end, event.all_day) == (datetime(2023, 7, 24, tzinfo=UTC), datetime(2023, 8, 17, tzinfo=UTC), False)

@@ -197,10 +197,12 @@ def _import_groups(store: CalendarStore, calendars: list[icalendar.Calendar], gr
             _guarded(store, report, vevent, lambda v=vevent: _import_loose(store, v, report))
         for uid in order:
             masters = [v for v in groups[uid] if "recurrence-id" not in v]
-            moved = [v for v in groups[uid] if "recurrence-id" in v]
+            moved, older_moves = ics_read.latest_per_occurrence([v for v in groups[uid] if "recurrence-id" in v])
             master, older = ics_read.latest(masters)
             for copy in older:
                 report.skipped.append(f"{_label(copy)}: an older copy of UID {uid} (the latest by SEQUENCE, then DTSTAMP, is kept)")
+            for copy in older_moves:
+                report.skipped.append(f"{_label(copy)}: an older copy of this occurrence of UID {uid} (the latest is kept)")
             if master is not None:
                 ok = _guarded(store, report, master, lambda m=master, u=uid: _import_master(store, m, u, report))
                 if not ok:

@@ -20,6 +20,7 @@ with) reads them anyway; refusing such an event loses it for the user, who sees 
 - An empty ``RRULE:`` states no repetition (``stated_rules``).
 - Several VEVENTs with one UID and no RECURRENCE-ID (edited copies): the latest by SEQUENCE,
   then DTSTAMP, is the event; on a tie the first in the file, as ``recurring-ical-events``.
+  Several with one UID and one RECURRENCE-ID: the latest of them, the same way.
 
 The store refuses an event that takes no time (``CHECK (end_utc > start_utc)``, and slot and
 reminder code rely on it), so such an event is stored ``STAND_IN`` long, the shortest length
@@ -174,6 +175,31 @@ def latest(copies: list[icalendar.Event]) -> tuple[icalendar.Event | None, list[
         return None, []
     best = max(range(len(copies)), key=lambda i: (_sequence(copies[i]), _stamp(copies[i]), -i))
     return copies[best], [c for i, c in enumerate(copies) if i != best]
+
+
+def latest_per_occurrence(exceptions: list[icalendar.Event]) -> tuple[list[icalendar.Event], list[icalendar.Event]]:
+    """Exceptions (RECURRENCE-ID) of one UID: the latest copy of each occurrence (``latest``), in
+    file order, and the older copies; ``recurring-ical-events`` applies only the latest too, where
+    applying them in file order let an older copy written last win."""
+    groups: dict[str, list[icalendar.Event]] = {}
+    for index, vevent in enumerate(exceptions):
+        groups.setdefault(_occurrence_key(vevent, index), []).append(vevent)
+    kept = {id(latest(copies)[0]) for copies in groups.values()}
+    return [v for v in exceptions if id(v) in kept], [v for v in exceptions if id(v) not in kept]
+
+
+def _occurrence_key(vevent: icalendar.Event, index: int) -> str:
+    """The occurrence a RECURRENCE-ID names, as written (value and TZID); one that cannot be read
+    or is given twice is a key of its own (its import names why)."""
+    value = vevent.get("recurrence-id")
+    try:
+        if isinstance(value, list):
+            raise ValueError("given twice")
+        written = value.to_ical()
+        zone = value.params.get("TZID", "") if hasattr(value, "params") else ""
+        return f"{zone}:{written.decode() if isinstance(written, bytes) else written}"
+    except Exception:  # noqa: BLE001 - broken input reaches icalendar's corners
+        return f"#{index}"
 
 
 def _sequence(vevent: icalendar.Event) -> int:
