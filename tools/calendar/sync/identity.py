@@ -15,6 +15,9 @@ of an object reaches the store before two checks:
 - ``Gate.claim``: the UID may be taken at this collection and href only if nothing else owns
   it: an item (``caldav_items``: where the server keeps an event) at another collection or
   href, or a local event not yet pushed that belongs to another collection. Refused and named.
+  A UID belongs to the calendar it was first met in (on a first sync, the order of
+  ``caldav_calendars``); it follows the event only when the old href is gone from the server (a
+  move on the phone), which a calendar shared with the user cannot bring about.
 
 A deletion at an href deletes only the event that href still holds (``owns``): the state is
 keyed by collection and href, the UID being what the object at that address stands for.
@@ -43,7 +46,7 @@ SECOND, NO_UID, OWNED = "second-uid", "no-uid", "owned"
 class Refusal:
     reason: str  # SECOND | NO_UID | OWNED
     uid: str  # the refused VEVENT's UID ("" when it has none)
-    obj: str  # the object's name (the last segment of its href)
+    obj: str  # the object's name (its href's last segment); for OWNED, the calendar it came from
 
 
 @dataclass(frozen=True)
