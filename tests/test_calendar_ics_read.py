@@ -4,12 +4,14 @@ show is kept, read as they read it, and comes back the same through export and i
 from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import icalendar
 import pytest
 
 from tests.test_calendar_ics import calendar_of
+from tools.calendar.domain import import_file
 from tools.calendar.ics import ImportReport, ics_bytes, import_bytes
 from tools.calendar.ics_read import MARK, STAND_IN
 from tools.calendar.store import CalendarStore, Event
@@ -69,6 +71,15 @@ def test_an_end_before_the_start_takes_no_time_at_its_start_and_is_named_in_the_
     assert (timed.start, timed.end - timed.start) == (datetime(2026, 12, 18, 14, 45, tzinfo=UTC), STAND_IN)
     assert (dated.start, dated.end, dated.all_day) == (datetime(2026, 12, 30, tzinfo=SEOUL), datetime(2026, 12, 31, tzinfo=SEOUL), True)
     assert round_trips(content) == [(e.title, e.start, e.end, e.all_day) for e in (timed, dated)]
+
+
+def test_the_import_command_names_an_event_kept_by_a_rule_its_file_broke(tmp_path: Path) -> None:
+    path = tmp_path / "swapped.ics"
+    path.write_bytes(calendar_of("UID:a@x\nSUMMARY:Swapped\nDTSTART:20261218T144500Z\nDTEND:20261218T143000Z"))
+    with CalendarStore(":memory:") as store:
+        first, *named = import_file(store, str(path)).splitlines()
+    assert first.startswith("imported 1 event from ")
+    assert named == ["  kept 'Swapped' 20261218T144500Z: ends before it starts: read as taking no time, at its start"]
 
 
 def test_a_negative_duration_reads_as_an_end_before_the_start() -> None:

@@ -100,6 +100,7 @@ def import_file(store: CalendarStore, path_text: str) -> str:
              + (f", updated {report.updated} already here (same UID)" if report.updated else "")
              + (f", {report.exceptions} changed occurrence{'s' if report.exceptions != 1 else ''}" if report.exceptions else "")]
     lines += [f"  skipped {visible_line(reason, SKIPPED_LIMIT)}" for reason in report.skipped]  # a title in a file is outside text
+    lines += [f"  kept {visible_line(note, SKIPPED_LIMIT)}" for note in report.notes]  # read by a rule its file broke
     return "\n".join(lines)
 
 
