@@ -12,13 +12,15 @@ import stat
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Mapping
+from typing import Annotated, Any, Iterable, Mapping
 
+import httpx
 from pydantic import BeforeValidator, Field
 from pydantic.dataclasses import dataclass as settings_dataclass
 
 from agent.apikey import SecretFileProblem, read_secret_file
 from agent.config import PathText, Settings, config_file_path, load_section, load_settings, split_list
+from agent.url_policy import credentials_problem, plain_http_problem, without_credentials
 from bot.inbox import KEEP_HANDLED_S, STALE_AFTER_S
 
 TOKEN_FILE_NAME = "telegram_token"
@@ -194,10 +196,26 @@ def _check_ids(users: frozenset[int], chats: frozenset[int]) -> ConfigProblem | 
     return None
 
 
-def _check_base_url(url: str | None) -> ConfigProblem | None:
-    if url is None or url.startswith(("http://", "https://")):
+def _check_base_url(url: str | None, allowed_hosts: Iterable[str] = ()) -> ConfigProblem | None:
+    """The Bot API address carries the bot token in every request's path, so it obeys the rules
+    for any URL that carries a secret (``agent.url_policy``): no user name or password in it, and
+    plain http only to this machine or a host named in AGENT_ALLOW_PLAIN_HTTP_HOSTS. Judged on the
+    URL as written and as httpx (PTB's client) will send it, before any connection is made."""
+    if url is None:
         return None
-    return ConfigProblem(f"TELEGRAM_API_BASE_URL must start with http:// or https://, got {url!r}")
+    if not url.lower().startswith(("http://", "https://")):
+        shown = without_credentials(url)
+        return ConfigProblem(f"TELEGRAM_API_BASE_URL must start with http:// or https://, got {shown!r}")
+    problem = credentials_problem(url, "TELEGRAM_API_BASE_URL", "give the Bot API server's address alone")
+    if problem:
+        return ConfigProblem(problem)
+    try:
+        sent_to = str(httpx.URL(url))
+    except httpx.InvalidURL:
+        return ConfigProblem(f"TELEGRAM_API_BASE_URL is not a valid URL: {url!r}")
+    problem = plain_http_problem(sent_to, allowed_hosts, "the bot token") or plain_http_problem(
+        url, allowed_hosts, "the bot token")
+    return ConfigProblem(f"TELEGRAM_API_BASE_URL: {problem}") if problem else None
 
 
 def load_bot_config(settings: Settings) -> BotConfig | ConfigProblem:
@@ -220,7 +238,7 @@ def load_bot_config(settings: Settings) -> BotConfig | ConfigProblem:
             "the users in TELEGRAM_ALLOWED_USERS can act; set TELEGRAM_ALLOWED_USERS to your numeric "
             f"Telegram id (and the ids of the group members who may use it); {_FIND_YOUR_ID}"
         )
-    problem = _check_ids(users, chats) or _check_base_url(bot.telegram_api_base_url)
+    problem = _check_ids(users, chats) or _check_base_url(bot.telegram_api_base_url, settings.allow_plain_http_hosts)
     if problem:
         return problem
 
