@@ -201,3 +201,20 @@ def test_one_files_custom_zone_does_not_decide_how_another_file_is_read() -> Non
             import_bytes(store, content)
             starts.append({e.title: e.start for e in store.all_events()})
     assert starts[2]["Standup"] == starts[0]["Standup"] == datetime(2026, 12, 7, 9, tzinfo=SEOUL)
+
+
+def test_a_servers_objects_are_parsed_under_the_imports_zone_cache_lock(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The sync's own reads of a server object (the UID cut, the attendee merge) parse it too, and
+    icalendar caches its VTIMEZONEs process-wide (first TZID wins): parsed anywhere but through
+    ``ics_read.parsed`` (its lock, its fresh cache), a shared calendar's ``TZID:Office`` at +14:00
+    could land in the cache an import running at that moment in another thread reads from."""
+    from tools.calendar import ics_read
+    from tools.calendar.sync import identity, objects
+
+    seen: list[str] = []
+    real = ics_read.parsed
+    monkeypatch.setattr(ics_read, "parsed", lambda content: seen.append(str(content)[:40]) or real(content))
+    text = calendar_of("UID:a@x\nSUMMARY:A\nDTSTART:20261201T000000Z\nATTENDEE;CN=Kim:mailto:k@x").decode()
+    identity.vet(text, "a.ics", "a@x")
+    objects._attendee_lines(text)
+    assert len(seen) == 2

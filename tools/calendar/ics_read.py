@@ -61,7 +61,7 @@ class Span:
 _PARSING = threading.Lock()
 
 
-def parsed(content: bytes) -> list[icalendar.Component]:
+def parsed(content: bytes | str) -> list[icalendar.Component]:
     """The file's components, its TZIDs read as if it were the first file read. icalendar keeps
     every custom VTIMEZONE it parses, process-wide, under its TZID and answers that TZID with it
     from then on (``TZP.cache_timezone_component``): in a long-running bot one file (a hostile

@@ -33,6 +33,7 @@ import icalendar
 from caldav.lib.url import URL
 
 from agent.visible import visible_line
+from tools.calendar import ics_read
 from tools.calendar.ics import _first as ics_text  # the import's own reading of a UID (see _uid)
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.state import Item, SyncState
@@ -73,7 +74,7 @@ def vet(text: str, name: str, uid: str | None = None) -> Vetted:
     is new, of its first VEVENT with a UID. Text icalendar cannot read comes back whole (the
     import names it); so does an object with nothing to cut, byte for byte."""
     try:
-        calendars = [c for c in icalendar.Calendar.from_ical(text, multiple=True) if isinstance(c, icalendar.Calendar)]
+        calendars = [c for c in ics_read.parsed(text) if isinstance(c, icalendar.Calendar)]  # zone cache: see parsed
     except Exception:  # noqa: BLE001 - the import says why, as it does for any broken object
         return Vetted(uid, text, False)
     vevents = [v for c in calendars for v in c.walk("VEVENT")]

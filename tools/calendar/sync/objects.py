@@ -17,7 +17,7 @@ from typing import Any
 
 import icalendar
 
-from tools.calendar import ics
+from tools.calendar import ics, ics_read
 from tools.calendar.store import CalendarStore, Event
 from tools.calendar.schema import to_utc_text
 
@@ -96,7 +96,7 @@ def _attendee_lines(base: str | None) -> dict[str, dict[str, Any]]:
     if not base:
         return {}
     try:
-        calendars = icalendar.Calendar.from_ical(base, multiple=True)
+        calendars = ics_read.parsed(base)  # under the import's lock, with its own zone cache
     except Exception:  # noqa: BLE001 - a base we cannot read lends nothing
         return {}
     found: dict[str, dict[str, Any]] = {}
