@@ -106,7 +106,10 @@ def align(engine: Engine, cached: list[int], canonical: list[int], prompt: Rende
         piece = engine.piece(cached[k])
         if not piece or not data.startswith(piece, offset):
             break
-        offset += len(piece)
+        end = offset + len(piece)
+        if engine.is_special(cached[k]) and any(a < end and offset < b for a, b in spans):
+            break  # a special the model generated where the prompt now has data: tokenized as text
+        offset = end
         k += 1
     if k == m:
         return canonical
