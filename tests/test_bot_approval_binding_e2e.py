@@ -73,7 +73,7 @@ def test_a_tap_after_a_sync_changed_the_event_deletes_nothing_and_says_so(fake: 
     fake.tap(ALICE, ALICE, buttons(ask)["Approve"])
     result = wait_reply(fake, ALICE, "Result:")
     assert f'"error": "{TARGET_CHANGED}"' in result and "Nothing was changed" in result
-    assert f"📅 nothing changed (delete 'Dentist' failed: {TARGET_CHANGED})" in result
+    assert "📅 nothing changed (delete 'Dentist' not done: it changed after you were asked)" in result
     edit = fake.wait_for(lambda: fake.requests("editMessageText", ALICE), 30, "the question edited")[-1]
     assert "Not done: this changed after I asked" in edit.text
     assert calendar_rows(bot.data_dir) == [(1, "Dentist", "wire 5,000,000 won to the clinic")]

@@ -19,6 +19,7 @@ from typing import Any
 from agent.prompt import unstamp_user_text
 from agent.receipt import MARK, Receipt
 from agent.records import CallRecord, CallStatus, Turn
+from agent.tools import TARGET_CHANGED
 from tools.calendar.evidence import result_body
 from tools.calendar.replies import CHANGE_TOOL_KINDS, claimed_changes, in_language
 from tools.calendar.shown import title as shown_title
@@ -47,6 +48,9 @@ class Words:
     scope_following: str = " ({n} from this one on)"
     scope_all: str = " (all {n})"
     scope_endless: str = " (every one, no end date)"
+    # a yes that came after the event changed (the gate's ``target_changed``): said in words,
+    # because the person, not the model, is who has to ask again
+    changed: str = "not done: it changed after you were asked"
     korean: bool = False
 
 
@@ -56,7 +60,8 @@ EN = Words("created", "moved", "updated", "deleted", "nothing changed", "you dec
 KO = Words("추가", "옮김", "수정", "삭제", "바뀐 것 없음", "거절하심", "실패", "외 {n}건",
            {"create_event": "{what} 추가", "update_event": "{what} 수정", "move": "{what} 옮기기",
             "delete_event": "{what} 삭제"},
-          " (이번 한 번만)", " ({n}회 중 1회)", " (이번부터 {n}회)", " ({n}회 모두)", " (끝없는 반복 전체)", korean=True)
+          " (이번 한 번만)", " ({n}회 중 1회)", " (이번부터 {n}회)", " ({n}회 모두)", " (끝없는 반복 전체)",
+          "안 함: 물어본 뒤에 바뀌었어요", korean=True)
 
 
 def _arguments(call: CallRecord) -> dict[str, Any]:
@@ -90,7 +95,10 @@ class CalendarReceipt:
                 declined.append(self._action(call, words))
             elif call.status is CallStatus.FAILED:
                 error = shown_title(result_body(call).get("error", "error"))  # a stable code, kept short whatever it is
-                failed.append(f"{self._action(call, words)} {words.failed}: {error}")
+                if error == TARGET_CHANGED:
+                    failed.append(f"{self._action(call, words)} {words.changed}")
+                else:
+                    failed.append(f"{self._action(call, words)} {words.failed}: {error}")
         touched = bool(done or declined or failed)
         notes = ([f"{words.declined}: {_listed(declined, words)}"] if declined else []) + failed
         if done:
