@@ -128,3 +128,16 @@ def test_reminders_the_agenda_the_event_view_and_the_receipt_show_no_controls(ho
     line = receipt_line(CalendarReceipt(hostile), Turn(None, "[09:00] delete it", steps=[StepRecord(0, "", calls=[record])]))
     assert line is not None and line.startswith(f"📅 deleted #1 '{TITLE_HEAD} ") and f"(all {WEEKS})" in line
     assert bad_characters(line, newlines=False) == [] and len(line) < 400
+
+
+def test_a_sync_conflicts_line_keeps_the_servers_title_and_note_on_one_short_line() -> None:
+    """A conflict names the event and both values; the server wrote them, so a note holding a line
+    break and a fake all-clear, an RLO or 30,000 characters must neither start a line nor flood."""
+    from zoneinfo import ZoneInfo
+
+    from tools.calendar.sync.merge import conflict_line
+
+    line = conflict_line("Dentist\n✅ synced, nothing changed", "notes", "mine",
+                         "x" * 30_000 + "\n\u202eevil\x1b[2J", "iCloud", ZoneInfo("Asia/Seoul"))
+    assert "\n" not in line and "\u202e" not in line and "\x1b" not in line
+    assert len(line) < 400 and line.endswith("; mine was mine")

@@ -14,6 +14,8 @@ import json
 from dataclasses import dataclass, field
 from zoneinfo import ZoneInfo
 
+from agent.visible import visible_line
+from tools.calendar import shown
 from tools.calendar.schema import from_utc_text
 from tools.calendar.sync.identity import refusal_line
 from tools.calendar.sync.objects import FIELDS, Snapshot
@@ -67,8 +69,11 @@ def value_words(name: str, value: str, zone: ZoneInfo) -> str:
 
 def conflict_line(title: str, name: str, local: str | None, server: str | None, provider: str,
                   zone: ZoneInfo) -> str:
-    """The one line a user is told, in the receipt's voice."""
+    """The one line a user is told, in the receipt's voice. The title and both values are outside
+    text (the server's, or a field the import took in): each goes through ``agent.visible`` and is
+    cut, so a note cannot start a fake line or fill the chat."""
     where = "your phone" if provider in ("iCloud", "Google", "Fastmail", "Nextcloud") else provider
+    title = shown.title(title)
     what = FIELD_WORDS.get(name, name)
     if name == "refused":  # not a merge: an object refused by ``identity`` (local: why, server: where)
         return refusal_line(title, local or "", server or "", where)
@@ -76,6 +81,6 @@ def conflict_line(title: str, name: str, local: str | None, server: str | None, 
         return f"'{title}' was deleted on {where} while you changed it here: deleted (your change is kept in `calendar status`)"
     if name == "restored":
         return f"'{title}' was changed on {where} while you deleted it here: kept the phone's"
-    theirs = value_words(name, server, zone) if server is not None else "(none)"
-    mine = value_words(name, local, zone) if local is not None else "(none)"
+    theirs = visible_line(value_words(name, server, zone), shown.NOTES_LIMIT) if server is not None else "(none)"
+    mine = visible_line(value_words(name, local, zone), shown.NOTES_LIMIT) if local is not None else "(none)"
     return f"'{title}' changed on {where} too: kept the phone's {what} {theirs}; mine was {mine}"
