@@ -14,6 +14,7 @@ import json
 from typing import Any
 
 MAX_RESULT_CHARS = 12_000  # ~3,000-9,000 tokens: the most one result may take of an 8,192-token context
+ERROR_CHARS = 200  # of a cut result's error code (codes are short words; this keeps the cut bounded)
 
 
 def within_ceiling(text: str, ok: bool, error: str | None) -> str:
@@ -25,13 +26,13 @@ def within_ceiling(text: str, ok: bool, error: str | None) -> str:
     while True:
         body: dict[str, Any] = {"ok": ok}
         if error:
-            body["error"] = error
+            body["error"] = error[:ERROR_CHARS]  # a code; one that is not must not carry the flood
         body["message"] = (
             f"This result was cut at {keep:,} of {len(text):,} characters. Do not repeat the call as it "
             "was: call it again asking for less (a narrower range, fewer items), or tell the user the "
             "answer is too long to read here."
         )
-        body["partial"] = text[:keep]
+        body["partial"] = text[:max(keep, 0)]  # a negative slice would keep nearly all of it
         cut = json.dumps(body, ensure_ascii=False, separators=(", ", ": "))
         if len(cut) <= MAX_RESULT_CHARS or keep <= 0:
             return cut

@@ -51,3 +51,11 @@ def test_a_result_under_the_ceiling_is_untouched() -> None:
     result = ToolResult.success({"rows": ["a"] * 100}, message="fine")
     assert result.to_text() == json.dumps({"ok": True, "message": "fine", "data": {"rows": ["a"] * 100}},
                                           ensure_ascii=False, separators=(", ", ": "))
+
+
+def test_a_result_whose_error_field_is_itself_a_flood_still_fits() -> None:
+    """The error is meant to be a short code; a tool that puts data there must not get past the
+    ceiling (the cut once kept nearly the whole text: a negative slice)."""
+    text = ToolResult.failure("e" * 13_000, "x" * 30_000).to_text()
+    assert len(text) <= MAX_RESULT_CHARS
+    assert json.loads(text)["ok"] is False
