@@ -85,6 +85,20 @@ def test_a_megabyte_of_notes_and_5000_attendees_reach_the_model_cut_and_said(sto
     assert f"the first {VIEW_ATTENDEES} of 5,000 shown" in view["cut"]
 
 
+def test_reading_a_flooded_event_parses_its_marks_not_its_kept_megabyte(
+        store: CalendarStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The originals stay in the event's unmodelled lines for export; each view reads only the
+    marks beside them. Parsing the whole of them cost ~0.8 s per flooded event on every search
+    (ten such events on one day: 8 s), counted here in characters handed to the parser."""
+    import_bytes(store, flood())
+    parsed: list[int] = []
+    real = capped_fields._parse
+    monkeypatch.setattr(capped_fields, "_parse", lambda extra: parsed.append(len(extra or "")) or real(extra))
+    view = json.loads(call(build_registry(store), "search_events", date="2026-12-07").to_text())["data"]["events"][0]
+    assert f"of {len(MEGABYTE_NOTES):,} characters" in view["cut"]  # the whole size is still known
+    assert parsed and max(parsed) < 1_000, parsed
+
+
 def test_the_store_keeps_the_flood_cut_and_the_export_gives_it_back_whole(store: CalendarStore) -> None:
     report = import_bytes(store, flood())
     assert report.notes == [f"'Flood' 20261207T010000Z: kept cut (exported whole): notes characters "

@@ -142,9 +142,14 @@ def _marks_of(component: icalendar.Event) -> list[tuple[str, int, str, int]]:
 
 
 def _marks(extra: str | None) -> list[tuple[str, int, str, int]]:
+    """The marks alone. Only their own lines are parsed: the originals beside them run to
+    megabytes (1 MB of notes, 5,000 attendees), and every view of the event reads the marks."""
     if not extra or CUT not in extra.upper().replace("\r\n ", ""):
         return []  # most events: no parse
-    parsed = _parse(extra)
+    unfolded = extra.replace("\r\n ", "").replace("\r\n\t", "").replace("\n ", "").replace("\n\t", "")
+    lines = [line for line in unfolded.replace("\r\n", "\n").split("\n")
+             if line[: len(CUT) + 1].upper() in (CUT + ":", CUT + ";")]
+    parsed = _parse("\r\n".join(lines))
     return _marks_of(parsed) if parsed is not None else []
 
 
