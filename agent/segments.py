@@ -26,7 +26,9 @@ from typing import Callable, Iterable, Sequence
 DATA_OPEN = "\ue000"
 DATA_CLOSE = "\ue001"
 _REPLACEMENT = "\ufffd"
-MAX_CUT_ROUNDS = 8  # each round cuts every special token found in data; a cut never creates one
+# Each round cuts every special token found in data; a cut never creates one, but it may uncover
+# another spelling that overlapped the first. Real text needs one or two rounds.
+MAX_CUT_ROUNDS = 64
 
 
 def mark(text: str) -> str:

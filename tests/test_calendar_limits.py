@@ -173,12 +173,7 @@ def test_thirty_rules_that_never_match_are_refused_and_named_at_ordinary_speed(t
         assert all("RRULE:" in line and "no occurrence in the 50 years after 2026-12-07" in line
                    for line in reports["attack"].skipped)
         assert attack_s <= RATIO * ordinary_s, (attack_s, ordinary_s)  # before the bound: ~371x per rule
-
-        def past_horizon(store: CalendarStore) -> None:
-            day = datetime(2030, 2, 4, tzinfo=SEOUL)
-            store.events_between(day, day.replace(day=5))
-
-        assert timed(lambda: past_horizon(attacked)) <= RATIO * max(timed(lambda: past_horizon(ordinary)), 1e-3)
+        assert attacked.all_events() == []  # nothing kept that a later search would have to walk
 
 
 def test_rules_stored_before_the_check_cost_a_search_past_the_horizon_no_more_than_ordinary_ones(tmp_path: Path) -> None:

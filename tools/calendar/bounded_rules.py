@@ -81,7 +81,9 @@ def parse(rule: str, start: datetime) -> du.rrule:
 
 def require_occurrence(rule: str, start: datetime) -> None:
     """RuleTooSparse naming the rule if it gives no occurrence after ``start`` (its DTSTART)
-    within ``QUIET_YEARS`` years of months, unless it ends (UNTIL, COUNT) before then."""
+    within ``QUIET_YEARS`` years of months. An UNTIL or COUNT does not save such a rule:
+    ``dateutil`` reads them only on a date that passed every filter, so the walk is as long, and
+    the rule adds nothing to its DTSTART anyway. A rule that ends after an occurrence is kept."""
     bounded = parse(rule, start)
     if any(moment > start for moment in bounded) or not bounded.cut_short:  # type: ignore[attr-defined]
         return
