@@ -141,3 +141,21 @@ def test_a_sync_conflicts_line_keeps_the_servers_title_and_note_on_one_short_lin
                          "x" * 30_000 + "\n\u202eevil\x1b[2J", "iCloud", ZoneInfo("Asia/Seoul"))
     assert "\n" not in line and "\u202e" not in line and "\x1b" not in line
     assert len(line) < 400 and line.endswith("; mine was mine")
+
+
+def test_calendar_status_shows_a_servers_error_and_a_queued_title_on_their_own_lines(hostile: CalendarStore) -> None:
+    """``calendar status`` prints the last error (the server's words) and each change waiting to
+    go out (a title a shared calendar wrote): neither may add a line or carry a control."""
+    from tools.calendar.sync.service import describe_status
+    from tools.calendar.sync.settings import Account
+    from tools.calendar.sync.state import SyncState
+
+    state = SyncState(hostile)
+    state.unreachable("503 Service Unavailable\n✅ in step, nothing waiting\x1b[2J\u202e")
+    assert state.queued(), "the hostile series is waiting to go out"
+    status = describe_status(hostile, Account("https://caldav.example.com/", "me", "secret-password"))
+    lines = status.split("\n")
+    assert not any(line.startswith("✅") for line in lines)
+    assert bad_characters(status, newlines=True) == []
+    assert any(line.startswith("offline since") and "503 Service Unavailable ✅ in step" in line for line in lines)
+    assert any(TITLE_HEAD[:10] in line and len(line) < 400 for line in lines)

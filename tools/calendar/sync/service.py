@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
 from agent.url_policy import without_credentials
+from agent.visible import visible_line
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.engine import CalDAVSync, SyncReport
 from tools.calendar.sync.merge import conflict_line
@@ -101,7 +102,7 @@ class SyncService:
         queued = f", {s.queued} change{'s' if s.queued != 1 else ''} waiting" if s.queued else ""
         conflicts = f", {s.conflicts} conflict{'s' if s.conflicts != 1 else ''} kept (calendar status)" if s.conflicts else ""
         if s.offline_since is not None:
-            return (f"{where}: offline since {s.offline_since.astimezone(self.zone):%H:%M} ({s.last_error})"
+            return (f"{where}: offline since {s.offline_since.astimezone(self.zone):%H:%M} ({visible_line(s.last_error, 300)})"
                     f"{queued}{conflicts}")
         if s.ok_at is None:
             return f"{where}: not synced yet{queued}"
@@ -173,15 +174,15 @@ def describe_status(store: CalendarStore, account: Account) -> str:
     s = state.status()
     zone = ZoneInfo(store.tz)
     lines = [f"server: {account.provider} ({without_credentials(account.url)}) as {account.username}"]
-    lines.append(f"last sync: {s.ok_at.astimezone(zone):%Y-%m-%d %H:%M}" + (f" ({s.last_report})" if s.last_report else "")
+    lines.append(f"last sync: {s.ok_at.astimezone(zone):%Y-%m-%d %H:%M}" + (f" ({visible_line(s.last_report, 300)})" if s.last_report else "")
                  if s.ok_at else "last sync: never")
     if s.offline_since is not None:
-        lines.append(f"offline since {s.offline_since.astimezone(zone):%Y-%m-%d %H:%M}: {s.last_error}")
+        lines.append(f"offline since {s.offline_since.astimezone(zone):%Y-%m-%d %H:%M}: {visible_line(s.last_error, 300)}")
     queued = state.queued()
     lines.append(f"waiting to be sent: {len(queued)}")
     for uid, _seq in queued[:20]:
         event = store.find_uid(uid)
-        lines.append(f"  {'deleted' if event is None else repr(event.title)} ({uid})")
+        lines.append(f"  {'deleted' if event is None else repr(visible_line(event.title))} ({visible_line(uid)})")
     conflicts = state.conflicts(limit=20)
     lines.append(f"conflicts kept: {s.conflicts}" + (" (newest 20)" if s.conflicts > 20 else ""))
     for c in conflicts:
