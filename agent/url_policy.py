@@ -69,24 +69,43 @@ def is_this_machine(host: str) -> bool:
         return False
 
 
+def _authority(url: str) -> str:
+    """The URL's authority (``user:pass@host:port``); read by hand when the URL does not parse
+    (``http://[::1``), so that a broken URL is refused as broken by its owner, not here, and
+    a broken URL with a password in it is still found."""
+    text = str(url).strip()
+    try:
+        return urlsplit(text).netloc
+    except ValueError:
+        rest = text.split("//", 1)[1] if "//" in text else text
+        for end in "/?#":
+            rest = rest.split(end, 1)[0]
+        return rest
+
+
 def has_credentials(url: str) -> bool:
     """Whether the URL's authority holds userinfo (``user@`` or ``user:pass@``), however spelled."""
-    return "@" in urlsplit(str(url).strip()).netloc
+    return "@" in _authority(url)
 
 
 def credentials_problem(url: str, what: str, instead: str) -> str | None:
     """One line if ``url`` carries a user name or password (never the URL itself: it holds them)."""
     if not has_credentials(url):
         return None
-    host = urlsplit(str(url).strip()).netloc.rpartition("@")[2] or "the server"
+    host = _authority(url).rpartition("@")[2] or "the server"
     return (f"the {what} for {host} has a user name or password in it, which would be written into the launchd "
             f"plist and shown in status lines: remove them from the URL and {instead}")
 
 
 def plain_http_problem(url: str, allowed: Iterable[str], secret: str) -> str | None:
     """One line if sending ``secret`` (e.g. "the API key") to ``url`` would cross the network in
-    plain http to a host that is neither this machine nor one the user allowed by name."""
-    parts = urlsplit(str(url).strip())
+    plain http to a host that is neither this machine nor one the user allowed by name. A URL
+    that does not parse is its owner's "not a valid URL" (no client can send anything to it)."""
+    try:
+        parts = urlsplit(str(url).strip())
+        parts.hostname  # noqa: B018  (raises on a broken port or IPv6 literal)
+    except ValueError:
+        return None
     if parts.scheme.lower() != "http":
         return None
     host = normal_host(parts.hostname or "")
@@ -98,7 +117,10 @@ def plain_http_problem(url: str, allowed: Iterable[str], secret: str) -> str | N
 
 def without_credentials(url: str) -> str:
     """``url`` as it may be shown: any userinfo replaced by ``***@``."""
-    parts = urlsplit(str(url))
+    try:
+        parts = urlsplit(str(url))
+    except ValueError:  # a URL that does not parse is shown only if it holds no userinfo
+        return "(a URL that does not parse, with a user name or password)" if has_credentials(url) else str(url)
     if "@" not in parts.netloc:
         return str(url)
     return parts._replace(netloc="***@" + parts.netloc.rpartition("@")[2]).geturl()

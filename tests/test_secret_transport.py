@@ -166,3 +166,15 @@ def test_origins_compare_with_default_ports_filled_in() -> None:
     assert origin_of("http://cal.example.com/") != origin_of("https://cal.example.com/")
     assert origin_of("http://127.0.0.1:8080/") != origin_of("http://127.0.0.1:8081/")
     assert has_credentials("https://a@b/") and not has_credentials("https://b/a@c")
+
+
+def test_a_url_that_does_not_parse_is_left_to_its_owner_but_its_password_is_still_refused() -> None:
+    """``http://[::1`` is the owner's "not a valid URL", not a crash here; the same broken URL
+    with a password in it is still refused, and the password is never echoed."""
+    from agent.url_policy import credentials_problem, has_credentials, plain_http_problem, without_credentials
+
+    assert not has_credentials("http://[::1") and plain_http_problem("http://[::1", (), "the API key") is None
+    assert has_credentials("http://me:hunter22@[::1/v1")
+    line = credentials_problem("http://me:hunter22@[::1/v1", "base URL", "use the key file")
+    assert line is not None and "hunter22" not in line
+    assert "hunter22" not in without_credentials("http://me:hunter22@[::1/v1")
