@@ -20,12 +20,14 @@ reuse, saved states and the adapters trained on earlier rows are untouched.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Sequence
 
 DATA_OPEN = "\ue000"
 DATA_CLOSE = "\ue001"
 _REPLACEMENT = "\ufffd"
+_MARKS = re.compile(f"[{DATA_OPEN}{DATA_CLOSE}]")
 # Each round cuts every special token found in data; a cut never creates one, but it may uncover
 # another spelling that overlapped the first. Real text needs one or two rounds.
 MAX_CUT_ROUNDS = 64
@@ -44,20 +46,10 @@ def mark_except(text: str, own_tags: Iterable[str]) -> str:
     tokens it produced and are read back as such; everything between them (a title copied from
     an event into a call's arguments) is data."""
     tags = sorted((t for t in own_tags if t), key=len, reverse=True)
-    out: list[str] = []
-    start = i = 0
-    while i < len(text):
-        tag = next((t for t in tags if text.startswith(t, i)), None)
-        if tag is None:
-            i += 1
-            continue
-        if i > start:
-            out.append(mark(text[start:i]))
-        out.append(tag)
-        i = start = i + len(tag)
-    if start < len(text):
-        out.append(mark(text[start:]))
-    return "".join(out)
+    if not tags:
+        return mark(text) if text else ""
+    parts = re.split(f"({'|'.join(map(re.escape, tags))})", text)  # odd items are the tags
+    return "".join(part if i % 2 else mark(part) for i, part in enumerate(parts) if part)
 
 
 @dataclass(frozen=True)
@@ -73,19 +65,21 @@ class Rendered:
         an opening without its close is data to the end; a close without an opening is dropped."""
         text: list[str] = []
         spans: list[tuple[int, int]] = []
-        depth, n, opened = 0, 0, 0
-        for ch in marked:
-            if ch == DATA_OPEN:
+        depth, n, opened, last = 0, 0, 0, 0
+        for found in _MARKS.finditer(marked):
+            text.append(marked[last:found.start()])
+            n += found.start() - last
+            last = found.end()
+            if found.group() == DATA_OPEN:
                 if depth == 0:
                     opened = n
                 depth += 1
-            elif ch == DATA_CLOSE:
+            else:
                 if depth == 1 and n > opened:
                     spans.append((opened, n))
                 depth = max(depth - 1, 0)
-            else:
-                text.append(ch)
-                n += 1
+        text.append(marked[last:])
+        n += len(marked) - last
         if depth and n > opened:
             spans.append((opened, n))
         return cls("".join(text), _merged(spans))
