@@ -22,7 +22,9 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Callable, Iterable, Sequence
+from typing import Callable, Iterable, Sequence, TypeVar
+
+T = TypeVar("T")
 
 DATA_OPEN = "\ue000"
 DATA_CLOSE = "\ue001"
@@ -145,3 +147,19 @@ def pieces(n: int, at: Sequence[int]) -> list[tuple[int, int]]:
     """``[0, n)`` cut at ``at``, as (start, end) pairs."""
     bounds = [0, *(c for c in at if 0 < c < n), n]
     return [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def tokenize_cut(tokenize_at: Callable[[list[int]], tuple[T, list[tuple[int, int]]]],
+                 data: Sequence[tuple[int, int]], first_len: Callable[[int], int] = lambda at: 1) -> T:
+    """The one cut-and-retry loop of every tokenizer here (llama.cpp's, Hugging Face's):
+    ``tokenize_at(cut points)`` gives the tokens and the spans of the special tokens among
+    them; while one lies in ``data``, cut there (``cuts``) and tokenize again."""
+    at: list[int] = []
+    tokens, found = tokenize_at(at)
+    for _ in range(MAX_CUT_ROUNDS):
+        more = [c for c in cuts(found, data, first_len) if c not in at]
+        if not more:
+            break
+        at = sorted({*at, *more})
+        tokens, found = tokenize_at(at)
+    return tokens

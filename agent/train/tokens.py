@@ -11,24 +11,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from agent.segments import MAX_CUT_ROUNDS, Rendered, cuts, pieces
+from agent.segments import Rendered, pieces, tokenize_cut
 
 
 def encode(tokenizer: Any, prompt: Rendered) -> tuple[list[int], list[tuple[int, int]]]:
     """The ids of ``prompt`` and each one's character span, no special tokens where data lies."""
     special = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
-    at: list[int] = []
-    ids, offsets = _encode_at(tokenizer, prompt.text, at)
-    if not prompt.data:
-        return ids, offsets
-    for _ in range(MAX_CUT_ROUNDS):
-        found = [span for token, span in zip(ids, offsets) if token in special]
-        more = [c for c in cuts(found, prompt.data) if c not in at]
-        if not more:
-            break
-        at = sorted({*at, *more})
+
+    def encode_at(at: list[int]) -> tuple[tuple[list[int], list[tuple[int, int]]], list[tuple[int, int]]]:
         ids, offsets = _encode_at(tokenizer, prompt.text, at)
-    return ids, offsets
+        return (ids, offsets), [span for token, span in zip(ids, offsets) if token in special]
+
+    if not prompt.data:
+        return _encode_at(tokenizer, prompt.text, [])
+    return tokenize_cut(encode_at, prompt.data)
 
 
 def _encode_at(tokenizer: Any, text: str, at: list[int]) -> tuple[list[int], list[tuple[int, int]]]:

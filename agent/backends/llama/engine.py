@@ -24,7 +24,7 @@ import numpy as np
 from llama_cpp import Llama
 from llama_cpp import _internals
 
-from agent.segments import MAX_CUT_ROUNDS, cuts, pieces
+from agent.segments import pieces, tokenize_cut
 
 
 class ModelRefused(ValueError):
@@ -165,15 +165,7 @@ class Engine:
         """
         if not spans:
             return self.tokenize(data, add_bos=add_bos)
-        at: list[int] = []
-        tokens, found = self._tokenize_at(data, at, add_bos)
-        for _ in range(MAX_CUT_ROUNDS):
-            more = [c for c in cuts(found, spans, lambda i: _utf8_len(data[i])) if c not in at]
-            if not more:
-                break
-            at = sorted({*at, *more})
-            tokens, found = self._tokenize_at(data, at, add_bos)
-        return tokens
+        return tokenize_cut(lambda at: self._tokenize_at(data, at, add_bos), spans, lambda i: _utf8_len(data[i]))
 
     def _tokenize_at(self, data: bytes, at: Sequence[int], add_bos: bool) -> tuple[list[int], list[tuple[int, int]]]:
         """``data`` tokenized piece by piece (cut at ``at``), and the byte spans of the special
