@@ -26,11 +26,14 @@ import json
 import re
 from typing import Any, Callable, Iterable
 
+from agent.formats.hermes import HERMES
+
 WORD_JOINER = "\u2060"
 
 # Known control-token spellings that are not of the ``<|…|>`` form.
 TAGS: tuple[str, ...] = (
-    "<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>",  # Qwen / Hermes
+    HERMES.call_open, HERMES.call_close, HERMES.response_open, HERMES.response_close,  # Qwen / Hermes
+    HERMES.think_open, HERMES.think_close,
     "<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>",  # Gemma
     "<start_function_call>", "<end_function_call>", "<start_function_response>", "<end_function_response>",
     "<s>", "</s>", "[INST]", "[/INST]",  # Llama 2 / Mistral
