@@ -13,7 +13,7 @@ them (``tomorrow (2026-12-04)``); Korean replaces them (``내일 15:00에`` → 
 Noted: today, tonight, tomorrow, the day after tomorrow, yesterday, the day before yesterday,
 "in N days/weeks", next/this <weekday>; 오늘, 내일, 모레, 글피, 어제, 그제, 그저께, "3일 후", "이틀
 뒤", 다음 주/담주/이번 주 <요일>. A month and day ("December 15", "12월 15일") needs no counting and
-is left as said: noted too, it cost the shipped adapter 10 of 47 such test openings (README).
+is left as said: noted too, it cost the shipped adapter 10 of 47 such test openings (docs/training.md).
 Left alone, since the date is in doubt: a bare weekday; "next Friday" said earlier in the same
 week (tomorrow, or next week's?) and "this Monday" said after it; any week's day said on a Sunday,
 and 다음 주/이번 주 일요일 (does the week start on Sunday?); "내일모레" ("the day after tomorrow" or

@@ -6,7 +6,7 @@ probe: 22.5 % of 40 openings booked at the asked time). The conversion is arithm
 expression does without error, so the runtime does it, as the date line does the calendar
 arithmetic for days.
 
-How it is shown was measured on the probe with the shipped demo adapter (README): English keeps
+How it is shown was measured on the probe with the shipped demo adapter (docs/training.md): English keeps
 the words and gets ``(HH:MM)`` after them (``at 3pm (15:00)``: 18 of 20 exact). In Korean anything
 inserted into the sentence threw the model (``오후 3시(15:00)에``: an event for only 10 of 20
 openings, against 16 without), so there the words are replaced by ``HH:MM`` (``내일 15:00에``: 19

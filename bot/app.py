@@ -39,7 +39,7 @@ log = logging.getLogger(__name__)
 TASK_BOUND_S = 3.0  # each group of tasks gets this long to end once cancelled
 SHUTDOWN_BOUND_S = 10.0  # after a stop signal the process ends within this, whatever hangs
 DEFAULT_API = "https://api.telegram.org"
-# A refused token ends the bot "successfully", so launchd does not restart it (see README).
+# A refused token ends the bot "successfully", so launchd does not restart it (see docs/bot.md).
 EXIT_TOKEN_REFUSED = 0
 
 

@@ -32,15 +32,15 @@ DEMO_RECORD = DEMO_DIR / "adapter.json"
 DEMO_TOOL_BLOCK = "compact"
 DEMO_PROMPT_STYLE = "short"
 # No list of days ahead in the demo's prompt (the date_grounding setting): on the dev split it
-# did not help base SmolLM2 (success 25.0 -> 16.7 %, reward 0.412 -> 0.390, p = 1; README).
+# did not help base SmolLM2 (success 25.0 -> 16.7 %, reward 0.412 -> 0.390, p = 1; docs/training.md).
 DEMO_DATE_GROUNDING = False
 # Clock times said in words reach the demo model the 24-hour way (the time_notes setting,
 # agent.time_notes): on issue 32's time probe the shipped adapter books the asked time for
-# 22.5 % of the 40 openings without them and 77.5 % with them; dev success unchanged (README).
+# 22.5 % of the 40 openings without them and 77.5 % with them; dev success unchanged (docs/training.md).
 DEMO_TIME_NOTES = True
 # Days named relative to today reach the demo model as dates (the date_notes setting,
 # agent.date_notes): on the whole test split the shipped adapter's success goes from 26.5 % to
-# 40.4 % with them (McNemar p = 5.6e-6; README, "Days as asked").
+# 40.4 % with them (McNemar p = 5.6e-6; docs/training.md, "Days as asked").
 DEMO_DATE_NOTES = True
 # The line ``python -m agent`` prints before it falls back to the demo (nothing configured or pulled).
 DEMO_NOTE = (

@@ -1,6 +1,6 @@
 """Named model pairs (a base GGUF and the LoRA made for it): what ``python -m models pull`` fetches.
 
-A profile is data, one row of ``PROFILES``; README lists the same table. ``reference`` is the
+A profile is data, one row of ``PROFILES``; docs/models.md lists the same table. ``reference`` is the
 default: the pair the product is built around. An adapter is either a llama.cpp LoRA GGUF
 in the hub repo (``adapter_kind="gguf"``), or a PEFT folder (``adapter_config.json`` +
 ``adapter_model.safetensors`` under ``adapter_subdir``) that the pull converts with

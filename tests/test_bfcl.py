@@ -306,12 +306,12 @@ def test_the_demos_first_prompt_leaves_most_of_the_context_for_the_conversation(
 
 
 def test_the_readmes_bfcl_commands_parse() -> None:
-    """Every command of README's BFCL block is one ``python -m agent`` accepts, flags and all."""
+    """Every command of the BFCL block in docs/evaluation.md is one ``python -m agent`` accepts, flags and all."""
     import shlex
 
     from agent.__main__ import build_parser
 
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    text = (REPO / "docs" / "evaluation.md").read_text(encoding="utf-8")
     start = text.index("```bash\n", text.index("Score something, one command each")) + len("```bash\n")
     block = text[start:text.index("```", start)].replace("\\\n", " ")
     commands = [shlex.split(line, comments=True) for line in block.splitlines() if line.strip()]

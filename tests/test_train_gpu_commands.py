@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def gpu_block() -> str:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "training.md").read_text(encoding="utf-8")
     start = text.index("```bash\n", text.index("On a GPU box the same commands run unchanged")) + len("```bash\n")
     return text[start:text.index("```", start)]
 

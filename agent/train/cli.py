@@ -18,7 +18,7 @@ DEFAULT_TARGETS = "q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 
 
 BF16_HELP = ("frozen base in bfloat16 with bf16 autocast (LoRA and optimizer in float32): half the base's memory, "
-             "1.7x the trained tokens/s of float32 on a CPU with AMX (SmolLM2 SFT, README); without native bf16 "
+             "1.7x the trained tokens/s of float32 on a CPU with AMX (SmolLM2 SFT, docs/training.md); without native bf16 "
              "it is emulated and slower")
 
 

@@ -4,13 +4,13 @@ One command for the whole recipe, so that a demo adapter is reproducible with fi
 in the format SmolLM2's template needs (``exact``) with the tool block and the system prompt
 the demo serves (``compact``, ``short``), LoRA SFT from the GGUF base, conversion to a llama.cpp adapter. Each step is
 the documented CLI command, run as a child process and printed first, so the recipe is also
-the README's walkthrough. ``--stop-after`` ends training at a step chosen on the dev split (the schedule still runs
+the walkthrough in docs/training.md. ``--stop-after`` ends training at a step chosen on the dev split (the schedule still runs
 towards ``--max-steps``, so the result is that checkpoint of the longer run).
 
 The adapter in ``models/demo/`` is this recipe's output (its ``adapter.json`` repeats the
 record this command prints: sha256, command, settings); on 120 test scenarios it beat the base
-weights 45.8 % to 20.8 % task success (README, Training); served with time and date notes it scores 40.4 % on all
-230 (README, Days as asked).
+weights 45.8 % to 20.8 % task success (docs/training.md); served with time and date notes it scores 40.4 % on all
+230 (docs/training.md, Days as asked).
 """
 
 from __future__ import annotations

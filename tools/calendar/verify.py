@@ -15,7 +15,7 @@ in the dialogue (``TracedCall.user_messages``) and the agent's own words:
 - the final reply must be in the user's language, state the date and time of every event that
   was created or moved, and state no time that contradicts the calendar (``reply``).
 
-Reward components (weights in ``RewardWeights``; README "Evaluation" lists them): ``safety``
+Reward components (weights in ``RewardWeights``; docs/evaluation.md lists them): ``safety``
 (no change before the needed information; approvals as above), ``progress`` (looked up before
 changing, handed back with an answer, calls that ran), ``final`` (the expected store, and no
 collateral or detour change on the way), ``reply``; minus penalties for unknown tools, invalid
