@@ -67,29 +67,94 @@ def test_a_tag_inside_a_code_fence_is_not_grammar_constrained(backend: LlamaBack
     assert control.timings["constrained_tokens"] == 2, control.text
 
 
-def test_grammar_starts_when_the_model_writes_the_tag_itself(backend: LlamaBackend) -> None:
-    """Only "<" is given: the model writes "tool_call>" in free mode, the trigger sees the tag in
-    the decoded text (several tokens for SmolLM2) and the call that follows is constrained."""
-    result = backend.complete(conversation("Alice"), TOOLS, max_tokens=60, assistant_prefix="<")
+def steer(patch: pytest.MonkeyPatch, backend: LlamaBackend, target: str, *, then_stop: bool) -> None:
+    """A logit bias that makes the reply's output ``target``, whatever this CPU's floats favour.
+
+    While what the step has written is a proper prefix of ``target``, the next token of the rest
+    gets a logit far above every other, so greedy decoding takes it unless a grammar rejects it.
+    Once ``target`` is written: the end of the turn (``then_stop``) or no bias. Where the text has
+    left ``target`` (a grammar refused a token of it), no bias: the model chooses among what the
+    grammar allows. It hooks ``Engine.sample``, which the decode loop calls once every token it
+    has written is in the context, so the context after the prompt is exactly the output so far.
+    """
+    engine = backend.engine
+    real = type(engine).sample
+    want = target.encode()
+    start: list[int] = []
+
+    def sample(sampler) -> int:
+        if not start:
+            start.append(engine.n_tokens)  # the first sample of the step: the prompt is all there is
+        written = b"".join(engine.piece(t) for t in engine.tokens()[start[0]:])
+        token = None
+        if written == want and then_stop:
+            token = engine.eos
+        elif len(written) < len(want) and want.startswith(written):
+            token = engine.tokenize(want[len(written):], add_bos=False)[0]
+        if token is not None:
+            logits = engine.logits()  # a writable view of the buffer the sampler reads
+            logits[token] = logits.max() + 100.0
+        return real(engine, sampler)
+
+    patch.setattr(engine, "sample", sample)
+
+
+def test_grammar_starts_when_the_model_writes_the_tag_itself(backend: LlamaBackend, monkeypatch) -> None:
+    """Only "<" is given: the rest of the tag, "tool_call>", is written in free mode (several
+    tokens for SmolLM2), the trigger sees the tag in the decoded text and the call that follows is
+    constrained. A logit bias writes "tool_call>" (SmolLM2 does not reliably open a call itself,
+    and what it writes unforced differs between CPUs); the call after it is the model's own under
+    the grammar, and the budget is the tag plus the grammar's longest call, so the call closes."""
+    rest = "tool_call>"
+    assert len(backend.tokenize(rest, add_bos=False)) > 1  # the trigger must join several free tokens
+    budget = len(rest.encode()) + int(max_text_bytes(HERMES.call_gbnf(TOOLS)))
+    with monkeypatch.context() as patch:
+        steer(patch, backend, rest, then_stop=False)
+        result = backend.complete(conversation("Alice"), TOOLS, max_tokens=budget, assistant_prefix="<",
+                                  stop_after_call=True)
+    assert result.finish_reason == "stop", (result.error, result.text)
     assert result.text.startswith("<tool_call>"), result.text
-    assert result.timings["constrained_tokens"] > 5
-    calls = parse_reply(result.text).tool_calls
-    assert len(calls) == 1, result.text
+    assert result.timings["constrained_tokens"] > 5  # the tag was seen: what follows was under the grammar
+    reply = parse_reply(result.text)
+    assert len(reply.tool_calls) == 1 and not reply.problems, result.text
     # which tool a 135M model picks is its business; that the call is valid is the grammar's
-    schema = next(t for t in TOOLS if t["function"]["name"] == calls[0].name)["function"]["parameters"]
-    assert set(schema["required"]) <= set(calls[0].arguments), result.text
+    schema = next(t for t in TOOLS if t["function"]["name"] == reply.tool_calls[0].name)["function"]["parameters"]
+    assert set(schema["required"]) <= set(reply.tool_calls[0].arguments), result.text
 
 
-def test_without_grammar_the_same_start_is_not_a_valid_call(smollm2: Path, backend: LlamaBackend) -> None:
-    """Control for the test above: the grammar, not luck, makes the call valid."""
+# A call that is not JSON (the start time is not quoted), as a small model may write one.
+BROKEN_CALL = '\n{"name": "create_event", "arguments": {"title": "Dentist", "start": 15:00}}\n</tool_call>'
+
+
+def test_the_grammar_not_luck_makes_the_call_valid(backend: LlamaBackend, monkeypatch) -> None:
+    """Control for the tests above: the same logit bias towards a broken call after
+    ``<tool_call>`` gives that broken call without the grammar and a valid call with it, so the
+    validity comes from the grammar and not from what the model happens to write."""
     backend.use_grammar = False
     try:
-        result = backend.complete(conversation("Alice"), TOOLS, max_tokens=40, assistant_prefix="<tool_call>")
+        with monkeypatch.context() as patch:
+            steer(patch, backend, BROKEN_CALL, then_stop=True)
+            free = backend.complete(conversation("Alice"), TOOLS, max_tokens=80, assistant_prefix="<tool_call>")
     finally:
         backend.use_grammar = True
-    assert result.timings["constrained_tokens"] == 0
-    reply = parse_reply(result.text)
-    assert not reply.tool_calls or reply.problems
+    assert free.timings["constrained_tokens"] == 0
+    assert free.text == "<tool_call>" + BROKEN_CALL, free.text
+    broken = parse_reply(free.text)
+    assert not broken.tool_calls and broken.problems, broken
+
+    with monkeypatch.context() as patch:
+        steer(patch, backend, BROKEN_CALL, then_stop=True)
+        constrained = backend.complete(conversation("Alice"), TOOLS, assistant_prefix="<tool_call>",
+                                       max_tokens=int(max_text_bytes(HERMES.call_gbnf(TOOLS))),
+                                       stop_after_call=True)
+    assert constrained.finish_reason == "stop", (constrained.error, constrained.text)
+    assert constrained.timings["constrained_tokens"] > 5
+    # the bias was followed as far as the grammar allows it, then the grammar took over
+    assert constrained.text.startswith('<tool_call>\n{"name": "create_event", "arguments": {"title": "Dentist", '
+                                       '"start"'), constrained.text
+    reply = parse_reply(constrained.text)
+    assert len(reply.tool_calls) == 1 and not reply.problems, constrained.text
+    assert reply.tool_calls[0].arguments["title"] == "Dentist" and "start" in reply.tool_calls[0].arguments
 
 
 def greedy_call_by_fast_paths_and_by_full_mask(model: LlamaBackend, monkeypatch) -> tuple[dict, str, str]:
