@@ -132,17 +132,28 @@ def test_a_cases_tools_are_its_classes_docs_less_the_excluded_ones() -> None:
     assert ticket.validate("close_ticket", {"ticket_id": 1, "why": "x"}).error == "invalid_arguments"
 
 
-def test_every_cases_tools_compile_to_a_bounded_call_grammar() -> None:
-    """The llama backend constrains calls with a grammar built from these schemas: it must
-    accept BFCL's, or a model run would fail on its first call."""
-    pytest.importorskip("llama_cpp")
+def test_every_cases_tools_compile_to_a_bounded_call_grammar(smollm2: Path) -> None:
+    """The llama backend constrains calls with a grammar built from these schemas: llama.cpp's
+    grammar parser must accept BFCL's, or a model run would fail on its first call, and each must
+    be bounded, or no token budget would be sure to close a call."""
+    import math
+
+    import llama_cpp  # a dependency of the package: a broken install fails here, it is not skipped
+
+    from agent.formats.gbnf import max_text_bytes
+
+    vocab = llama_cpp.Llama(str(smollm2), vocab_only=True, verbose=False)
     seen: set[tuple[str, ...]] = set()
     for category in CATEGORIES:
         for case in load_cases(category):
             key = (*case.involved_classes, "-", *case.excluded_function)
             if key not in seen:
                 seen.add(key)
-                assert HERMES.call_gbnf(build_world(case).registry.schemas())
+                gbnf = HERMES.call_gbnf(build_world(case).registry.schemas())
+                assert math.isfinite(max_text_bytes(gbnf)), key
+                grammar = llama_cpp.llama_sampler_init_grammar(vocab._model.vocab, gbnf.encode("utf-8"), b"root")
+                assert grammar, key
+                llama_cpp.llama_sampler_free(grammar)
 
 
 def test_a_held_out_function_becomes_a_tool_at_its_turn() -> None:
