@@ -3,7 +3,7 @@
 Why: a 135M model copies a written date into its call nearly always, but counts "the day after
 tomorrow" or "다음 주 화요일" from the date line wrong. On the test split the shipped demo adapter
 searched the asked day first for 90 % of the openings that name a month and day, and for 12-52 %
-of those that say tomorrow, the day after tomorrow or next <weekday> (issue 32). The counting is
+of those that say tomorrow, the day after tomorrow or next <weekday>. The counting is
 calendar arithmetic the runtime does without error, as time notes (``agent.time_notes``) do for
 clock times, so it does it before the model reads the message.
 

@@ -1,7 +1,7 @@
 """Time notes: each clock time a user says in words reaches the model written the 24-hour way.
 
 Why: a 135M model copies a written ``15:00`` into its call nearly always, but turns "오후 3시",
-"3pm" or "half past three in the afternoon" into its favourite afternoon hour (issue 32's time
+"3pm" or "half past three in the afternoon" into its favourite afternoon hour (the time
 probe: 22.5 % of 40 openings booked at the asked time). The conversion is arithmetic a regular
 expression does without error, so the runtime does it, as the date line does the calendar
 arithmetic for days.

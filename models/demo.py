@@ -35,7 +35,7 @@ DEMO_PROMPT_STYLE = "short"
 # did not help base SmolLM2 (success 25.0 -> 16.7 %, reward 0.412 -> 0.390, p = 1; docs/training.md).
 DEMO_DATE_GROUNDING = False
 # Clock times said in words reach the demo model the 24-hour way (the time_notes setting,
-# agent.time_notes): on issue 32's time probe the shipped adapter books the asked time for
+# agent.time_notes): on the time probe the shipped adapter books the asked time for
 # 22.5 % of the 40 openings without them and 77.5 % with them; dev success unchanged (docs/training.md).
 DEMO_TIME_NOTES = True
 # Days named relative to today reach the demo model as dates (the date_notes setting,

@@ -1,4 +1,4 @@
-"""The sync figures of issue 29, in one run against real servers on 127.0.0.1:
+"""The sync figures, in one run against real servers on 127.0.0.1:
 
 - the first sync of a 1,000-event calendar (900 single events and 100 weekly series, one of
   them with a cancelled and a moved occurrence): requests, bytes, seconds;

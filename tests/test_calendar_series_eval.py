@@ -1,6 +1,6 @@
 """The verifier's view of a series: its expanded occurrences, not the spelling of its rule.
 
-The fourth adversary of issue 28, a series kept in UTC that drifts an hour at DST, cannot be
+The fourth series adversary, a series kept in UTC that drifts an hour at DST, cannot be
 written through the tools (create_event always makes a series in the calendar's own zone), so it
 is checked here on the comparison the verifier runs (``snapshot_diff.normalized``); the other
 three are scripted policies in ``tools.calendar.adversaries`` and run in test_adversaries.

@@ -53,7 +53,7 @@ def test_schemas_are_small_plain_json_without_null_unions(registry: Registry) ->
     for schema in registry.schemas():
         text = json.dumps(schema, ensure_ascii=False)
         assert "anyOf" not in text and "$defs" not in text and '"null"' not in text
-        # create_event carries the repeat object and all_day, update_event the occurrence and scope (issue 28)
+        # create_event carries the repeat object and all_day, update_event the occurrence and scope
         budget = {"create_event": 2700, "update_event": 2100}.get(schema["function"]["name"], 1800)
         assert len(text) < budget, schema["function"]["name"]
     create = registry.get("create_event").schema()["function"]["parameters"]

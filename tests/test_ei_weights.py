@@ -1,4 +1,4 @@
-"""Expert iteration's sampling weights (issue 32): samples go where the adapter fails.
+"""Expert iteration's sampling weights: samples go where the adapter fails.
 
 ``weighted_pick`` chooses a round's train scenarios from the pool, each template's count in
 proportion to its weight, its failure rate on dev with a floor, so that a template already right

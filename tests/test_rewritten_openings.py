@@ -1,4 +1,4 @@
-"""The hand-rewritten openings (issue 32): test scenarios whose first user message is written in
+"""The hand-rewritten openings: test scenarios whose first user message is written in
 wordings the generator never uses, served as ``eval --split rewritten`` and, for the paired arm,
 the same scenarios in the generator's wording as ``eval --split rewritten-original``.
 """

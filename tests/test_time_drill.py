@@ -1,4 +1,4 @@
-"""Issue 32's time drill: training-only create requests that say the time in many ways.
+"""The time drill: training-only create requests that say the time in many ways.
 
 What each opening's time means is checked against things written here by hand: a table of known
 phrasings and a small reader of Korean and English times (numerals, parts of the day, "half past",

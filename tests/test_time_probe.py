@@ -1,4 +1,4 @@
-"""Issue 32's time probe: 40 fixed create requests that state a time, and the share of created
+"""The time probe: 40 fixed create requests that state a time, and the share of created
 events that start at exactly that time, read from the episodes' final store.
 
 The probe's own data is checked against tables written here by hand (what each way of saying a

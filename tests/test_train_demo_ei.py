@@ -1,4 +1,4 @@
-"""``train demo-ei``: issue 32's recipe. ``--dry-run`` prints one valid ``train ei`` command with the
+"""``train demo-ei``: the demo adapter's expert-iteration recipe. ``--dry-run`` prints one valid ``train ei`` command with the
 recipe's settings in the demo's serving settings and runs nothing; the best dev round is chosen,
 and none is when no round beat the start; a wrong start file is refused before anything runs."""
 

@@ -100,7 +100,7 @@ def test_one_round_keeps_verified_successes_trains_converts_and_evals_on_dev(smo
 @pytest.mark.timeout(1500)
 def test_a_scenario_failed_in_every_sample_gets_the_fallback_policys_row_and_policy_rows_are_mixed_in(
         smollm2: Path, tmp_path: Path) -> None:
-    """Issue 32's round: the scripted start fails ``missing_info`` in both samples, so the oracle's episode of that same
+    """The demo-ei round: the scripted start fails ``missing_info`` in both samples, so the oracle's episode of that same
     scenario is its row; ``--policy-mix 1`` adds the oracle's rows of one other train scenario per
     solved one, and ``--policy-templates time_drill`` one scenario of the train-only time drill; the
     on-policy success (``delete_request``) stays a row."""

@@ -1,4 +1,4 @@
-"""Issue 32's wording drill: train-only openings that ask for a generated scenario's task in other words.
+"""The wording drill: train-only openings that ask for a generated scenario's task in other words.
 
 An opening is reduced to its frame by putting placeholders back where the scenario's title, people,
 duration and day words stand. That pins down three things without trusting the drill's own

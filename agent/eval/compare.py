@@ -7,7 +7,7 @@ McNemar counts every episode as independent evidence. The calendar's scenarios a
 those of one wording (a scenario's ``variant``, one template's phrasing in one language) are the
 same sentence with other titles, dates and times, and a small model reads the sentence right or
 wrong for all of them together (on the test split 48–66 % of the variance in success lies between
-wordings, issue 32). Five or ten episodes of one wording are then closer to one observation, and a
+wordings). Five or ten episodes of one wording are then closer to one observation, and a
 McNemar p on episodes overstates the evidence. So the comparison also pairs the runs wording by
 wording, each wording one vote (better, worse or the same success rate), with the same exact
 binomial test on the votes (a sign test). Neither test says whether a gain carries to wordings

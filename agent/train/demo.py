@@ -49,11 +49,11 @@ RECIPE: dict[str, Any] = {
     "bf16": True,
 }
 
-# ``--drills``: the train-only drills' oracle rows beside the recipe's (issue 32). Retrains of all
+# ``--drills``: the train-only drills' oracle rows beside the recipe's. Retrains of all
 # 18 templates lost the meetings with others to the all-day template's wording ("everyone" read as
 # the whole day) and stopped booking Korean times; the wording drill says every template's task in
 # five or more further frames per language (20 scenarios of each template here), the time drill says
-# clock times in further words. The steps are those of session 15's drills run (then the wording
+# clock times in further words. The steps are those of the first drills run, 2026-12-04 (then the wording
 # drill had frames for four templates, 100 of each drill were played), so the two compare at equal
 # compute: 210 steps of 4 rows see about 6 in 10 of the 1,372 rows.
 DRILLS: dict[str, Any] = {

@@ -7,7 +7,7 @@ oracle rows of other scenarios so it keeps what it knew and of the time drill (t
 way, each with its HH:MM), and keeps training that same adapter
 (``train ei --continue`` from its PEFT form) for up to ``rounds`` rounds, stopping once dev stops
 rising. The round with the best dev success is the result; the test split is never looked at
-here (issue 32: choose on dev, report on test, once).
+here (choose on dev, report on test, once).
 
 One command, fixed seeds, each step printed as the CLI command it runs, as ``train demo`` does.
 The start is the SFT adapter of ``EI_START`` (its sha256 is checked, so the recipe cannot start
@@ -42,7 +42,7 @@ EI_RECIPE: dict[str, Any] = {
     "weight_floor": 0.2,
     "fallback_policy": "oracle",
     "policy_mix": 0.5,
-    "policy_templates": "time_drill",  # the calendar's train-only drill of times said every way (issue 32)
+    "policy_templates": "time_drill",  # the calendar's train-only drill of times said every way
     "policy_template_rows": 60,
     "lr": 2e-4,
     "rank": 16,

@@ -16,7 +16,7 @@ Round n (``OUT/round-n/``):
 whoever reads it to choose a round selects on dev: the honest comparison is on the test split
 (``test_limit``), where the last round and the starting point are both evaluated at the end.
 
-Three options make a round learn from its own mistakes without forgetting (issue 32):
+Three options make a round learn from its own mistakes without forgetting:
 - ``weigh_templates``: the starting adapter is first evaluated on dev (``OUT/round-0/dev``, also the
   start's dev figure); each template's share of the sampled train scenarios follows its failure
   rate there (at least ``weight_floor``), so samples go where the adapter fails;

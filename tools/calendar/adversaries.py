@@ -400,7 +400,7 @@ def _other_language(scenario: Scenario, messages: Messages, out: str) -> str:
     return oracle(swapped)(messages)
 
 
-# -- series (issue 28) ---------------------------------------------------------------------------
+# -- series ---------------------------------------------------------------------------
 
 
 def _deletes_whole_series(scenario: Scenario, ideal: PolicyFn) -> PolicyFn:

@@ -4,7 +4,7 @@
 1,000 weekly series running five years (260 occurrences each), one with 1,000 single events
 spread over the same five years, and times ``events_between`` over one local day in each (the
 best of ``repeats`` days, after one warm-up search). It prints one JSON line: both times, the
-ratio (issue 28's goal: ≤ 3) and how many events each search returned, since a weekly calendar
+ratio (the goal: ≤ 3) and how many events each search returned, since a weekly calendar
 has about 1,000 / 7 occurrences on any day and a calendar of singles about one (1,000 over
 1,826 days: ``singles_found_per_day`` is the last day's count, often 0; the ``*_found_mean``
 fields are the means over the days searched).

@@ -45,8 +45,8 @@ def make_environment(scenario: Scenario) -> Environment:
 def scenarios(split: str | None = None, per_template: int | None = None, seed: int = 0,
               templates: Iterable[str] | None = None) -> list[Scenario]:
     """The generator's scenarios of a phrasing split, or a rewritten set (``tools.calendar.rewritten``);
-    and, only when ``templates`` names them, the fixed time probe (issue 32; test only) and the time
-    drill and the wording drill (issue 32's training rows; train only, ``per_template`` of them,
+    and, only when ``templates`` names them, the fixed time probe (test only) and the time
+    drill and the wording drill (the training rows; train only, ``per_template`` of them,
     default 200): none is ever part of the default set."""
     if split in REWRITTEN_SPLITS:
         return rewritten_scenarios(split, per_template=per_template, seed=seed, templates=templates)

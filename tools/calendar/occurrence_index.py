@@ -1,7 +1,7 @@
 """The occurrence index: each series' occurrences, materialised in SQLite from its recurrence.
 
 Until version 8 a day search expanded, with ``dateutil``, every series that might touch the day,
-at every call (issue 28: a day over 1,000 weekly series cost ~100-400 times a day over 1,000
+at every call (a day over 1,000 weekly series cost ~100-400 times a day over 1,000
 single events). ``event_occurrences`` holds one row per occurrence of each series: its original
 start (its identity, RECURRENCE-ID), and its start and end as the calendar shows them (the
 override's when it was moved), so that a search is one range query on ``start_utc``.

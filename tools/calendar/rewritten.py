@@ -1,4 +1,4 @@
-"""Test scenarios with hand-rewritten openings (issue 32): is success robust to wordings the
+"""Test scenarios with hand-rewritten openings: is success robust to wordings the
 generator never uses?
 
 ``data/rewritten_openings.json`` holds, for test-split scenarios of every template (seed 0),

@@ -33,7 +33,7 @@ EXTRA_TEMPLATES: tuple[str, ...] = (
     "no_tool", "reschedule", "delete_refused", "reschedule_refused", "delete_same_title", "conflict_free",
     "multi_attendee_one_busy",
 )
-# Series and all-day events (issue 28), also outside the reference row: a weekly series made in one
+# Series and all-day events, also outside the reference row: a weekly series made in one
 # call, one occurrence cancelled or moved, a whole series deleted on approval, a booking that
 # clashes with an occurrence, a whole-day event.
 SERIES_TEMPLATES: tuple[str, ...] = (

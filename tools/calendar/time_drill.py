@@ -1,4 +1,4 @@
-"""Issue 32's time drill: training rows that pair many ways of saying a time with its HH:MM.
+"""The time drill: training rows that pair many ways of saying a time with its HH:MM.
 
 The time probe (``tools.calendar.time_probe``) found the demo model right on 24-hour times
 ("15:00", "15시") and wrong on 12-hour forms and words ("3pm", "오후 3시", "noon", "세 시 반"); the

@@ -1,4 +1,4 @@
-"""Issue 32's time probe: does an event the agent creates start at the time the user said?
+"""The time probe: does an event the agent creates start at the time the user said?
 
 40 fixed openings (``data/time_probe.json``, half Korean, half English), each a complete create
 request — title, day, start time and duration stated, on a day with nothing else — so the right

@@ -1,4 +1,4 @@
-"""Issue 32's wording drill: training rows that ask for the same tasks in more words than the generator's.
+"""The wording drill: training rows that ask for the same tasks in more words than the generator's.
 
 The generator says each task in four phrasings per language, two of them for training, one for dev
 and one for test. A 135M model learns those two wordings rather than the intent: retrained on the
@@ -12,7 +12,7 @@ template five or more train-only frames per language:
 - ``all_day_create``: "the entire day", "all of", "온종일", "하루 전체", with nobody else named;
 - ``missing_info``: a title and a day with no time, said several ways (the user gives it when asked);
 - ``no_tool``: greetings, thanks and questions about the assistant that need no calendar;
-- the deletes, moves and bookings at a time (session 16): retrains that had frames only for the four
+- the deletes, moves and bookings at a time: retrains that had frames only for the four
   above lost the templates that had none (``delete_request`` 85 → 55 %, ``reschedule_refused``
   80 → 50 %, Korean openings 42 → 26 of 115), so the rest of the 18 get theirs. Templates that share
   an opening (a refused delete and a delete, a booking over a series and over an event) share frames.
