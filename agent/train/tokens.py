@@ -22,9 +22,7 @@ def encode(tokenizer: Any, prompt: Rendered) -> tuple[list[int], list[tuple[int,
         ids, offsets = _encode_at(tokenizer, prompt.text, at)
         return (ids, offsets), [span for token, span in zip(ids, offsets) if token in special]
 
-    if not prompt.data:
-        return _encode_at(tokenizer, prompt.text, [])
-    return tokenize_cut(encode_at, prompt.data)
+    return tokenize_cut(encode_at, prompt.data)  # no data: one encoding, nothing to cut
 
 
 def _encode_at(tokenizer: Any, text: str, at: list[int]) -> tuple[list[int], list[tuple[int, int]]]:
