@@ -23,8 +23,8 @@ import json
 from typing import Any, Mapping
 
 from tools.calendar.arguments import CreateEventArgs, EventTargetArgs, parse_date
-from tools.calendar.schema import to_utc_text
 from tools.calendar.store import CalendarStore
+from tools.calendar.utc_text import to_utc_text
 
 MAX_CREATES_UNASKED = 3  # creations in one turn that run without asking; the 4th asks
 MAX_ATTENDEES_UNASKED = 10  # attendees one new event may have without asking (each gets an invitation)

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from agent.sqlite import Database
-from tools.calendar.schema import from_utc_text, to_utc_text
+from tools.calendar.utc_text import from_utc_text, to_utc_text
 
 
 class DeliveryLedger:

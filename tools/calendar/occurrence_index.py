@@ -31,7 +31,7 @@ from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from tools.calendar import recurrence as rec
-from tools.calendar.schema import from_utc_text, to_utc_text
+from tools.calendar.utc_text import from_utc_text, to_utc_text
 
 INDEX_AHEAD = timedelta(days=2 * 366)  # an endless series is materialised this far past now (weekly: ~105 rows)
 INDEX_REACH = timedelta(days=30 * 366)  # a search ending within this of now extends the index; beyond, it expands

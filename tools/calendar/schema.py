@@ -1,4 +1,4 @@
-"""The calendar file's layout: its migrations, and how it writes times as text.
+"""The calendar file's layout: its migrations, from an empty file to ``SCHEMA_VERSION``.
 
 One SQLite file holds two things with separate owners: the events (``store.CalendarStore``:
 events, people, attendees, busy times, each event's reminder offsets) and the delivery ledger
@@ -6,18 +6,18 @@ events, people, attendees, busy times, each event's reminder offsets) and the de
 deliveries). They share a file because the ledger's rows point at events (deleting an event
 deletes its ledger rows, by foreign key) and because a change and its record commit together.
 
-Times are stored as UTC instants in fixed-width ISO text, so string order is time order.
+Times are stored as UTC instants in fixed-width ISO text (``utc_text``), so string order is
+time order.
 """
 
 from __future__ import annotations
 
 import sqlite3
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 from agent.sqlite import split_sql
-
-_UTC_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
+from tools.calendar import occurrence_index
 
 
 def new_uid() -> str:
@@ -75,8 +75,6 @@ def _occurrence_index(conn: sqlite3.Connection) -> None:
     DST gap, 02:30 on the day New York skips to 03:00, as that wall time). ``occurrence_index``:
     per series, the originals before ``until_utc`` are there (NULL: all of them, a finite
     series), and its longest occurrence in seconds (the range query's lower bound)."""
-    from tools.calendar import occurrence_index  # imports this module: not at the top
-
     for statement in split_sql(
         """
         CREATE TABLE event_occurrences (
@@ -290,25 +288,3 @@ def legacy_version(conn: sqlite3.Connection) -> int:
         return 0
     return int(conn.execute("SELECT MAX(version) FROM schema_version").fetchone()[0] or 0)
 
-
-def to_utc_text(moment: datetime) -> str:
-    """Fixed-width UTC text; refuses naive datetimes because their instant is unknown."""
-    if moment.tzinfo is None or moment.utcoffset() is None:
-        raise ValueError(f"naive datetime {moment!r}: the store needs timezone-aware times")
-    return moment.astimezone(timezone.utc).strftime(_UTC_FORMAT)
-
-
-def from_utc_text(text: str) -> datetime:
-    """The instant of a stored time. ``fromisoformat`` reads the fixed-width "…Z" form (Python
-    3.11+) several times faster than ``strptime``; a day search over a calendar of series reads
-    thousands of them."""
-    moment = datetime.fromisoformat(text)
-    if moment.tzinfo is timezone.utc:  # the "…Z" the store writes: already what is returned
-        return moment
-    if moment.utcoffset() != timedelta(0):
-        raise ValueError(f"{text!r} is not a stored UTC time")
-    return moment.astimezone(timezone.utc)
-
-
-def now_text() -> str:
-    return datetime.now(timezone.utc).strftime(_UTC_FORMAT)

@@ -1,6 +1,6 @@
 """The event store: events, people, attendees, busy times and each event's reminder offsets.
 
-Times are aware datetimes here and UTC text on disk (``schema.to_utc_text``), plus the IANA
+Times are aware datetimes here and UTC text on disk (``utc_text.to_utc_text``), plus the IANA
 zone an event was made in. Every change runs inside ``transaction()`` so a tool call fully
 happens or not at all, even if the process is killed half-way.
 
@@ -24,9 +24,8 @@ from agent.sqlite import Database
 from tools.calendar import occurrence_index as index
 from tools.calendar import recurrence as rec
 from tools.calendar.ledger import DeliveryLedger
-from tools.calendar.schema import (
-    MIGRATIONS, SCHEMA_VERSION, from_utc_text, legacy_version, new_uid, now_text, to_utc_text,
-)
+from tools.calendar.schema import MIGRATIONS, SCHEMA_VERSION, legacy_version, new_uid
+from tools.calendar.utc_text import from_utc_text, now_text, to_utc_text
 
 __all__ = [
     "MIGRATIONS", "SCHEMA_VERSION", "UNSET", "Busy", "CalendarStore", "Event", "Person",

@@ -16,9 +16,9 @@ from zoneinfo import ZoneInfo
 
 from agent.visible import visible_line
 from tools.calendar import shown
-from tools.calendar.schema import from_utc_text
 from tools.calendar.sync.identity import refusal_line
 from tools.calendar.sync.objects import FIELDS, Snapshot
+from tools.calendar.utc_text import from_utc_text
 
 FIELD_WORDS = {"title": "title", "when": "time", "location": "place", "notes": "notes", "attendees": "attendees",
                "transparent": "free/busy", "occurrences": "changed occurrences"}

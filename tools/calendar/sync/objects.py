@@ -19,7 +19,7 @@ import icalendar
 
 from tools.calendar import ics, ics_read
 from tools.calendar.store import CalendarStore, Event
-from tools.calendar.schema import to_utc_text
+from tools.calendar.utc_text import to_utc_text
 
 # The fields the merge compares. "when" is start, end, zone, all-day and the recurrence
 # together: they change together (moving a series moves its EXDATEs), so they merge together.

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from tools.calendar.schema import from_utc_text, now_text
 from tools.calendar.store import CalendarStore
+from tools.calendar.utc_text import from_utc_text, now_text
 
 
 @dataclass(frozen=True)
