@@ -75,7 +75,7 @@ def run_probe(bench: Bench, mode: str, steps_file: Path) -> dict[str, Any]:
     if config.n_threads:
         cmd += ["--threads", str(config.n_threads)]
     if mode == "runtime":
-        cmd += ["--tz", config.settings.tz] + (["--quick"] if config.quick else [])
+        cmd += ["--tz", config.settings.tz, "--tool-block", bench.tool_block] + (["--quick"] if config.quick else [])
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=CHILD_TIMEOUT_S)
     except subprocess.TimeoutExpired:

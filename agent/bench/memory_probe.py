@@ -132,7 +132,7 @@ def run_runtime(args: argparse.Namespace) -> dict[str, Any]:
 
     stages.mark("imports")
     settings = load_settings({"model_path": args.model, "no_adapter": True, "n_ctx": args.ctx,
-                              "n_threads": args.threads, "tz": args.tz})
+                              "n_threads": args.threads, "tz": args.tz, "tool_block": args.tool_block})
     backend = build_llama_backend(settings)  # the model checks, then the load, as users get it
     stages.mark("model_loaded")
     bench = Bench(BenchConfig(model_path=args.model, n_ctx=args.ctx, n_threads=args.threads,
@@ -147,7 +147,7 @@ def run_runtime(args: argparse.Namespace) -> dict[str, Any]:
     Path(args.steps).write_text(json.dumps([asdict(s) for s in steps]))
     engine = backend.engine
     return {
-        "mode": "runtime", "peak_rss_bytes": peak, "stages_rss_mb": stages.rss_mb,
+        "mode": "runtime", "tool_block": settings.tool_block, "peak_rss_bytes": peak, "stages_rss_mb": stages.rss_mb,
         "stages_s": stages.seconds, "episode_s": seconds, "steps": len(steps),
         "first_prompt_tokens": steps[0].evaluated if steps else 0,
         "stop": turn.stop_reason.value, "n_ctx": engine.n_ctx, "n_tokens": engine.n_tokens,
@@ -190,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", required=True, help="JSON file: the runtime writes its steps, bare replays them")
     parser.add_argument("--tz", default=None, help="runtime: the user's time zone (default: settings)")
     parser.add_argument("--quick", action="store_true", help="runtime: the bench's --quick reply budget")
+    parser.add_argument("--tool-block", default=None, help="runtime: full or compact (default: settings)")
     args = parser.parse_args(argv)
     result = run_runtime(args) if args.mode == "runtime" else run_bare(args)
     print(json.dumps(result), flush=True)

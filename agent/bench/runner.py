@@ -50,9 +50,12 @@ class Bench:
         self.now = datetime.now(timezone.utc)  # the runtimes' clock, frozen at the start of the run
 
     def build_backend(self, model_path: str, n_ctx: int | None = None) -> Any:
+        """A bare model (no adapter) with the settings' tool block: the figures measure the prompt
+        the runtime would serve, not always the full block."""
         from agent.backends.llama import LlamaBackend
 
-        return LlamaBackend(model_path, n_ctx=n_ctx or self.config.n_ctx, n_threads=self.config.n_threads)
+        return LlamaBackend(model_path, n_ctx=n_ctx or self.config.n_ctx, n_threads=self.config.n_threads,
+                            tool_block=self.tool_block)
 
     def build_peer_backend(self) -> Any:
         """The runtime's backend in figure 4: the model with the run's adapter and the settings'
@@ -85,6 +88,7 @@ class Bench:
         self.report.info.update(machine())
         self.report.info.update({"model": cfg.model_path, "n_ctx": cfg.n_ctx, "quick": cfg.quick,
                                  "repeats": cfg.repeats, "max_tokens_per_step": cfg.max_tokens,
+                                 "tool_block": self.tool_block,
                                  "peers_weights": peers.weights_note(cfg.lora_path, cfg.lora_scale)})
         if cfg.only == "peers":
             peers.peers(self, self.build_peer_backend())
@@ -106,6 +110,6 @@ class Bench:
         jump.figure(self, backend, "49k", f"vocab {backend.engine.n_vocab}")
         grammar.qwen3(self)
         tool_block.sizes(self, backend)
-        same = cfg.lora_path is None and self.tool_block == "full"  # the figures' backend is the peers' runtime
+        same = cfg.lora_path is None  # the figures' backend is the peers' runtime (same tool block)
         peers.peers(self, backend if same else self.build_peer_backend())
         return self.report

@@ -54,8 +54,10 @@ def run_child(args: argparse.Namespace) -> dict[str, Any]:
     from agent.loop import Budgets
 
     stages.mark("imports")
+    # no environment: the parent's variables are not this start's settings; what the bench
+    # measures (the tool block among them) comes as flags
     flags = {"model_path": args.model, "no_adapter": True, "n_ctx": args.ctx, "n_threads": args.threads,
-             "data_dir": args.data_dir, "tz": args.tz, "domain": args.domain}
+             "data_dir": args.data_dir, "tz": args.tz, "domain": args.domain, "tool_block": args.tool_block}
     settings = load_settings({k: v for k, v in flags.items() if v is not None}, environ={})
     backend = build_llama_backend(settings, keep_states=args.mode != "cold")
     stages.mark("model_loaded")
@@ -73,7 +75,8 @@ def run_child(args: argparse.Namespace) -> dict[str, Any]:
     state_dir = backend.state_dir
     context = backend.engine.tokens()
     result = {
-        "mode": args.mode, "stages_s": stages.seconds, "warm_up": backend.warm_up_result,
+        "mode": args.mode, "tool_block": settings.tool_block, "stages_s": stages.seconds,
+        "warm_up": backend.warm_up_result,
         "warm_up_s": backend.cache.prefix_timings,
         "prefix_tokens": len(backend.cache.static),
         "prompt_tokens": step.prompt_tokens if step else None,
@@ -98,7 +101,7 @@ def run_start(bench: Bench, mode: str, data_dir: Path) -> dict[str, Any] | str:
     root = str(Path(__file__).resolve().parents[2])
     cmd = [sys.executable, "-m", "agent.bench.warm_start", mode, "--model", config.model_path,
            "--ctx", str(config.n_ctx), "--data-dir", str(data_dir), "--now", bench.now.isoformat(),
-           "--tz", config.settings.tz, "--domain", config.settings.domain]
+           "--tz", config.settings.tz, "--domain", config.settings.domain, "--tool-block", bench.tool_block]
     if config.n_threads:
         cmd += ["--threads", str(config.n_threads)]
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([root, *filter(None, [os.environ.get("PYTHONPATH")])]))
@@ -177,7 +180,7 @@ def figure_alone(args: argparse.Namespace) -> dict[str, Any]:
     from agent.bench.runner import Bench, BenchConfig
     from agent.config import load_settings
 
-    flags = {"tz": args.tz, "domain": args.domain}
+    flags = {"tz": args.tz, "domain": args.domain, "tool_block": args.tool_block}
     settings = load_settings({k: v for k, v in flags.items() if v is not None}, environ={})
     bench = Bench(BenchConfig(model_path=args.model, n_ctx=args.ctx, n_threads=args.threads, quick=False,
                               settings=settings))
@@ -195,6 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--now", help="one start: the ISO instant every start sees (same prompt text)")
     parser.add_argument("--tz", default=None)
     parser.add_argument("--domain", default=None, help="the domain module (default: settings)")
+    parser.add_argument("--tool-block", default=None, help="full or compact (default: full, as the settings')")
     args = parser.parse_args(argv)
     if args.mode == "all":
         print(json.dumps(figure_alone(args), ensure_ascii=False, indent=1), flush=True)
