@@ -8,15 +8,14 @@ no other.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any, Iterable
 
 from agent.eval.trace import TracedCall
-from agent.records import CallRecord
 from tools.calendar.replies import names_event_id, names_title_and_time, states_date
+from tools.calendar.result_views import result_body
 from tools.calendar.snapshot_diff import fold
 
 
@@ -26,15 +25,6 @@ def event_id_of(call: TracedCall) -> int | None:
         return int(arguments.get("event_id"))  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
-
-
-def result_body(call: TracedCall | CallRecord) -> dict[str, Any]:
-    """The JSON object of a call's exact result text ({} if it is not one)."""
-    try:
-        body = json.loads(call.result or "{}")
-    except ValueError:
-        return {}
-    return body if isinstance(body, dict) else {}
 
 
 def event_views(data: Any) -> Iterable[dict[str, Any]]:

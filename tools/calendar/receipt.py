@@ -20,8 +20,8 @@ from agent.prompt import unstamp_user_text
 from agent.receipt import MARK, Receipt
 from agent.records import CallRecord, CallStatus, Turn
 from agent.tools import TARGET_CHANGED
-from tools.calendar.evidence import result_body
 from tools.calendar.replies import CHANGE_TOOL_KINDS, claimed_changes, in_language
+from tools.calendar.result_views import result_body
 from tools.calendar.shown import title as shown_title
 from tools.calendar.store import CalendarStore
 

@@ -15,7 +15,7 @@ one that cuts a calendar result.
 from __future__ import annotations
 
 import json
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from agent.tools import ToolResult
 from tools.calendar import capped_fields
@@ -88,3 +88,19 @@ def refusing_rules_that_never_match(store: Any, run: Callable[[Any], ToolResult]
                 )
 
     return guarded
+
+
+class HasResult(Protocol):
+    """A recorded call (the runtime's ``CallRecord``, eval's ``TracedCall``): its exact result text."""
+
+    result: str | None
+
+
+def result_body(call: HasResult) -> dict[str, Any]:
+    """The JSON object of a call's exact result text ({} if it is not one): how the receipt and the
+    verifier read back what a tool answered."""
+    try:
+        body = json.loads(call.result or "{}")
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
