@@ -1,23 +1,31 @@
-"""``python -m agent``: the REPL by default, plus eval, export, bench and doctor."""
+"""``python -m agent``: the REPL by default, plus doctor and calendar; eval, export, train and bench
+from the lab, loaded only when one of them is named.
+
+The lab's parsers live in the lab (each module's ``add_parser``), so ``--help`` and the chat see a
+stand-in with the same help line (``LAB``); ``parse_arguments`` builds the one real lab parser
+that the command line names and parses again. Starting the chat loads no lab module."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
 import sys
+from collections.abc import Iterable
 from typing import Any
 
 from agent.config import Settings, load_settings, with_model_flag
 from agent.receipt import RECEIPT_MODES
 
-# Subcommands that live in their own module, each with add_parser(subparsers, parents) and
-# run(args, settings) -> exit status. Their modules import heavy libraries only when run.
-SUBCOMMANDS = {
-    "eval": "agent.eval.cli",
-    "export": "agent.export.cli",
-    "train": "agent.train.cli",
-    "bench": "agent.bench",
+# The lab's subcommands: name -> (module with add_parser(subparsers, parents) and
+# run(args, settings) -> exit status, the help line ``--help`` shows before the module is loaded).
+# tests/test_cli.py checks that each line is the one the module itself registers.
+LAB = {
+    "eval": ("agent.eval.cli", "score a policy or a model on the domain's scenarios"),
+    "export": ("agent.export.cli", "turn recorded episodes into training data (SFT, GRPO) and report on them"),
+    "train": ("agent.train.cli", "post-train the model on exported trajectories (needs the train extra)"),
+    "bench": ("agent.bench", "measure the runtime against llama.cpp itself and a peer (ratios)"),
 }
+SUBCOMMANDS = {name: module for name, (module, _) in LAB.items()}
 
 
 class _NotAFlag(argparse.Action):
@@ -96,7 +104,10 @@ def no_abbreviations(parser: argparse.ArgumentParser) -> None:
                 no_abbreviations(sub)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(lab: Iterable[str] | None = None) -> argparse.ArgumentParser:
+    """The whole command line. ``lab``: which lab subcommands get their real parser (default all,
+    which imports their modules); the others get a stand-in that only shows their help line."""
+    lab = set(LAB if lab is None else lab)
     parser = argparse.ArgumentParser(
         prog="python -m agent",
         description="iljeong: a private calendar assistant running a local model. Without a subcommand, starts the chat.",
@@ -124,10 +135,24 @@ def build_parser() -> argparse.ArgumentParser:
     )
     calendar.add_argument("action", choices=("import", "export", "sync", "status"))
     calendar.add_argument("file", nargs="?", default="", help=".ics file to read (import) or write (export)")
-    for module in SUBCOMMANDS.values():
-        importlib.import_module(module).add_parser(sub, parents=[shared])
+    for name, (module, help_line) in LAB.items():
+        if name in lab:
+            importlib.import_module(module).add_parser(sub, parents=[shared])
+        else:  # its arguments are left unknown: parse_arguments parses them with the real parser
+            sub.add_parser(name, help=help_line, add_help=False)
     no_abbreviations(parser)
     return parser
+
+
+def parse_arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    """``build_parser().parse_args`` without importing the lab unless the command names it."""
+    light = build_parser(lab=())
+    args, unknown = light.parse_known_args(argv)
+    if args.command in LAB:
+        return build_parser(lab=(args.command,)).parse_args(argv)
+    if unknown:
+        light.parse_args(argv)  # exits with argparse's own message for what it does not know
+    return args
 
 
 def run_data_command(settings: Settings, action: str, argument: str) -> int:
@@ -151,7 +176,7 @@ def run_data_command(settings: Settings, action: str, argument: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_arguments(argv)
     command = args.command or "chat"
     try:
         settings = settings_from(args)

@@ -247,6 +247,52 @@ def test_the_runtime_never_imports_the_train_extra():
     assert result.stdout.strip() == ""
 
 
+LAB_PREFIXES = ("agent.eval", "agent.export", "agent.train", "agent.bench", "tools.calendar.lab")
+
+
+def test_starting_the_chat_and_its_first_reply_load_no_lab_module(tmp_path):
+    """The lab (eval, export, train, bench, the calendar's scenarios) is for the lab: parsing a chat's
+    command line, building the runtime and answering a turn (a tool call and a reply) import none of it."""
+    code = (
+        "import io, sys\n"
+        "from agent.__main__ import parse_arguments\n"
+        "from agent.app import build_runtime\n"
+        "from agent.backends.scripted import ScriptedBackend\n"
+        "from agent.config import load_settings\n"
+        "from agent.formats import format_tool_call\n"
+        "from agent.repl import run_repl\n"
+        "args = parse_arguments(['--tz', 'Asia/Seoul', 'chat'])\n"
+        f"settings = load_settings({{'data_dir': {str(tmp_path)!r}}}, environ={{}})\n"
+        "call = format_tool_call('list_events', {'date': '2026-12-01'})\n"
+        "runtime = build_runtime(settings, ScriptedBackend([call, 'Nothing that day.']))\n"
+        "out = io.StringIO()\n"
+        "assert run_repl(runtime, yes=False, stdin=io.StringIO('what is on dec 1\\n'), out=out) == 0\n"
+        "runtime.close()\n"
+        "assert 'Nothing that day.' in out.getvalue(), out.getvalue()\n"
+        f"print(','.join(sorted(m for m in sys.modules if m.startswith({LAB_PREFIXES!r}))))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == ""
+
+
+def test_a_lab_command_is_parsed_by_its_own_parser_and_help_shows_it_unloaded() -> None:
+    """``--help`` lists the lab's commands from stand-ins; their help lines are the lab modules' own,
+    and a lab command line parses to exactly what the full parser gives."""
+    from agent.__main__ import LAB, build_parser, parse_arguments
+
+    assert build_parser(lab=()).format_help() == build_parser().format_help()
+    for argv in (["--threads", "2", "eval", "--threads", "5"], ["--demo", "train", "ei", "--out", "x"],
+                 ["bench", "--quick"], ["doctor", "--no-generate"], []):
+        assert vars(parse_arguments(argv)) == vars(build_parser().parse_args(argv)), argv
+    assert parse_arguments(["eval", "--threads", "5"]).n_threads == 5
+    for argv in (["eval", "--no-such-flag"], ["chat", "--no-such-flag"], ["--no-such-flag"]):
+        with pytest.raises(SystemExit) as refused:
+            parse_arguments(argv)
+        assert refused.value.code == 2, argv
+    assert set(LAB) == {"eval", "export", "train", "bench"}
+
+
 def test_model_flags_before_the_subcommand_are_kept_not_overwritten_by_its_defaults() -> None:
     """``python -m agent --threads 2 train ei`` ran llama.cpp on its default threads: argparse set the
     subcommand's ``None`` defaults over the values given before it. Now both places work, and a flag
