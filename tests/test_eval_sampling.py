@@ -18,7 +18,8 @@ import pytest
 
 from agent.backends.base import Completion
 from agent.backends.openai import OpenAIBackend
-from agent.backends.sampling import Sampling, SeededBackend, derive_seed
+from agent.backends.sampling import Sampling, derive_seed
+from agent.backends.seeded import SeededBackend
 
 
 def test_derived_seeds_are_stable_distinct_and_fit_31_bits() -> None:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from agent.backends.sampling import Sampling
+from agent.backends.sampling import Sampling
 
 # How a remote backend's error line starts when the server refused the key (HTTP 401/403);
 # frontends recognise it to tell the user what to fix instead of "try again".

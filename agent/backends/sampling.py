@@ -3,21 +3,18 @@ one re-runnable.
 
 A backend's ``complete(..., sampling=Sampling(...))`` decodes with those settings; ``None`` keeps
 the backend's own default (greedy for llama.cpp, ``temperature 0`` on the wire). Eval and
-expert iteration wrap the shared backend once per episode in ``SeededBackend``: the episode gets
-a seed derived from (base seed, scenario id, sample index), and its n-th model step the seed
-derived from (episode seed, n). So the k samples of a scenario draw different random numbers,
-and one episode re-run alone (delete its JSON from the results folder and run the same command)
-draws exactly the numbers it drew the first time.
+expert iteration wrap the shared backend once per episode in ``SeededBackend``
+(``agent.backends.seeded``): the episode gets a seed derived from (base seed, scenario id, sample
+index), and its n-th model step the seed derived from (episode seed, n). So the k samples of a
+scenario draw different random numbers, and one episode re-run alone (delete its JSON from the
+results folder and run the same command) draws exactly the numbers it drew the first time.
 """
 
 from __future__ import annotations
 
 import hashlib
 from dataclasses import asdict, dataclass, replace
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from agent.backends.base import Backend, Completion
+from typing import Any
 
 
 def derive_seed(*parts: object) -> int:
@@ -56,27 +53,3 @@ class Sampling:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
-
-class SeededBackend:
-    """One episode's view of a shared backend: every ``complete`` gets the next step's sampling.
-
-    Everything else (``identity`` aside, which adds the sampling) is the shared backend's own, so
-    the loop, the KV-state cache and the stream behave as without the wrapper.
-    """
-
-    def __init__(self, inner: Backend, sampling: Sampling) -> None:
-        self.inner = inner
-        self.sampling = sampling
-        self.steps = 0
-        self.name = inner.name
-
-    def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any) -> Completion:
-        step = self.sampling.for_step(self.steps)
-        self.steps += 1
-        return self.inner.complete(messages, tools, sampling=step, **kwargs)
-
-    def identity(self) -> dict[str, Any]:
-        return {**self.inner.identity(), "sampling": self.sampling.to_dict()}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)

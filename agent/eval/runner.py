@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from agent.backends.base import Backend
-from agent.backends.sampling import Sampling, SeededBackend
+from agent.backends.sampling import Sampling
+from agent.backends.seeded import SeededBackend
 from agent.eval.dialogue import DEFAULT_MAX_USER_TURNS, run_episode
 from agent.eval.record import EPISODES_DIR, EpisodeFileError, EpisodeRecord, read_episode
 from agent.eval.suite import EvalSuite, Scenario, Verifier
