@@ -1,7 +1,8 @@
 """The day search before the occurrence index, kept as the oracle the index is checked against.
 
 ``expanded_between`` is ``CalendarStore.events_between`` as of main 855c0f0, verbatim but for
-``self``: every series that may overlap the window is expanded with ``dateutil`` at every call.
+``self`` (and ``self._occurrences``, now ``occurrence_reads.series_occurrences``): every series
+that may overlap the window is expanded with ``dateutil`` at every call.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from functools import lru_cache
 from zoneinfo import ZoneInfo
 
 from tools.calendar import recurrence as rec
+from tools.calendar.occurrence_reads import series_occurrences
 from tools.calendar.store import CalendarStore, Event, from_utc_text, to_utc_text
 
 
@@ -42,7 +44,7 @@ def expanded_between(store: CalendarStore, start: datetime, end: datetime) -> li
         for row in series:
             if int(row["id"]) not in moved_in and not _may_occur(row, start, end):
                 continue
-            events += store._occurrences(store._event_from_row(row), start, end)
+            events += series_occurrences(store._conn, store._event_from_row(row), start, end)
     events.sort(key=lambda e: (e.start, e.id))
     return events
 

@@ -28,7 +28,8 @@ from hypothesis import strategies as st
 from tests.calendar_expansion import expanded_between
 from tools.calendar import occurrence_index as index
 from tools.calendar import recurrence as rec
-from tools.calendar.store import CalendarStore, Event, _occurrence_of, from_utc_text
+from tools.calendar.event_rows import occurrence_of
+from tools.calendar.store import CalendarStore, Event, from_utc_text
 
 UTC = timezone.utc
 SEOUL, NEW_YORK = ZoneInfo("Asia/Seoul"), ZoneInfo("America/New_York")
@@ -306,14 +307,14 @@ def test_an_rdate_before_the_series_start_is_found_as_every_other_reader_finds_i
 
 
 def test_an_occurrence_built_from_the_index_is_the_event_replace_builds() -> None:
-    """``_occurrence_of`` fills ``__dict__`` instead of running the frozen ``__init__``; that is
+    """``occurrence_of`` fills ``__dict__`` instead of running the frozen ``__init__``; that is
     only the same object while Event has no ``__post_init__`` and no slots."""
     assert not hasattr(Event, "__post_init__") and not hasattr(Event, "__slots__")
     start = datetime(2026, 12, 7, 10, tzinfo=SEOUL)
     series = Event(id=3, title="팀 회의", start=start, end=start + timedelta(hours=1), tz="Asia/Seoul",
                    attendees=("Mina",), remind_minutes_before=(10,), recurrence="RRULE:FREQ=WEEKLY", uid="u@iljeong")
     later = start + timedelta(weeks=2)
-    made = _occurrence_of({f.name: getattr(series, f.name) for f in fields(Event)}, later, later + timedelta(hours=1), later)
+    made = occurrence_of({f.name: getattr(series, f.name) for f in fields(Event)}, later, later + timedelta(hours=1), later)
     expected = replace(series, start=later, end=later + timedelta(hours=1), original_start=later)
     assert made == expected and vars(made) == vars(expected) and repr(made) == repr(expected)
     assert hash(made.key) == hash(expected.key)
