@@ -15,7 +15,9 @@ from tools.calendar.reminders import CalendarNotifier
 from tools.calendar.settings import CalendarSettings, load_settings as calendar_settings
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.settings import Account, account as caldav_account, load_caldav_settings
-from tools.calendar.tools import DOMAIN_PROMPT, DOMAIN_PROMPT_SHORT, build_registry, event_words, events_on_day
+from tools.calendar.event_views import event_words, events_on_day
+from tools.calendar.prompt_text import DOMAIN_PROMPT, DOMAIN_PROMPT_SHORT
+from tools.calendar.tools import build_registry
 
 if TYPE_CHECKING:
     from agent.config import Settings

@@ -17,7 +17,8 @@ from tools.calendar.time_drill import drill_scenarios
 from tools.calendar.time_probe import TEMPLATE as TIME_PROBE
 from tools.calendar.time_probe import probe_scenarios
 from tools.calendar.time_probe import report as time_probe_report
-from tools.calendar.tools import DOMAIN_PROMPT, DOMAIN_PROMPT_SHORT, build_registry
+from tools.calendar.prompt_text import DOMAIN_PROMPT, DOMAIN_PROMPT_SHORT
+from tools.calendar.tools import build_registry
 from tools.calendar.verify import CalendarVerifier, RewardWeights
 from tools.calendar.wording_drill import TEMPLATE as WORDING_DRILL
 from tools.calendar.wording_drill import wording_scenarios

@@ -18,7 +18,7 @@ from datetime import date, datetime, time, timedelta, timezone
 from agent.domain import Notice
 from tools.calendar import shown
 from tools.calendar.store import CalendarStore, Event, to_utc_text
-from tools.calendar.tools import event_words, events_on_day
+from tools.calendar.event_views import event_words, events_on_day
 
 log = logging.getLogger(__name__)
 
