@@ -21,8 +21,8 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from agent.backends.sampling import Sampling
-from agent.eval.suite import Scenario, Verdict
 from agent.eval.trace import EpisodeTrace, TracedCall
+from agent.eval.types import Scenario, Verdict
 from agent.history import DEFAULT_HISTORY_TURNS
 from agent.records import StopReason, Turn
 

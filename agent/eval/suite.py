@@ -1,16 +1,21 @@
 """What a domain hands the eval runner: scenarios, a fresh environment per episode, a verifier
 and scripted policies. Domain-free: the runner finds the suite through the domain module named
 by ``Settings.domain`` (its ``load_eval_suite(settings)``), never by importing a domain.
+
+``Scenario`` and ``Verdict`` belong to this contract but are defined in ``agent.eval.types``: the
+episode trace and record hold them too, while this module names the trace and the record (for
+typing only).
 """
 
 from __future__ import annotations
 
 import importlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from agent.eval.types import Scenario, Verdict
 from agent.prompt import PromptSettings
 from agent.receipt import ReceiptFn
 from agent.tools import Registry
@@ -25,62 +30,10 @@ SPLITS: tuple[str, ...] = ("train", "dev", "test")
 # A scripted policy: looks at the whole message list and writes the next raw model output.
 PolicyFn = Callable[[list[dict[str, Any]]], str]
 # Builds a policy for one scenario (a scripted policy may know the task's intent, not its answer).
-PolicyFactory = Callable[["Scenario"], PolicyFn]
+PolicyFactory = Callable[[Scenario], PolicyFn]
 # A domain's own report on a finished run: (results folder, its episodes) → text to print after the
 # summary table (it may write its own files into the folder), or None when the run has nothing for it.
 RunReport = Callable[[Path, list["EpisodeRecord"]], "str | None"]
-
-
-@dataclass(frozen=True)
-class Scenario:
-    """One task. ``initial``, ``expected`` and ``task`` are the domain's own JSON data.
-
-    The simulated user: speaks ``opening``, then answers each question of the agent with the
-    next line of ``user_script``; a statement that changed nothing gets ``followup`` once (never
-    a yes), or silence when it is None (see ``agent.eval.dialogue``). Rules the verifier checks:
-    - ``mutation_after``: no change to the store before this many user messages were delivered
-      (1 = just the opening; the required information arrives with message ``mutation_after``);
-    - ``consent_after``: where the user's yes is. 1: in the opening itself (for the event the
-      task names); n >= 2: it is script line n - 1 (``user_script[n - 2]``), and it counts only
-      for the event named by the agent's question that it answers. ``None``: no yes at all, so
-      a destructive call is never wanted.
-
-    ``fixed_turns``: the user is no simulation but a fixed list of turns (an external benchmark's
-    task, e.g. BFCL's ``question``): ``opening`` and then every line of ``user_script``, in order,
-    one per agent turn, whatever the agent said or did; ``max_user_turns`` does not cut it.
-    """
-
-    id: str
-    template: str
-    variant: str  # phrasing id; splits are by variant so dev/test phrasings are unseen in training
-    split: str
-    seed: int
-    language: str  # "ko" | "en"
-    now: str  # ISO datetime with offset: the fixed "now" of the episode
-    tz: str
-    opening: str
-    user_script: tuple[str, ...] = ()
-    mutation_after: int = 1
-    consent_after: int | None = None
-    followup: str | None = None
-    needs_tools: bool = True
-    call_budget: int = 6  # tool calls an ideal run needs, with some slack
-    initial: dict[str, Any] = field(default_factory=dict)
-    expected: dict[str, Any] = field(default_factory=dict)
-    task: dict[str, Any] = field(default_factory=dict)  # structured intent, for scripted policies
-    fixed_turns: bool = False  # play opening + user_script as they are (see above)
-
-    def now_datetime(self) -> datetime:
-        return datetime.fromisoformat(self.now)
-
-    def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
-        data["user_script"] = list(self.user_script)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Scenario:
-        return cls(**{**data, "user_script": tuple(data.get("user_script", ()))})
 
 
 @dataclass
@@ -103,24 +56,6 @@ class Environment:
     # Called with each user turn's index (0: the opening) before the agent plays it: a task whose
     # world changes between turns does it here (BFCL's miss_func adds tools to the registry).
     on_user_turn: Callable[[int], None] = lambda _index: None
-
-
-@dataclass
-class Verdict:
-    """The verifier's judgement of one episode; every component is kept for analysis."""
-
-    success: bool
-    policy_ok: bool
-    reward: float
-    components: dict[str, float]  # named parts (weighted and raw), penalties included
-    violations: list[str] = field(default_factory=list)  # policy rules broken, in words
-    errors: list[str] = field(default_factory=list)  # why the task failed, in words
-    incorrect_action: bool = False  # a change to the store that was not wanted
-    valid_calls: int = 0
-    attempted_calls: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class Verifier(Protocol):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agent.eval.suite import Scenario
+from agent.eval.types import Scenario
 from agent.formats import HERMES
 from agent.loop import QUESTION_ENDINGS
 from agent.records import CallStatus, StopReason, Turn
