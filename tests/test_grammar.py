@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from agent.formats import HERMES, format_tool_call, parse_reply
 from agent.formats.gbnf import DEFAULT_MAX_STRING, int_range_gbnf, max_text_bytes
-from agent.grammar import check_grammar, compile_grammar, grammar_accepts
+from tests.llama_grammar import check_grammar, compile_grammar, grammar_accepts
 from agent.tools import Registry, Tool, ToolResult
 
 CALL_CLOSE = HERMES.call_close

@@ -5,7 +5,7 @@ Validation lives here so a bad call is refused by ``Registry.validate`` (error c
 "12/01") are rejected with the expected form spelled out; nothing is guessed.
 
 The JSON schemas say what the validators accept, because the tool-call grammar is built from
-them (``agent.grammar``): dates carry a ``YYYY-MM-DD`` pattern, times ``HH:MM``, ids and minutes
+them (``agent.formats.gbnf``): dates carry a ``YYYY-MM-DD`` pattern, times ``HH:MM``, ids and minutes
 their ranges, and every string and list a maximum length. A small model under that grammar
 cannot write ``"2023-01-08T12:00:00Z"`` for a date or an attendee list that never ends. Where a
 validator has a friendlier message than pydantic's (dates, times, reminders), the schema is

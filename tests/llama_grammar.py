@@ -1,7 +1,9 @@
-"""llama.cpp's grammar sampler for call grammars: compile once, check up front, test acceptance.
+"""Tests' view of llama.cpp's grammar sampler: does llama.cpp parse a call grammar, and does it
+accept a text token by token.
 
-The call grammar itself is the chat format's (``HERMES.call_gbnf``, built by
-``agent.formats.gbnf``); this module is what llama.cpp does with a GBNF text.
+The runtime builds its grammar sampler in ``agent.backends.llama.decode``; the call grammar is the
+chat format's (``HERMES.call_gbnf``, built by ``agent.formats.gbnf``). This module checks both
+against llama.cpp itself, which only the tests need.
 """
 
 from __future__ import annotations
