@@ -19,7 +19,7 @@ from agent.bench import llama_server_build as build
 from agent.bench import peers
 from agent.bench.client_loop import _count_tokens
 from agent.bench.peer_server import HERMES_TEMPLATE, ServerUnavailable, native_llama_server, native_server_command
-from agent.bench.runner import Bench, BenchConfig
+from agent.bench.context import Bench, BenchConfig
 from agent.eval.trace import EpisodeTrace, Exchange
 from agent.records import CallRecord, CallStatus, StepRecord, Turn
 

@@ -21,7 +21,7 @@ from agent.backends.llama import ModelFiles, ModelRefused
 from agent.bench import peers
 from agent.bench.peer_server import (ServerUnavailable, llama_server, native_llama_server, native_server_command,
                                      python_server_command)
-from agent.bench.runner import Bench, BenchConfig
+from agent.bench.context import Bench, BenchConfig
 from agent.config import load_settings
 
 if TYPE_CHECKING:

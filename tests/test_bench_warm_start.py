@@ -17,7 +17,7 @@ KEYS = {"warm_start_ratio", "start_first_token_cold_s", "start_first_token_first
 
 def test_the_warm_start_figure_has_its_fields_and_the_warm_start_loads_the_prefix(smollm2: Path) -> None:
     from agent.bench import warm_start
-    from agent.bench.runner import Bench, BenchConfig
+    from agent.bench.context import Bench, BenchConfig
     from agent.config import load_settings
 
     settings = replace(load_settings({}, environ={}), domain="tests.toy_domain")

@@ -5,7 +5,7 @@ by a baseline run side by side in the same process (interleaved, repeated, media
 counts (prefix reuse) are exact and need no repetition.
 
 What is measured (docs/performance.md has the figures and the exact definitions), one module
-per family, run in this order by ``runner.Bench.run``:
+per family, run in this order by ``runner.run_all``:
 
 1. loop overhead (``overhead``): one 6-step episode through ``Runtime.handle`` (render, parse,
    validate, approval, tools on a temp SQLite calendar, session store, trajectory log) ÷ a bare
@@ -45,7 +45,8 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from agent.bench.report import Report, progress  # noqa: E402
-from agent.bench.runner import Bench, BenchConfig  # noqa: E402
+from agent.bench.context import Bench, BenchConfig  # noqa: E402
+from agent.bench.runner import run_all  # noqa: E402
 
 __all__ = ["Bench", "BenchConfig", "Report", "add_arguments", "add_parser", "default_model", "run"]
 
@@ -141,7 +142,7 @@ def run(args: argparse.Namespace, settings: Any) -> int:
     )
     adapter = f", adapter {config.lora_path} (peers)" if config.lora_path else ""
     progress(f"model {config.model_path}{adapter}, n_ctx {config.n_ctx}, {'quick' if args.quick else 'full'} run")
-    report = Bench(config).run()
+    report = run_all(Bench(config))
     report.info["only"] = args.only
     report.info["command"] = "python -m agent " + " ".join(sys.argv[1:])
     if args.json:

@@ -13,7 +13,7 @@ from agent.bench.recording import RecordingBackend, StepTrace
 from agent.formats import HERMES
 
 if TYPE_CHECKING:
-    from agent.bench.runner import Bench
+    from agent.bench.context import Bench
 
 DAY = "2026-12-01"
 USER_TEXT = "Book a dentist appointment on 2026-12-01 at 15:00 for an hour, then show me that day."
@@ -28,6 +28,9 @@ EPISODE_PREFIXES: list[str] = [
     HERMES.format_tool_call("search_events", {"date": DAY, "query": "Dentist"}),
     "",
 ]
+# The create_event call of step 2 after its opening tag: the text the grammar and jump-forward
+# figures have the model write (a call known to be valid).
+VALID_CALL = EPISODE_PREFIXES[2].split(HERMES.call_open, 1)[1]  # "\n{...create_event...}\n</tool_call>"
 
 
 def run_episode(bench: Bench, recorder: RecordingBackend) -> tuple[float, list[StepTrace], Any]:

@@ -16,16 +16,15 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agent.bench.episode import EPISODE_PREFIXES, USER_TEXT
+from agent.bench.episode import USER_TEXT, VALID_CALL
 from agent.bench.recording import hold
 from agent.bench.report import progress
 from agent.formats import HERMES
 
 if TYPE_CHECKING:
-    from agent.bench.runner import Bench
+    from agent.bench.context import Bench
 
 MODES = ("free", "full_mask", "runtime")
-VALID_CALL = EPISODE_PREFIXES[2].split(HERMES.call_open, 1)[1]  # "\n{...create_event...}\n</tool_call>"
 
 
 @dataclass

@@ -22,7 +22,7 @@ from agent.bench.report import progress
 from agent.formats import HERMES
 
 if TYPE_CHECKING:
-    from agent.bench.runner import Bench
+    from agent.bench.context import Bench
 
 END = "<|im_end|>"  # the turn end both test vocabularies (ChatML) mark as end of generation
 
@@ -90,8 +90,7 @@ def write_call(backend: Any, messages: list[dict[str, Any]], tools: list[dict[st
 
 
 def figure(bench: Bench, backend: Any, tag: str, label: str) -> None:
-    from agent.bench.grammar import VALID_CALL
-    from agent.bench.episode import USER_TEXT
+    from agent.bench.episode import USER_TEXT, VALID_CALL
     from dataclasses import replace
 
     from agent.domain import load_domain

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from agent.bench.report import progress
 
 if TYPE_CHECKING:
-    from agent.bench.runner import Bench
+    from agent.bench.context import Bench
 
 MESSAGES = 40
 REPLY = "Noted."

@@ -23,7 +23,7 @@ from agent.bench.recording import RecordingBackend
 from agent.bench.report import Report, progress
 
 if TYPE_CHECKING:
-    from agent.bench.runner import Bench
+    from agent.bench.context import Bench
 
 MB = 2**20
 CHILD_TIMEOUT_S = 1800  # one episode on a loaded 2-core machine takes minutes

@@ -127,7 +127,7 @@ def run_runtime(args: argparse.Namespace) -> dict[str, Any]:
     from agent.app import build_llama_backend
     from agent.bench.episode import run_episode
     from agent.bench.recording import RecordingBackend
-    from agent.bench.runner import Bench, BenchConfig
+    from agent.bench.context import Bench, BenchConfig
     from agent.config import load_settings
 
     stages.mark("imports")

@@ -13,7 +13,7 @@ from agent.bench.recording import BareLlama, LlamaClock, RecordingBackend, StepT
 from agent.bench.report import progress
 
 if TYPE_CHECKING:
-    from agent.bench.runner import Bench
+    from agent.bench.context import Bench
 
 
 def loop_overhead(bench: Bench, backend: Any) -> list[StepTrace]:

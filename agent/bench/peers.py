@@ -49,7 +49,7 @@ from agent.bench.report import progress
 from agent.tools import ToolResult
 
 if TYPE_CHECKING:
-    from agent.bench.runner import Bench
+    from agent.bench.context import Bench
     from agent.eval.suite import Environment, EvalSuite, Scenario, Verdict
     from agent.eval.trace import EpisodeTrace
 

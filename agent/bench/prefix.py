@@ -13,7 +13,7 @@ from agent.bench.report import Report, progress
 from agent.formats import HERMES
 
 if TYPE_CHECKING:
-    from agent.bench.runner import Bench
+    from agent.bench.context import Bench
 
 # Two chats interleaved turn by turn; each turn is one scripted call and one free reply.
 CHAT_TURNS: dict[str, list[tuple[str, str]]] = {

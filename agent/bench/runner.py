@@ -1,115 +1,42 @@
-"""The bench run: its configuration, what every figure builds on (backends, runtimes on temp
-data), and the order the figure families run in.
+"""The order the figure families run in: one loaded model, every family in turn, the table's
+order. The shared state they all build on is ``agent.bench.context.Bench``.
 """
 
 from __future__ import annotations
 
-import tempfile
-from dataclasses import dataclass, replace
-from datetime import datetime, timezone
-from pathlib import Path
-from typing import Any
-
 from agent.bench import grammar, jump, long_chat, memory, overhead, peers, prefix, tool_block, warm_start
+from agent.bench.context import Bench
 from agent.bench.report import Report, machine
 
 
-@dataclass
-class BenchConfig:
-    model_path: str
-    n_ctx: int
-    n_threads: int | None
-    quick: bool
-    settings: Any  # agent.config.Settings (data_dir replaced by temp dirs)
-    grammar_model: str | None = None  # a 151k-vocabulary GGUF for the grammar figure; None: test fixture
-    only: str | None = None  # one family ("peers", "jump"); None: all
-    peer_scenarios: int | None = None  # None: the plan's (6, quick 1)
-    peers: tuple[str, ...] | None = None  # which peers of figure 4 play (keys of ``peers.PEERS``); None: all
-    # A LoRA adapter that passed ``models.check.check_pair`` with ``model_path``: every peer of
-    # figure 4 runs it (the other figures measure the base model against a bare llama.cpp).
-    lora_path: str | None = None
-    lora_scale: float = 1.0
-
-    @property
-    def repeats(self) -> int:
-        return 1 if self.quick else 3
-
-    @property
-    def max_tokens(self) -> int:
-        return 24 if self.quick else 48
-
-
-class Bench:
-    """One run's shared state: the config, the report being filled, and the temp data dirs."""
-
-    def __init__(self, config: BenchConfig) -> None:
-        self.config = config
-        self.report = Report()
-        self.tmp = Path(tempfile.mkdtemp(prefix="iljeong-bench-"))
-        self.runs = 0  # runtimes built so far; numbers their data dirs and session ids
-        self.now = datetime.now(timezone.utc)  # the runtimes' clock, frozen at the start of the run
-
-    def build_backend(self, model_path: str, n_ctx: int | None = None) -> Any:
-        """A bare model (no adapter) with the settings' tool block: the figures measure the prompt
-        the runtime would serve, not always the full block."""
-        from agent.backends.llama import LlamaBackend
-
-        return LlamaBackend(model_path, n_ctx=n_ctx or self.config.n_ctx, n_threads=self.config.n_threads,
-                            tool_block=self.tool_block)
-
-    def build_peer_backend(self) -> Any:
-        """The runtime's backend in figure 4: the model with the run's adapter and the settings'
-        tool block (an adapter is served with the block it was trained on)."""
-        from agent.backends.llama import LlamaBackend
-
-        cfg = self.config
-        return LlamaBackend(cfg.model_path, cfg.lora_path, lora_scale=cfg.lora_scale, n_ctx=cfg.n_ctx,
-                            n_threads=cfg.n_threads, tool_block=self.tool_block)
-
-    @property
-    def tool_block(self) -> str:
-        return getattr(self.config.settings, "tool_block", "full")
-
-    def build_runtime(self, backend: Any, max_steps: int) -> Any:
-        """A fresh runtime on a fresh temp calendar, sessions and trajectory log; frozen clock."""
-        from agent.app import build_runtime
-        from agent.loop import Budgets
-
-        self.runs += 1
-        settings = replace(self.config.settings, data_dir=self.tmp / f"run{self.runs}")
-        # one instant for the whole run: every episode's messages are the same text, whatever the hour
-        runtime = build_runtime(settings, backend, clock=lambda: self.now)
-        runtime.agent.budgets = Budgets(max_steps=max_steps, max_tool_calls=16, max_tokens=self.config.max_tokens)
-        return runtime
-
-    def run(self) -> Report:
-        """Every family in turn, on one loaded model; the order is the table's order."""
-        cfg = self.config
-        self.report.info.update(machine())
-        self.report.info.update({"model": cfg.model_path, "n_ctx": cfg.n_ctx, "quick": cfg.quick,
-                                 "repeats": cfg.repeats, "max_tokens_per_step": cfg.max_tokens,
-                                 "tool_block": self.tool_block,
-                                 "peers_weights": peers.weights_note(cfg.lora_path, cfg.lora_scale)})
-        if cfg.only == "peers":
-            peers.peers(self, self.build_peer_backend())
-            return self.report
-        if cfg.only == "jump":
-            backend = self.build_backend(cfg.model_path)
-            jump.figure(self, backend, "49k", f"vocab {backend.engine.n_vocab}")
-            grammar.qwen3(self, constrained_figures=False)
-            return self.report
-        backend = memory.startup(self)
-        memory.isolated(self)  # two child processes; this one waits
-        warm_start.figure(self)  # three more: cold, first and warm start
-        steps = overhead.loop_overhead(self, backend)
-        prefix.episode_reuse(self.report, steps)
-        prefix.state_copy(self.report, backend)
-        prefix.interleaved(self, backend)
-        long_chat.long_chat(self, backend)
-        grammar.constrained(self, backend, "49k", f"vocab {backend.engine.n_vocab}")
-        jump.figure(self, backend, "49k", f"vocab {backend.engine.n_vocab}")
-        grammar.qwen3(self)
-        tool_block.sizes(self, backend)
-        same = cfg.lora_path is None  # the figures' backend is the peers' runtime (same tool block)
-        peers.peers(self, backend if same else self.build_peer_backend())
-        return self.report
+def run_all(bench: Bench) -> Report:
+    """Every family in turn (or the one ``config.only`` names), filling ``bench.report``."""
+    cfg = bench.config
+    bench.report.info.update(machine())
+    bench.report.info.update({"model": cfg.model_path, "n_ctx": cfg.n_ctx, "quick": cfg.quick,
+                              "repeats": cfg.repeats, "max_tokens_per_step": cfg.max_tokens,
+                              "tool_block": bench.tool_block,
+                              "peers_weights": peers.weights_note(cfg.lora_path, cfg.lora_scale)})
+    if cfg.only == "peers":
+        peers.peers(bench, bench.build_peer_backend())
+        return bench.report
+    if cfg.only == "jump":
+        backend = bench.build_backend(cfg.model_path)
+        jump.figure(bench, backend, "49k", f"vocab {backend.engine.n_vocab}")
+        grammar.qwen3(bench, constrained_figures=False)
+        return bench.report
+    backend = memory.startup(bench)
+    memory.isolated(bench)  # two child processes; this one waits
+    warm_start.figure(bench)  # three more: cold, first and warm start
+    steps = overhead.loop_overhead(bench, backend)
+    prefix.episode_reuse(bench.report, steps)
+    prefix.state_copy(bench.report, backend)
+    prefix.interleaved(bench, backend)
+    long_chat.long_chat(bench, backend)
+    grammar.constrained(bench, backend, "49k", f"vocab {backend.engine.n_vocab}")
+    jump.figure(bench, backend, "49k", f"vocab {backend.engine.n_vocab}")
+    grammar.qwen3(bench)
+    tool_block.sizes(bench, backend)
+    same = cfg.lora_path is None  # the figures' backend is the peers' runtime (same tool block)
+    peers.peers(bench, backend if same else bench.build_peer_backend())
+    return bench.report

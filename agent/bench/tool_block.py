@@ -13,7 +13,7 @@ from agent.bench.report import progress
 from agent.formats import HERMES
 
 if TYPE_CHECKING:
-    from agent.bench.runner import Bench
+    from agent.bench.context import Bench
 
 
 def _domain_tools(bench: Bench) -> list[dict[str, Any]]:

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from agent.bench.memory_probe import FirstSample, Stages
 
 if TYPE_CHECKING:
-    from agent.bench.runner import Bench
+    from agent.bench.context import Bench
 
 MODES = ("cold", "first", "warm")
 MESSAGE = "What is on my calendar tomorrow?"
@@ -177,7 +177,7 @@ def add_figures(report: Any, starts: dict[str, dict[str, Any] | str]) -> None:
 
 def figure_alone(args: argparse.Namespace) -> dict[str, Any]:
     """``all``: the three starts and the figures, as the bench runs them, without the rest of it."""
-    from agent.bench.runner import Bench, BenchConfig
+    from agent.bench.context import Bench, BenchConfig
     from agent.config import load_settings
 
     flags = {"tz": args.tz, "domain": args.domain, "tool_block": args.tool_block}
