@@ -26,7 +26,7 @@ from tools.calendar.limits import IMPORT_ATTENDEES, IMPORT_DATES, IMPORT_LOCATIO
 
 CUT = "X-ILJEONG-CUT"  # "<PROPERTY> <how many of it> <fingerprint of what is stored> <whole size>"
 F = TypeVar("F")
-Moments = Callable[[icalendar.Event, str, Any, bool], list[datetime]]  # ics._moments
+Moments = Callable[[icalendar.Event, str, Any, bool], list[datetime]]  # ics_fields._moments
 _TEXT = (("title", "SUMMARY", IMPORT_TITLE), ("location", "LOCATION", IMPORT_LOCATION), ("notes", "DESCRIPTION", IMPORT_NOTES))
 _KEPT = {"SUMMARY": IMPORT_TITLE, "LOCATION": IMPORT_LOCATION, "DESCRIPTION": IMPORT_NOTES, "ATTENDEE": IMPORT_ATTENDEES,
          "RDATE": IMPORT_DATES, "EXDATE": IMPORT_DATES}
@@ -35,7 +35,7 @@ _WORDS = {"SUMMARY": "title characters", "LOCATION": "location characters", "DES
 
 
 def capped(fields: F, vevent: icalendar.Event, moments: Moments) -> F:
-    """``fields`` (``ics._Fields``) with title, location, notes and attendees cut to
+    """``fields`` (``ics_fields.Fields``) with title, location, notes and attendees cut to
     ``IMPORT_*``, and ``extra`` holding each cut property, and an RDATE or EXDATE list longer
     than ``IMPORT_DATES`` (which ``dates`` cuts in the recurrence), whole with its mark; and
     ``note`` naming what was cut, for the import report."""

@@ -34,7 +34,7 @@ from caldav.lib.url import URL
 
 from agent.visible import visible_line
 from tools.calendar import ics_read
-from tools.calendar.ics import _first as ics_text  # the import's own reading of a UID (see _uid)
+from tools.calendar.ics_fields import first_text as ics_text  # the import's own reading of a UID (see _uid)
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.state import Item, SyncState
 
