@@ -21,7 +21,8 @@ from zoneinfo import ZoneInfo
 
 from tests.caldav_servers import SERVER_KINDS, start_server
 from tools.calendar.store import CalendarStore
-from tools.calendar.sync.engine import CalDAVSync, SyncReport
+from tools.calendar.sync.engine import CalDAVSync
+from tools.calendar.sync.report import SyncReport
 from tools.calendar.sync.settings import Account
 
 SEOUL = ZoneInfo("Asia/Seoul")

@@ -441,7 +441,7 @@ def test_a_sync_report_that_lists_the_collection_itself_is_not_taken_for_an_even
     (the library's hints: sync-token.limit). Played here by adding the collection to what the
     real server's report returned."""
     sync = engine(store, dav_server)
-    [calendar] = sync._collections()
+    [calendar] = sync.connection.collections()
     real = calendar.get_objects_by_sync_token
 
     def with_itself(*args: Any, **kwargs: Any) -> Any:
@@ -465,7 +465,7 @@ def test_from_the_server_root_the_event_calendars_are_found_and_a_task_list_left
     sync = engine(store, dav_server, url=dav_server.url)
     event = store.add_event("치과", T, T + HOUR)
     assert synced(sync).pushed == 1
-    assert [str(c.url) for c in sync._collections()] == [dav_server.calendar_url]
+    assert [str(c.url) for c in sync.connection.collections()] == [dav_server.calendar_url]
     assert phone_uids(dav_server) == [event.uid]
 
 
@@ -488,7 +488,7 @@ def test_a_server_without_sync_tokens_is_compared_by_etag_deletions_and_all(
     ETags (its "fake-" tokens); a deletion is then what we knew and the listing no longer has.
     Played against the real server by telling the client it has no sync tokens."""
     sync = engine(store, dav_server)
-    sync.client().features.set_feature("sync-token", {"support": "unsupported"})
+    sync.connection.client().features.set_feature("sync-token", {"support": "unsupported"})
     kept = store.add_event("팀 회의", T, T + HOUR)
     gone = store.add_event("점심", T + 3 * HOUR, T + 4 * HOUR)
     synced(sync)

@@ -12,5 +12,8 @@ the server wins a field both changed, the local value kept in a conflict record.
     merge     the three-way, field-by-field merge
     identity  what a server object may touch: one object one UID, one UID one calendar
     engine    one sync: pull, then push, under a lock no second process can share
+    connection  the server as the sync sees it: the counted client, the calendars found, failures in one line
+    lock      one process syncs a calendar at a time
+    report    what one sync did (one line), and how a sync that could not finish failed
     service   when it runs: at start, every interval, before and after a turn
 """

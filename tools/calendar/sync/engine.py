@@ -14,72 +14,28 @@ is not fetched again.
 
 Failures are one line and lose nothing: the queue stays until the server takes it. A refused
 password stops the sync at the first request (no retry storm) and the password never appears
-in a message. One process syncs at a time (an exclusive lock beside the calendar file, which
-the kernel lets go when the process dies, even by kill -9).
+in a message (``connection``). One process syncs at a time (``lock``: an exclusive lock beside
+the calendar file, which the kernel lets go when the process dies, even by kill -9).
 """
 
 from __future__ import annotations
 
-import fcntl
-import os
 import time
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from urllib.parse import quote
-
-from caldav.elements import dav
-from caldav.lib import error as dav_error
-from caldav.lib.url import URL
 
 from tools.calendar import ics
 from tools.calendar.store import CalendarStore, Event
 from tools.calendar.sync import identity, objects
+from tools.calendar.sync.connection import Connection, body as _body, etag as _etag, header as _header
 from tools.calendar.sync.identity import url_key as _key
+from tools.calendar.sync.lock import exclusive
 from tools.calendar.sync.merge import merge
-from tools.calendar.sync.auth import dav_client
+from tools.calendar.sync.report import SyncFailed, SyncReport
 from tools.calendar.sync.settings import Account
 from tools.calendar.sync.state import Item, SyncState
 
 MULTIGET_BATCH = 100
-
-
-class SyncFailed(Exception):
-    """A sync that could not finish; ``kind`` is auth | unreachable | busy | refused."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-
-
-@dataclass
-class SyncReport:
-    pulled: int = 0  # server objects applied here (new, changed)
-    removed_here: int = 0  # events deleted here because the server deleted them
-    pushed: int = 0  # local changes the server took (PUT)
-    removed_there: int = 0  # local deletions the server took (DELETE)
-    conflicts: int = 0  # fields both sides changed (the server's value kept, ours recorded)
-    skipped: list[str] = field(default_factory=list)  # one line per object not applied or not taken
-    requests: int = 0
-    bytes_sent: int = 0
-    bytes_received: int = 0
-    seconds: float = 0.0
-    error: str | None = None
-    kind: str | None = None  # SyncFailed.kind when it failed
-
-    @property
-    def ok(self) -> bool:
-        return self.error is None
-
-    def line(self) -> str:
-        """What `calendar sync` prints: one line."""
-        head = (f"pulled {self.pulled + self.removed_here}, pushed {self.pushed + self.removed_there}, "
-                f"conflicts {self.conflicts}")
-        if self.skipped:
-            head += f", skipped {len(self.skipped)}"
-        traffic = f"({self.requests} requests, {_size(self.bytes_sent + self.bytes_received)}, {self.seconds:.1f} s)"
-        return f"{head} {traffic}" if self.ok else f"sync failed: {self.error} ({head} before it)"
 
 
 class CalDAVSync:
@@ -90,10 +46,9 @@ class CalDAVSync:
         self.store = store
         self.account = account
         self.state = SyncState(store)
-        self._client: Any = None
-        self._calendars: list[Any] | None = None
-        self._counts = [0, 0, 0]  # requests, bytes sent, bytes received (since the client was made)
-        self.gate = identity.Gate(self.state, self._collections, lambda href: self._request(href, "GET", "", {}).status)
+        self.connection = Connection(account)
+        self.gate = identity.Gate(self.state, self.connection.collections,
+                                  lambda href: self.connection.request(href, "GET", "", {}).status)
 
     # -- the one entry point -------------------------------------------------------------------
 
@@ -103,80 +58,27 @@ class CalDAVSync:
         table remembers since when. A change made on both sides meets in the push (412)."""
         report = SyncReport()
         started = time.perf_counter()
-        before = list(self._counts)
+        before = list(self.connection.counts)
         try:
-            with self._exclusive(lock_wait_s):
+            with exclusive(self.store.path, lock_wait_s):
                 self._push(report)
                 # then pull, so the sync token covers our own pushes: a server need not report
                 # the deletion of an object made after the token a client holds (RFC 6578)
                 if not push_only or report.pushed or report.removed_there:
-                    for calendar in self._collections():
+                    for calendar in self.connection.collections():
                         self._pull(calendar, report)
         except SyncFailed as failed:
-            report.error, report.kind = self._clean(str(failed)), failed.kind
+            report.error, report.kind = self.connection.clean(str(failed)), failed.kind
         except Exception as exc:  # noqa: BLE001 - the library and the network raise many types
-            failed = self._classify(exc)
-            report.error, report.kind = self._clean(str(failed)), failed.kind
+            failed = self.connection.classify(exc)
+            report.error, report.kind = self.connection.clean(str(failed)), failed.kind
         report.seconds = time.perf_counter() - started
-        report.requests, report.bytes_sent, report.bytes_received = (a - b for a, b in zip(self._counts, before))
+        report.requests, report.bytes_sent, report.bytes_received = (a - b for a, b in zip(self.connection.counts, before))
         if report.ok:
             self.state.succeeded(report.line())
         elif report.kind != "busy":
             self.state.unreachable(report.error or "failed")
         return report
-
-    # -- connection and discovery ---------------------------------------------------------------
-
-    def client(self) -> Any:
-        if self._client is None:
-            # the password with the first request (no 401 round trip), to the configured origin only
-            client = dav_client(self.account)
-            original = client.session.request
-
-            def counted(method: str, url: str, *args: Any, **kwargs: Any) -> Any:
-                self._counts[0] += 1
-                body = kwargs.get("data") or b""
-                self._counts[1] += len(body) if isinstance(body, (bytes, str)) else 0
-                response = original(method, url, *args, **kwargs)
-                self._counts[2] += len(response.content or b"")
-                return response
-
-            client.session.request = counted
-            self._client = client
-        return self._client
-
-    def _collections(self) -> list[Any]:
-        """The calendars to sync, found once per process: the URL itself if it is a calendar,
-        else the principal's calendars (RFC 6764 discovery from a server root), filtered by
-        ``caldav_calendars`` (display names or URLs), in that order; the first gets new events."""
-        if self._calendars is not None:
-            return self._calendars
-        client = self.client()
-        wanted = [w.strip() for w in self.account.calendars if w.strip()]
-        try:
-            found = client.principal().calendars()
-        except dav_error.AuthorizationError:
-            raise
-        except dav_error.DAVError:
-            found = []
-        own = _key(self.account.url)
-        direct = [c for c in found if _key(c.url) == own]
-        if direct:
-            chosen = direct
-        elif wanted:
-            chosen = []
-            for want in wanted:
-                match = [c for c in found if _key(c.url) == _key(want) or _name(c) == want]
-                if not match:
-                    names = ", ".join(sorted(filter(None, (_name(c) for c in found)))) or "none"
-                    raise SyncFailed("refused", f"no calendar named {want!r} on the server (found: {names})")
-                chosen.append(match[0])
-        elif found:
-            chosen = [c for c in found if _holds_events(c)] or found  # not iCloud's Reminders lists
-        else:
-            chosen = [client.calendar(url=self.account.url)]  # no principal: take the URL as the calendar
-        self._calendars = chosen
-        return chosen
 
     # -- pull ------------------------------------------------------------------------------------
 
@@ -263,7 +165,7 @@ class CalDAVSync:
     def _push(self, report: SyncReport) -> None:
         if not self.state.queued():
             return
-        calendars = self._collections()
+        calendars = self.connection.collections()
         for uid, seq in self.state.queued():
             event = self.store.find_uid(uid)
             item = self.state.item(uid)
@@ -287,10 +189,10 @@ class CalDAVSync:
         headers = {"Content-Type": "text/calendar; charset=utf-8"}
         headers.update({"If-Match": item.etag} if item.etag else {"If-None-Match": "*"})
         self.state.sending(uid, collection, href, body)
-        response = self._request(href, "PUT", body, headers)
+        response = self.connection.request(href, "PUT", body, headers)
         status = response.status
         if status in (200, 201, 204):
-            new_etag = _header(response, "ETag") or self._etag_of(href)
+            new_etag = _header(response, "ETag") or self.connection.etag_of(href)
             with self.store.transaction():
                 self.state.saved(uid, collection, href, new_etag, body)
                 self.state.done(uid, seq)
@@ -305,7 +207,7 @@ class CalDAVSync:
         here, and send it back if anything of ours survived. If the server's copy is our own
         earlier PUT whose answer was lost (``item.sent``), that is the common ancestor."""
         uid, collection, href = item.uid, item.collection, item.href
-        response = self._request(href, "GET", "", {})
+        response = self.connection.request(href, "GET", "", {})
         if response.status == 404:
             self._apply_deletion(uid, report)
             return
@@ -371,7 +273,7 @@ class CalDAVSync:
 
     def _push_deletion(self, uid: str, seq: int, item: Item, report: SyncReport) -> None:
         href = item.href
-        response = self._request(href, "DELETE", "", {"If-Match": item.etag} if item.etag else {})
+        response = self.connection.request(href, "DELETE", "", {"If-Match": item.etag} if item.etag else {})
         if response.status in (200, 204, 404, 410):
             with self.store.transaction():
                 self.state.forget(uid)
@@ -379,7 +281,7 @@ class CalDAVSync:
             report.removed_there += 1
         elif response.status == 412:
             # changed on the phone after we last saw it, deleted here: the phone's copy comes back
-            got = self._request(href, "GET", "", {})
+            got = self.connection.request(href, "GET", "", {})
             if got.status == 200:
                 theirs = self.gate.vetted(_body(got), href, uid, report.skipped)
                 with self.store.transaction():
@@ -410,110 +312,3 @@ class CalDAVSync:
         self.state.failed(uid, why)
         event = self.store.find_uid(uid)
         report.skipped.append(f"'{event.title if event else uid}': {why}")
-
-    # -- requests --------------------------------------------------------------------------------
-
-    def _request(self, href: str, method: str, body: str, headers: dict[str, str]) -> Any:
-        """One request; a 403 to a PUT or DELETE is that object refused (a read-only calendar;
-        iCloud refuses a UID another calendar holds), not the login, so it comes back as a status."""
-        try:
-            return self.client().request(href, method, body, headers)
-        except dav_error.AuthorizationError as exc:
-            if method in ("PUT", "DELETE") and getattr(exc, "status", None) in (403, "403"):
-                return _Refused(403)
-            raise self._classify(exc) from None
-        except Exception as exc:  # noqa: BLE001
-            raise self._classify(exc) from None
-
-    def _etag_of(self, href: str) -> str | None:
-        """A server that answers a PUT without an ETag: ask for it (one more request)."""
-        response = self._request(href, "GET", "", {})
-        return _header(response, "ETag") if response.status == 200 else None
-
-    def _classify(self, exc: BaseException) -> SyncFailed:
-        if isinstance(exc, SyncFailed):
-            return exc
-        if isinstance(exc, dav_error.AuthorizationError):
-            return SyncFailed("auth", "the server refused the login: check caldav_username and the password "
-                                      "(an app-specific password for iCloud and Fastmail)")
-        if isinstance(exc, dav_error.RateLimitError):
-            return SyncFailed("unreachable", "the server is busy or unavailable (HTTP 503/429); changes stay queued")
-        name = type(exc).__name__
-        text = str(exc).splitlines()[0] if str(exc) else name
-        if isinstance(exc, dav_error.DAVError):
-            return SyncFailed("unreachable", f"the server answered with an error: {text[:200]}")
-        if isinstance(exc, (OSError, ConnectionError, TimeoutError)) or "Connection" in name or "Timeout" in name:
-            return SyncFailed("unreachable", f"cannot reach {URL.objectify(self.account.url).hostname}: {text[:160]}")
-        return SyncFailed("unreachable", f"{name}: {text[:200]}")
-
-    def _clean(self, text: str) -> str:
-        """Never let the password into a message, whatever a library put in its exception."""
-        return text.replace(self.account.password, "***") if self.account.password else text
-
-    @contextmanager
-    def _exclusive(self, wait_s: float) -> Iterator[None]:
-        if str(self.store.path) == ":memory:":
-            yield
-            return
-        lock = Path(f"{self.store.path}.sync-lock")
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            deadline = time.monotonic() + wait_s
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except BlockingIOError:
-                    if time.monotonic() >= deadline:
-                        raise SyncFailed("busy", "another process is syncing this calendar; try again in a moment") from None
-                    time.sleep(0.1)
-            try:
-                yield
-            finally:
-                fcntl.flock(fd, fcntl.LOCK_UN)
-        finally:
-            os.close(fd)
-
-
-@dataclass(frozen=True)
-class _Refused:
-    """A refusal the library raised, as the response it stands for."""
-
-    status: int
-    headers: dict[str, str] = field(default_factory=dict)
-
-
-def _name(calendar: Any) -> str | None:
-    try:
-        return calendar.get_display_name()
-    except Exception:  # noqa: BLE001 - a calendar without a name is matched by URL only
-        return None
-
-
-def _holds_events(calendar: Any) -> bool:
-    """Whether a calendar takes events (a task list does not); True when the server will not say."""
-    try:
-        return "VEVENT" in calendar.get_supported_components()
-    except Exception:  # noqa: BLE001 - the property is optional (RFC 4791 5.2.3: all types then)
-        return True
-
-
-def _etag(obj: Any) -> str | None:
-    props = getattr(obj, "props", None) or {}
-    value = props.get(dav.GetEtag.tag)
-    return str(value) if value else None
-
-
-def _header(response: Any, name: str) -> str | None:
-    headers = getattr(response, "headers", None) or {}
-    value = headers.get(name)
-    return str(value) if value else None
-
-
-def _body(response: Any) -> str:
-    raw = getattr(response, "_raw", None) or getattr(response, "raw", "")
-    return raw.decode("utf-8", "replace") if isinstance(raw, bytes) else str(raw)
-
-
-def _size(count: int) -> str:
-    return f"{count / 1024:.1f} kB" if count < 1024 * 1024 else f"{count / 1024 / 1024:.1f} MB"

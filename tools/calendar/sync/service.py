@@ -19,8 +19,9 @@ from zoneinfo import ZoneInfo
 from agent.url_policy import without_credentials
 from agent.visible import visible_line
 from tools.calendar.store import CalendarStore
-from tools.calendar.sync.engine import CalDAVSync, SyncReport
+from tools.calendar.sync.engine import CalDAVSync
 from tools.calendar.sync.merge import conflict_line
+from tools.calendar.sync.report import SyncReport
 from tools.calendar.sync.settings import Account, CalDAVSettings
 
 log = logging.getLogger(__name__)
