@@ -13,9 +13,9 @@ from agent.eval.dialogue import run_episode
 from agent.eval.suite import Scenario, Verdict
 from agent.eval.trace import EpisodeTrace
 from agent.records import CallRecord, CallStatus
-from tools.calendar.adversaries import ADVERSARY_TARGETS, DETOURS, REPLY_ADVERSARIES
-from tools.calendar.eval_suite import load_eval_suite
-from tools.calendar.scenarios import build_scenario
+from tools.calendar.lab.adversaries import ADVERSARY_TARGETS, DETOURS, REPLY_ADVERSARIES
+from tools.calendar.lab.eval_suite import load_eval_suite
+from tools.calendar.lab.scenarios import build_scenario
 
 SUITE = load_eval_suite()
 PER_TEMPLATE = 8  # both languages, all four phrasings of each

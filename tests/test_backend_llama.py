@@ -444,7 +444,7 @@ def oracle_calls(count: int) -> tuple[list[dict], list[str]]:
     would not fit the 2048-token context)."""
     from agent.backends.scripted import ScriptedBackend
     from agent.eval.dialogue import run_episode
-    from tools.calendar.eval_suite import load_eval_suite
+    from tools.calendar.lab.eval_suite import load_eval_suite
 
     suite = load_eval_suite()
     calls: list[str] = []

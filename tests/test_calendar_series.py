@@ -169,7 +169,7 @@ def test_two_series_of_one_instant_in_two_zones_keep_their_own_wall_times(tmp_pa
 
 def test_the_series_bench_figure_searches_the_same_day_in_both_calendars() -> None:
     """The figure's shape and counts (never its timings): a weekly calendar has n/7 occurrences a day."""
-    from tools.calendar.bench import figure
+    from tools.calendar.lab.bench import figure
 
     result = figure(n=70, repeats=2)
     assert result["series_found_per_day"] == 10 and result["singles_found_per_day"] <= 1

@@ -3,7 +3,7 @@
 The fourth series adversary, a series kept in UTC that drifts an hour at DST, cannot be
 written through the tools (create_event always makes a series in the calendar's own zone), so it
 is checked here on the comparison the verifier runs (``snapshot_diff.normalized``); the other
-three are scripted policies in ``tools.calendar.adversaries`` and run in test_adversaries.
+three are scripted policies in ``tools.calendar.lab.adversaries`` and run in test_adversaries.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import pytest
 from agent.date_notes import note_days
 from agent.eval.suite import Scenario
 from agent.prompt import stamp_user_text
-from tools.calendar.scenarios import TEMPLATES, generate
+from tools.calendar.lab.scenarios import TEMPLATES, generate
 
 THURSDAY = datetime(2026, 12, 3, 9, 0)  # local time, 09:00 on a Thursday
 

@@ -69,7 +69,7 @@ def test_an_eval_run_with_date_notes_records_the_noted_opening(
         noted_days: list[tuple[str, date]], tmp_path: Path) -> None:
     from agent.backends.scripted import ScriptedBackend
     from agent.eval.runner import RunOptions, episode_path, run_eval
-    from tools.calendar.eval_suite import load_eval_suite
+    from tools.calendar.lab.eval_suite import load_eval_suite
 
     suite = load_eval_suite()
     [scenario] = suite.scenarios(templates=["delete_request"], per_template=1, split="train")

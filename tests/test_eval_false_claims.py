@@ -18,10 +18,10 @@ from agent.eval.record import read_episode
 from agent.eval.runner import EPISODES_DIR
 from agent.eval.trace import EpisodeTrace, Exchange
 from agent.records import CallRecord, CallStatus, StepRecord, StopReason, Turn
-from tools.calendar.eval_suite import make_environment
+from tools.calendar.lab.eval_suite import make_environment
 from tools.calendar.replies import claimed_changes, denies_changes
-from tools.calendar.scenarios import build_scenario
-from tools.calendar.verify import CalendarVerifier
+from tools.calendar.lab.scenarios import build_scenario
+from tools.calendar.lab.verify import CalendarVerifier
 
 DELETE = build_scenario("delete_request", 0)
 

@@ -7,9 +7,9 @@ import pytest
 from agent.backends.scripted import ScriptedBackend
 from agent.eval.dialogue import run_episode
 from agent.eval.suite import Scenario, Verdict
-from tools.calendar.eval_suite import load_eval_suite
-from tools.calendar.policies import BROKEN_TARGETS
-from tools.calendar.scenarios import CORE_TEMPLATES
+from tools.calendar.lab.eval_suite import load_eval_suite
+from tools.calendar.lab.policies import BROKEN_TARGETS
+from tools.calendar.lab.scenarios import CORE_TEMPLATES
 
 SUITE = load_eval_suite()
 

@@ -21,8 +21,8 @@ from agent.eval.runner import RunOptions, load_episodes, run_eval
 from agent.export import cli as export_cli
 from agent.export.episodes import read_episodes
 from agent.records import CallStatus, StopReason
-from tools.calendar.eval_suite import load_eval_suite
-from tools.calendar.scenarios import build_scenario
+from tools.calendar.lab.eval_suite import load_eval_suite
+from tools.calendar.lab.scenarios import build_scenario
 from tests.export_helpers import parse
 
 # Written by the runner of main at c2eb4cd (before the typed record): the oracle on a delete that

@@ -20,7 +20,7 @@ from agent.eval.record import EpisodeRecord
 from agent.eval.report import ERRORS_CSV, SUMMARY_JSON, SUMMARY_TXT, write_reports
 from agent.eval.runner import EPISODES_DIR, RunOptions, episode_path, load_episodes, run_eval
 from agent.eval.suite import Scenario, Verdict
-from tools.calendar.eval_suite import load_eval_suite
+from tools.calendar.lab.eval_suite import load_eval_suite
 
 SUITE = load_eval_suite()
 

@@ -167,7 +167,7 @@ def test_sampled_tool_calls_stay_inside_the_grammar(smollm2: Path) -> None:
     from agent.backends.llama import LlamaBackend
     from agent.formats import HERMES, parse_reply
     from agent.formats.gbnf import max_text_bytes
-    from tools.calendar.grpo_env import tool_schemas
+    from tools.calendar.lab.grpo_env import tool_schemas
 
     schemas = tool_schemas()
     budget = int(max_text_bytes(HERMES.call_gbnf(schemas)))

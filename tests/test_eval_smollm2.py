@@ -15,7 +15,7 @@ from agent.eval.cli import balanced
 from agent.eval.report import ERRORS_CSV, write_reports
 from agent.eval.runner import RunOptions, load_episodes, run_eval
 from agent.loop import Budgets
-from tools.calendar.eval_suite import load_eval_suite
+from tools.calendar.lab.eval_suite import load_eval_suite
 
 
 @pytest.mark.slow

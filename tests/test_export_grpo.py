@@ -20,8 +20,8 @@ from agent.export.grpo import needs_dialogue, prompt_rows, write_grpo
 from agent.formats import parse_reply
 from agent.prompt import PromptSettings
 from tests.export_helpers import parse, suite
-from tools.calendar.grpo_env import CONTROL_METHODS, CalendarGRPOEnv, final_text, reward_func
-from tools.calendar.scenarios import build_scenario
+from tools.calendar.lab.grpo_env import CONTROL_METHODS, CalendarGRPOEnv, final_text, reward_func
+from tools.calendar.lab.scenarios import build_scenario
 
 
 @pytest.fixture(scope="module")

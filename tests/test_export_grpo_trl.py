@@ -10,7 +10,7 @@ import pytest
 from transformers.utils import get_json_schema
 
 from tests.export_helpers import suite
-from tools.calendar.grpo_env import CalendarGRPOEnv, tool_schemas
+from tools.calendar.lab.grpo_env import CalendarGRPOEnv, tool_schemas
 
 
 def trl_tools(instance: CalendarGRPOEnv) -> list:
@@ -120,7 +120,7 @@ def test_one_rollout_of_the_real_small_model_is_scored(smollm2) -> None:
     from agent.export.grpo import prompt_rows
     from agent.formats import HERMES, parse_reply
     from agent.formats.gbnf import max_text_bytes
-    from tools.calendar.grpo_env import reward_func
+    from tools.calendar.lab.grpo_env import reward_func
 
     row = prompt_rows(suite(), split="train", per_template=2)[0]
     environment = CalendarGRPOEnv()

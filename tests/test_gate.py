@@ -13,8 +13,8 @@ from agent.gate import TurnLedger, run_call
 from agent.formats import ToolCall
 from agent.records import CallStatus, StopReason
 from tools.calendar import CalendarStore, build_registry
-from tools.calendar.grpo_env import CalendarGRPOEnv
-from tools.calendar.scenarios import build_scenario
+from tools.calendar.lab.grpo_env import CalendarGRPOEnv
+from tools.calendar.lab.scenarios import build_scenario
 
 SEOUL = ZoneInfo("Asia/Seoul")
 NOW = datetime(2026, 11, 30, 9, 0, tzinfo=SEOUL)

@@ -426,7 +426,7 @@ def test_every_call_the_oracle_makes_on_all_scenarios_is_admitted(llm: Llama, ca
     """The grammar is tight, not wrong: what the reference policy writes (and SFT teaches) passes."""
     from agent.backends.scripted import ScriptedBackend
     from agent.eval.dialogue import run_episode
-    from tools.calendar.eval_suite import load_eval_suite
+    from tools.calendar.lab.eval_suite import load_eval_suite
 
     suite = load_eval_suite()
     scenarios = suite.scenarios()

@@ -15,8 +15,8 @@ from agent.eval import cli
 from agent.eval.record import read_episode
 from agent.eval.runner import RunOptions, episode_path, run_eval
 from agent.export.episodes import read_episodes
-from tools.calendar.eval_suite import load_eval_suite
-from tools.calendar.scenarios import build_scenario
+from tools.calendar.lab.eval_suite import load_eval_suite
+from tools.calendar.lab.scenarios import build_scenario
 
 SUITE = load_eval_suite(Settings())
 # a question (the user answers with the script's line), then a statement that changed nothing

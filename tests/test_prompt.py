@@ -340,7 +340,7 @@ def test_the_date_list_names_each_of_the_next_14_days_by_week_weekday_and_langua
 
 def test_next_weekday_in_the_date_list_is_the_day_the_calendar_scenarios_expect() -> None:
     """The scenarios say "next Monday/Tuesday/Wednesday" (다음 주 월/화/수요일) on Thursdays to
-    Saturdays and mean the next such day (tools/calendar/scenarios.py); looking it up in the
+    Saturdays and mean the next such day (tools/calendar/lab/scenarios.py); looking it up in the
     list's 다음 주 line must give that day, or the list would teach the wrong answer."""
     from datetime import timedelta
 

@@ -18,10 +18,10 @@ import pytest
 from agent.eval.runner import load_episodes
 from agent.eval.suite import Scenario
 from agent.export.grpo import prompt_rows
-from tools.calendar.eval_suite import load_eval_suite
-from tools.calendar.rewritten import (DATA, REWRITTEN, REWRITTEN_ORIGINAL, STYLES, load_rewrites,
+from tools.calendar.lab.eval_suite import load_eval_suite
+from tools.calendar.lab.rewritten import (DATA, REWRITTEN, REWRITTEN_ORIGINAL, STYLES, load_rewrites,
                                       rewritten_scenarios)
-from tools.calendar.scenarios import TEMPLATES, generate
+from tools.calendar.lab.scenarios import TEMPLATES, generate
 
 REPO = Path(__file__).resolve().parent.parent
 SUITE = load_eval_suite()

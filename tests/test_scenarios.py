@@ -7,8 +7,8 @@ from datetime import date, datetime
 
 import pytest
 
-from tools.calendar.eval_suite import make_environment
-from tools.calendar.scenarios import (
+from tools.calendar.lab.eval_suite import make_environment
+from tools.calendar.lab.scenarios import (
     CORE_TEMPLATES,
     EXTRA_TEMPLATES,
     build_scenario,

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from agent.eval import cli
-from tools.calendar.eval_suite import load_eval_suite
-from tools.calendar.time_drill import FAMILIES, TEMPLATE, build_drill, drill_scenarios
-from tools.calendar.time_probe import load_openings
+from tools.calendar.lab.eval_suite import load_eval_suite
+from tools.calendar.lab.time_drill import FAMILIES, TEMPLATE, build_drill, drill_scenarios
+from tools.calendar.lab.time_probe import load_openings
 
 SUITE = load_eval_suite()
 DRILL = drill_scenarios("train")  # the default 200 of seed 0

@@ -110,9 +110,9 @@ def test_a_noted_message_is_not_noted_twice() -> None:
 
 
 def test_every_time_probe_opening_that_converts_gets_the_probes_own_answer() -> None:
-    """The probe's 40 openings (tools/calendar/data/time_probe.json) carry the asked time; the note
+    """The probe's 40 openings (tools/calendar/lab/data/time_probe.json) carry the asked time; the note
     must be that time for every opening whose time is said in words, and nothing else is noted."""
-    data = json.loads((ROOT / "tools/calendar/data/time_probe.json").read_text(encoding="utf-8"))
+    data = json.loads((ROOT / "tools/calendar/lab/data/time_probe.json").read_text(encoding="utf-8"))
     openings = next(v for v in data.values() if isinstance(v, list))
     assert len(openings) == 40
     for item in openings:
@@ -154,7 +154,7 @@ def test_the_runtime_stores_and_shows_the_noted_message_when_the_setting_is_on(t
 def test_an_eval_run_with_time_notes_records_the_noted_opening(tmp_path: Path) -> None:
     from agent.backends.scripted import ScriptedBackend
     from agent.eval.runner import RunOptions, episode_path, run_eval
-    from tools.calendar.eval_suite import load_eval_suite
+    from tools.calendar.lab.eval_suite import load_eval_suite
 
     suite = load_eval_suite()
     [scenario] = suite.scenarios(templates=["time_probe"], per_template=1, split="test")

@@ -20,10 +20,10 @@ from agent.eval import cli
 from agent.eval.runner import RunOptions, run_eval
 from agent.eval.suite import PolicyFn, Scenario
 from agent.formats import format_tool_call
-from tools.calendar import time_probe
-from tools.calendar.eval_suite import load_eval_suite
-from tools.calendar.policies import tool_results
-from tools.calendar.time_probe import TEMPLATE, load_openings, measure, probe_scenarios, totals
+from tools.calendar.lab import time_probe
+from tools.calendar.lab.eval_suite import load_eval_suite
+from tools.calendar.lab.policies import tool_results
+from tools.calendar.lab.time_probe import TEMPLATE, load_openings, measure, probe_scenarios, totals
 
 SUITE = load_eval_suite()
 NOW, OPENINGS = load_openings()

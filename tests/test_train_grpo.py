@@ -183,7 +183,7 @@ def test_one_grpo_step_on_real_rollouts_moves_the_adapter_which_loads_in_llama_c
     from agent.export.grpo import prompt_rows
     from tests.export_helpers import suite
     from tests.grpo_probe.grpo_env import SPREAD
-    from tools.calendar.grpo_env import REWARD_COMPONENTS, CalendarGRPOEnv, reward_func
+    from tools.calendar.lab.grpo_env import REWARD_COMPONENTS, CalendarGRPOEnv, reward_func
 
     row = prompt_rows(suite(), split="train")[0]
     rows = tmp_path / "grpo.jsonl"

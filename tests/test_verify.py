@@ -11,9 +11,9 @@ import pytest
 
 from agent.eval.trace import EpisodeTrace, Exchange
 from agent.records import CallRecord, CallStatus, StepRecord, StopReason, Turn
-from tools.calendar.eval_suite import make_environment
-from tools.calendar.scenarios import build_scenario
-from tools.calendar.verify import CalendarVerifier, RewardWeights, ToolKinds, calendar_tool_kinds
+from tools.calendar.lab.eval_suite import make_environment
+from tools.calendar.lab.scenarios import build_scenario
+from tools.calendar.lab.verify import CalendarVerifier, RewardWeights, ToolKinds, calendar_tool_kinds
 from agent.tools import Registry
 
 TOOLS = ("search_events", "create_event", "update_event", "delete_event", "find_free_slots", "find_common_free_time")

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from agent.eval import cli
-from tools.calendar.eval_suite import load_eval_suite
-from tools.calendar.scenarios import TEMPLATES, build_scenario
-from tools.calendar.wording_drill import (DEFAULT_COUNT, FIRST_INDEX, FRAMES, TARGETS, TEMPLATE, build_wording,
+from tools.calendar.lab.eval_suite import load_eval_suite
+from tools.calendar.lab.scenarios import TEMPLATES, build_scenario
+from tools.calendar.lab.wording_drill import (DEFAULT_COUNT, FIRST_INDEX, FRAMES, TARGETS, TEMPLATE, build_wording,
                                           said_words, wording_scenarios)
 
 SUITE = load_eval_suite()

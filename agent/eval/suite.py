@@ -84,10 +84,11 @@ class EvalSuite:
 
 def load_eval_suite(settings: Settings) -> EvalSuite:
     """The configured domain's suite: ``load_eval_suite`` of the domain module itself, or of an
-    ``eval_suite`` module inside or beside it (``tools.calendar.domain`` → ``tools.calendar.eval_suite``).
-    A domain without one is a clear error, not a crash."""
+    ``eval_suite`` module inside it, in the ``lab`` package beside it (``tools.calendar.domain`` →
+    ``tools.calendar.lab.eval_suite``) or beside it. A domain without one is a clear error, not a crash."""
     package = settings.domain.rpartition(".")[0]
-    candidates = [settings.domain, settings.domain + ".eval_suite", *([package + ".eval_suite"] if package else [])]
+    beside = [package + ".lab.eval_suite", package + ".eval_suite"] if package else []
+    candidates = [settings.domain, settings.domain + ".eval_suite", *beside]
     for name in candidates:
         try:
             module = importlib.import_module(name)

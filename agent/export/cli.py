@@ -48,8 +48,8 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> argpa
         "grpo", parents=parents, help="scenario prompts for GRPOTrainer with the calendar environment",
         description="Write OUT/grpo.jsonl (and OUT/grpo_dataset): one row per scenario with its id, template, index, "
                     "seed and split, and the prompt (system + the user's opening message). Use with "
-                    "GRPOTrainer(environment_factory=tools.calendar.grpo_env.CalendarGRPOEnv, "
-                    "reward_funcs=tools.calendar.grpo_env.reward_func).",
+                    "GRPOTrainer(environment_factory=tools.calendar.lab.grpo_env.CalendarGRPOEnv, "
+                    "reward_funcs=tools.calendar.lab.grpo_env.reward_func).",
     )
     grpo.add_argument("--out", required=True, type=Path, metavar="DIR", help="output folder (created)")
     grpo.add_argument("--split", default="train", help="scenario split: train (default), dev, test or all")

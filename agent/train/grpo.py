@@ -1,6 +1,7 @@
 """GRPO with LoRA: a thin wrapper over TRL's ``GRPOTrainer`` and the domain's environment.
 
-The domain's ``grpo_env`` module (beside its ``domain`` module, e.g. ``tools.calendar.grpo_env``)
+The domain's ``grpo_env`` module (in the ``lab`` package beside its ``domain`` module, e.g.
+``tools.calendar.lab.grpo_env``, or beside the ``domain`` module itself)
 supplies ``ENVIRONMENT`` (passed as ``environment_factory=``), ``reward_func`` (the verifier's
 reward, the one that trains) and ``REWARD_COMPONENTS`` with ``component_reward(name)`` (logged
 with weight 0, so reward hacking shows in the logs as a total that rises while a component falls).
@@ -116,15 +117,25 @@ class GrpoResult:
 
 
 def domain_hooks(domain: str) -> Any:
-    """The ``grpo_env`` module next to the domain module (``tools.calendar.domain`` → ``tools.calendar.grpo_env``)."""
-    name = domain.rpartition(".")[0] + ".grpo_env" if "." in domain else domain + ".grpo_env"
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as exc:
-        raise TrainError(f"domain {domain!r} has no GRPO environment ({name}: {exc})") from exc
+    """The ``grpo_env`` module of the lab package beside the domain module (``tools.calendar.domain`` →
+    ``tools.calendar.lab.grpo_env``), or else the one beside the domain module itself."""
+    package = domain.rpartition(".")[0] if "." in domain else domain
+    names = (package + ".lab.grpo_env", package + ".grpo_env")
+    module, problems = None, []
+    for name in names:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not name.startswith(exc.name):  # it exists, but an import inside it is missing
+                raise TrainError(f"domain {domain!r} has no GRPO environment ({name}: {exc})") from exc
+            problems.append(f"{name}: {exc}")
+            continue
+        break
+    if module is None:
+        raise TrainError(f"domain {domain!r} has no GRPO environment ({'; '.join(problems)})")
     for attr in ("ENVIRONMENT", "reward_func", "REWARD_COMPONENTS", "component_reward"):
         if not hasattr(module, attr):
-            raise TrainError(f"{name} lacks {attr} (see tools/calendar/grpo_env.py)")
+            raise TrainError(f"{name} lacks {attr} (see tools/calendar/lab/grpo_env.py)")
     return module
 
 

@@ -1,5 +1,5 @@
 """The calendar's scenarios, unchanged (``train grpo`` makes its prompts from them)."""
 
-from tools.calendar.eval_suite import load_eval_suite
+from tools.calendar.lab.eval_suite import load_eval_suite
 
 __all__ = ["load_eval_suite"]

@@ -18,8 +18,8 @@ import json
 import os
 from typing import Any
 
-from tools.calendar.grpo_env import ENVIRONMENT, REWARD_COMPONENTS, CalendarGRPOEnv, component_reward
-from tools.calendar.grpo_env import reward_func as verifier_reward
+from tools.calendar.lab.grpo_env import ENVIRONMENT, REWARD_COMPONENTS, CalendarGRPOEnv, component_reward
+from tools.calendar.lab.grpo_env import reward_func as verifier_reward
 
 __all__ = ["ENVIRONMENT", "REWARD_COMPONENTS", "component_reward", "reward_func", "SPREAD"]
 

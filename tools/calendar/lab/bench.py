@@ -1,6 +1,6 @@
 """The series bench figure: a day search in a calendar of weekly series against one of single events.
 
-``python -m tools.calendar.bench`` builds two in-memory calendars in one process, one with
+``python -m tools.calendar.lab.bench`` builds two in-memory calendars in one process, one with
 1,000 weekly series running five years (260 occurrences each), one with 1,000 single events
 spread over the same five years, and times ``events_between`` over one local day in each (the
 best of ``repeats`` days, after one warm-up search). It prints one JSON line: both times, the
@@ -101,7 +101,7 @@ def figure(n: int = 1000, repeats: int = 14) -> dict[str, float | int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tools.calendar.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m tools.calendar.lab.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1000, help="series and single events per calendar")
     parser.add_argument("--repeats", type=int, default=14, help="days searched; the best time counts")
     args = parser.parse_args(argv)

@@ -1,6 +1,6 @@
 """The time drill: training rows that pair many ways of saying a time with its HH:MM.
 
-The time probe (``tools.calendar.time_probe``) found the demo model right on 24-hour times
+The time probe (``tools.calendar.lab.time_probe``) found the demo model right on 24-hour times
 ("15:00", "15시") and wrong on 12-hour forms and words ("3pm", "오후 3시", "noon", "세 시 반"); the
 generator says each time one way per language. This is the training side: seeded scenarios of the
 template ``time_drill``, each a complete create request (title, day, start time and duration
@@ -30,8 +30,8 @@ from datetime import time
 from typing import Any, Callable
 
 from agent.eval.suite import Scenario
-from tools.calendar.scenario_state import TZ, event_state, expected_snapshot
-from tools.calendar.scenarios import _Ctx, day_words, draw_now, duration_words
+from tools.calendar.lab.scenario_state import TZ, event_state, expected_snapshot
+from tools.calendar.lab.scenarios import _Ctx, day_words, draw_now, duration_words
 
 TEMPLATE = "time_drill"
 SPLIT = "train"

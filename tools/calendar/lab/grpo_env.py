@@ -30,9 +30,9 @@ from agent.gate import TurnLedger, run_call
 from agent.loop import QUESTION_ENDINGS, Budgets
 from agent.formats import ToolCall, format_tool_call
 from agent.records import CallRecord, CallStatus, StepRecord, StopReason, Turn
-from tools.calendar.eval_suite import make_environment
-from tools.calendar.scenarios import build_scenario
-from tools.calendar.verify import CalendarVerifier
+from tools.calendar.lab.eval_suite import make_environment
+from tools.calendar.lab.scenarios import build_scenario
+from tools.calendar.lab.verify import CalendarVerifier
 from agent.tools import ToolResult
 
 ROW_KEYS = ("scenario_id", "template", "index", "seed")

@@ -5,23 +5,23 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from agent.eval.suite import Environment, EvalSuite, Scenario
-from tools.calendar.adversaries import ADVERSARIES
-from tools.calendar.policies import POLICIES
+from tools.calendar.lab.adversaries import ADVERSARIES
+from tools.calendar.lab.policies import POLICIES
 from tools.calendar.receipt import CalendarReceipt
-from tools.calendar.rewritten import REWRITTEN_SPLITS, rewritten_scenarios
-from tools.calendar.scenario_state import load_state
-from tools.calendar.scenarios import CORE_TEMPLATES, TEMPLATES, generate
+from tools.calendar.lab.rewritten import REWRITTEN_SPLITS, rewritten_scenarios
+from tools.calendar.lab.scenario_state import load_state
+from tools.calendar.lab.scenarios import CORE_TEMPLATES, TEMPLATES, generate
 from tools.calendar.store import CalendarStore
-from tools.calendar.time_drill import TEMPLATE as TIME_DRILL
-from tools.calendar.time_drill import drill_scenarios
-from tools.calendar.time_probe import TEMPLATE as TIME_PROBE
-from tools.calendar.time_probe import probe_scenarios
-from tools.calendar.time_probe import report as time_probe_report
+from tools.calendar.lab.time_drill import TEMPLATE as TIME_DRILL
+from tools.calendar.lab.time_drill import drill_scenarios
+from tools.calendar.lab.time_probe import TEMPLATE as TIME_PROBE
+from tools.calendar.lab.time_probe import probe_scenarios
+from tools.calendar.lab.time_probe import report as time_probe_report
 from tools.calendar.prompt_text import DOMAIN_PROMPT, DOMAIN_PROMPT_SHORT
 from tools.calendar.tools import build_registry
-from tools.calendar.verify import CalendarVerifier, RewardWeights
-from tools.calendar.wording_drill import TEMPLATE as WORDING_DRILL
-from tools.calendar.wording_drill import wording_scenarios
+from tools.calendar.lab.verify import CalendarVerifier, RewardWeights
+from tools.calendar.lab.wording_drill import TEMPLATE as WORDING_DRILL
+from tools.calendar.lab.wording_drill import wording_scenarios
 
 if TYPE_CHECKING:
     from agent.config import Settings
@@ -45,7 +45,7 @@ def make_environment(scenario: Scenario) -> Environment:
 
 def scenarios(split: str | None = None, per_template: int | None = None, seed: int = 0,
               templates: Iterable[str] | None = None) -> list[Scenario]:
-    """The generator's scenarios of a phrasing split, or a rewritten set (``tools.calendar.rewritten``);
+    """The generator's scenarios of a phrasing split, or a rewritten set (``tools.calendar.lab.rewritten``);
     and, only when ``templates`` names them, the fixed time probe (test only) and the time
     drill and the wording drill (the training rows; train only, ``per_template`` of them,
     default 200): none is ever part of the default set."""

@@ -1,7 +1,7 @@
 """Scenario data and the calendar store: events and busy times as scenario JSON, a store filled
 from a scenario's ``initial`` state, and the ``expected`` snapshot after the task's effects.
 
-Kept apart from the templates (``tools.calendar.scenarios``), which only say what a task is:
+Kept apart from the templates (``tools.calendar.lab.scenarios``), which only say what a task is:
 the expected store is computed here by the same store code that the run uses, so "expected"
 and "final" can only differ by what the agent did.
 """

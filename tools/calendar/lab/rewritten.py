@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Iterable
 
 from agent.eval.suite import Scenario
-from tools.calendar.scenarios import CORE_TEMPLATES, DEFAULT_PER_TEMPLATE, TEMPLATES, build_scenario
+from tools.calendar.lab.scenarios import CORE_TEMPLATES, DEFAULT_PER_TEMPLATE, TEMPLATES, build_scenario
 
 DATA = Path(__file__).with_name("data") / "rewritten_openings.json"
 REWRITTEN = "rewritten"

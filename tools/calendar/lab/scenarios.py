@@ -10,7 +10,7 @@ can only mean the coming one, which lies in the next week.
 
 Titles are quoted in the user's words so the expected title is unambiguous; the verifier compares
 titles case- and space-insensitively. A template says what the task is (its effects: events
-added, removed or changed); ``tools.calendar.scenario_state`` turns that into store data and the
+added, removed or changed); ``tools.calendar.lab.scenario_state`` turns that into store data and the
 expected snapshot.
 """
 
@@ -22,7 +22,7 @@ from datetime import date, datetime, time, timedelta
 from typing import Any, Callable, Iterable
 
 from agent.eval.suite import SPLITS, Scenario
-from tools.calendar.scenario_state import TZ, ZONE, all_day_state, at, busy_state, event_state, expected_snapshot
+from tools.calendar.lab.scenario_state import TZ, ZONE, all_day_state, at, busy_state, event_state, expected_snapshot
 CORE_TEMPLATES: tuple[str, ...] = (
     "missing_info", "delete_request", "conflict_create", "delete_after_approval", "multi_attendee",
 )

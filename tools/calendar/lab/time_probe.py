@@ -13,7 +13,7 @@ store that were not there at the start, and their start times. An opening counts
 when it created at least one event and every event it created starts at the asked ``HH:MM``.
 
     python -m agent eval --demo --templates time_probe --out runs/time-probe     # prints the figure too
-    python -m tools.calendar.time_probe runs/time-probe [runs/other ...]         # read it again
+    python -m tools.calendar.lab.time_probe runs/time-probe [runs/other ...]         # read it again
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from zoneinfo import ZoneInfo
 
 from agent.eval.record import EpisodeRecord
 from agent.eval.suite import Scenario
-from tools.calendar.scenario_state import TZ, event_state, expected_snapshot, load_state
+from tools.calendar.lab.scenario_state import TZ, event_state, expected_snapshot, load_state
 from tools.calendar.store import CalendarStore
 
 TEMPLATE = "time_probe"
@@ -188,14 +188,14 @@ def report(out_dir: Path, records: Sequence[EpisodeRecord]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m tools.calendar.time_probe RESULTS_DIR [RESULTS_DIR ...]``: the figure of each
+    """``python -m tools.calendar.lab.time_probe RESULTS_DIR [RESULTS_DIR ...]``: the figure of each
     eval results folder (written into it too), then one line per folder to compare them."""
     import argparse
 
     from agent.eval.record import EpisodeFileError
     from agent.eval.runner import load_episodes
 
-    parser = argparse.ArgumentParser(prog="python -m tools.calendar.time_probe",
+    parser = argparse.ArgumentParser(prog="python -m tools.calendar.lab.time_probe",
                                      description="The time probe's figure from eval results folders "
                                                  "(python -m agent eval --templates time_probe --out DIR).")
     parser.add_argument("folders", nargs="+", type=Path)

@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from agent.eval.suite import PolicyFactory, PolicyFn, Scenario
 from agent.formats import HERMES
-from tools.calendar.policies import (
+from tools.calendar.lab.policies import (
     _call,
     _change_call,
     _done,
