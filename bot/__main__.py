@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from bot import launchd_cli
 from bot.run import add_run_arguments, run
-from launchd import cli as launchd_cli
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -66,7 +66,7 @@ class MaskingStream:
 
 def mask_handlers(token: str, logger: logging.Logger | None = None) -> None:
     """Wrap the formatter of every handler on ``logger`` (the root logger by default); one
-    wrapped already (e.g. by launchd.logs, shape-only) is told the token instead."""
+    wrapped already (e.g. by bot.log_file, shape-only) is told the token instead."""
     for handler in (logger or logging.getLogger()).handlers:
         if isinstance(handler.formatter, MaskingFormatter):
             handler.formatter.token = token

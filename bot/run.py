@@ -41,11 +41,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _setup_logging(settings: Settings, token: str) -> None:
     try:
-        from launchd.logs import configure_logging, default_log_dir
+        from bot.log_file import configure_log_file
+        from launchd.logs import default_log_dir
     except ImportError:
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     else:
-        path = configure_logging(default_log_dir(settings.data_dir))
+        path = configure_log_file(default_log_dir(settings.data_dir))
         print(f"python -m bot: logging to {path}", file=sys.stderr)
     masking.mask_handlers(token)
 

@@ -1,7 +1,8 @@
 """Where the bot's logs live, and the rotating log file the bot writes at start-up.
 
 launchd appends a program's stdout/stderr to files it never rotates. The bot therefore logs
-to its own size-capped file, and only crashes end up in launchd's files.
+to its own size-capped file, and only crashes end up in launchd's files. What a line looks like
+(and what is masked in it) is the caller's formatter: this package knows files, not secrets.
 """
 
 from __future__ import annotations
@@ -10,8 +11,6 @@ import logging
 import sys
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
-
-from bot.masking import MaskingFormatter
 
 BOT_LOG_NAME = "bot.log"
 MAX_BYTES = 1_000_000
@@ -30,8 +29,8 @@ def default_log_dir(data_dir: Path, *, platform: str | None = None, home: Path |
     return data_dir / "logs"
 
 
-def configure_logging(log_dir: Path, *, level: int = logging.INFO) -> Path:
-    """Send the root logger to ``<log_dir>/bot.log`` (1 MB x 5, tokens redacted); return its path.
+def configure_logging(log_dir: Path, formatter: logging.Formatter, *, level: int = logging.INFO) -> Path:
+    """Send the root logger to ``<log_dir>/bot.log`` (1 MB x 5) through ``formatter``; return its path.
 
     Calling it again with the same directory does not add a second handler.
     """
@@ -43,10 +42,6 @@ def configure_logging(log_dir: Path, *, level: int = logging.INFO) -> Path:
         if isinstance(handler, RotatingFileHandler) and Path(handler.baseFilename) == path:
             return path
     handler = RotatingFileHandler(path, maxBytes=MAX_BYTES, backupCount=BACKUP_COUNT, encoding="utf-8")
-    # python-telegram-bot puts the token into every request URL (".../bot<id>:<secret>/getUpdates").
-    # Until bot.masking.mask_handlers names the token, anything shaped like one is masked.
-    handler.setFormatter(MaskingFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"), None))
+    handler.setFormatter(formatter)
     root.addHandler(handler)
-    # httpx logs every long-polling request at INFO: noise, and the URL carries the token.
-    logging.getLogger("httpx").setLevel(logging.WARNING)
     return path

@@ -501,9 +501,9 @@ def test_every_exception_path_masks_the_token(tmp_path: Path) -> None:
     code = f"""
 import logging, threading
 from bot import masking
-from launchd.logs import configure_logging
+from bot.log_file import configure_log_file
 masking.install({TOKEN!r})
-configure_logging(__import__('pathlib').Path({str(tmp_path)!r}))
+configure_log_file(__import__('pathlib').Path({str(tmp_path)!r}))
 masking.mask_handlers({TOKEN!r})
 logging.getLogger().addHandler(logging.StreamHandler())
 masking.mask_handlers({TOKEN!r})

@@ -254,16 +254,16 @@ def test_inbox_schema_has_the_error_column_and_an_old_file_gets_it(tmp_path: Pat
 
 
 def test_the_log_file_masks_token_shapes_then_the_exact_token_with_one_formatter(tmp_path: Path) -> None:
-    """launchd.logs and bot.masking share one masker: the file handler is wrapped once."""
+    """The bot's log file and bot.masking share one masker: the file handler is wrapped once."""
     import logging
 
     from bot.masking import MaskingFormatter, mask_handlers
-    from launchd.logs import configure_logging
+    from bot.log_file import configure_log_file
 
     root = logging.getLogger()
     before, level = list(root.handlers), root.level
     try:
-        configure_logging(tmp_path)
+        configure_log_file(tmp_path)
         [handler] = [h for h in root.handlers if h not in before]
         mask_handlers("12:short-secret-xyz", root)  # not token-shaped: only the exact token masks it
         assert isinstance(handler.formatter, MaskingFormatter) and not isinstance(handler.formatter.inner, MaskingFormatter)

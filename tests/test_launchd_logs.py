@@ -9,6 +9,7 @@ from typing import Iterator
 
 import pytest
 
+from bot.log_file import configure_log_file
 from launchd.logs import BACKUP_COUNT, MAX_BYTES, configure_logging, default_log_dir
 
 TOKEN = "123456789:AAHf4k3-t0k3n_for_tests_only_xyzABC"
@@ -33,8 +34,8 @@ def test_log_dir_is_library_logs_on_macos_and_data_dir_elsewhere(tmp_path: Path)
 
 
 def test_configure_logging_writes_redacted_lines_once(tmp_path: Path, clean_root: None) -> None:
-    path = configure_logging(tmp_path / "logs")
-    assert configure_logging(tmp_path / "logs") == path  # no second handler
+    path = configure_log_file(tmp_path / "logs")
+    assert configure_log_file(tmp_path / "logs") == path  # no second handler
     ours = [h for h in logging.getLogger().handlers if isinstance(h, RotatingFileHandler) and Path(h.baseFilename) == path]
     assert len(ours) == 1
     logging.getLogger("bot.test").info("polling https://api.telegram.org/bot%s/getUpdates", TOKEN)
@@ -46,7 +47,7 @@ def test_configure_logging_writes_redacted_lines_once(tmp_path: Path, clean_root
 
 
 def test_log_rotates_at_the_size_cap(tmp_path: Path, clean_root: None) -> None:
-    path = configure_logging(tmp_path)
+    path = configure_logging(tmp_path, logging.Formatter("%(message)s"))
     line = "x" * 200
     for _ in range(MAX_BYTES // 200 + 100):
         logging.getLogger("bot.test").info(line)

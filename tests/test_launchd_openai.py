@@ -13,7 +13,7 @@ from pathlib import Path
 
 from agent.config import Settings, load_settings
 from bot.__main__ import main as bot_main
-from launchd import service
+from bot import launchd_service
 from tests.launchd_harness import TOKEN, FakeLaunchctl, make_host, plist_path
 
 KEY = "sk-launchd-test-abcdef0123456789"
@@ -37,7 +37,7 @@ def settings_for(env: dict[str, str]) -> Settings:
 def test_install_moves_an_environment_key_to_an_owner_only_file_and_keeps_it_out_of_the_plist(tmp_path: Path) -> None:
     env = environ(tmp_path, AGENT_API_KEY=KEY)
     host = make_host(tmp_path, FakeLaunchctl())
-    assert service.install(settings_for(env), host, env) == 0, host.err.getvalue()
+    assert launchd_service.install(settings_for(env), host, env) == 0, host.err.getvalue()
     key_file = tmp_path / "data" / "api_key"
     assert key_file.read_text().strip() == KEY and stat.S_IMODE(key_file.stat().st_mode) == 0o600
     data = plist_path(tmp_path).read_bytes()
@@ -60,7 +60,7 @@ def test_install_needs_no_model_file_for_the_openai_backend(tmp_path: Path) -> N
     key_file.chmod(0o600)
     env = environ(tmp_path, AGENT_MODEL_PATH=str(tmp_path / "no-such.gguf"))
     host = make_host(tmp_path, FakeLaunchctl())
-    assert service.install(settings_for(env), host, env) == 0, host.err.getvalue()
+    assert launchd_service.install(settings_for(env), host, env) == 0, host.err.getvalue()
     assert "wrote the API key" not in host.out.getvalue() and key_file.read_text() == KEY
 
 
@@ -72,7 +72,7 @@ def test_install_refuses_a_key_file_others_can_read(tmp_path: Path) -> None:
     env = environ(tmp_path)
     fake = FakeLaunchctl()
     host = make_host(tmp_path, fake)
-    assert service.install(settings_for(env), host, env) == 2
+    assert launchd_service.install(settings_for(env), host, env) == 2
     assert f"chmod 600 {key_file}" in host.err.getvalue() and fake.calls == []
     assert not plist_path(tmp_path).exists()
 
@@ -80,11 +80,11 @@ def test_install_refuses_a_key_file_others_can_read(tmp_path: Path) -> None:
 def test_install_refuses_without_any_key_or_server(tmp_path: Path) -> None:
     env = environ(tmp_path)
     host = make_host(tmp_path, FakeLaunchctl())
-    assert service.install(settings_for(env), host, env) == 2
+    assert launchd_service.install(settings_for(env), host, env) == 2
     assert "no API key for https://api.deepseek.com" in host.err.getvalue()
     env = environ(tmp_path, AGENT_BASE_URL="", AGENT_API_KEY=KEY)
     host = make_host(tmp_path, FakeLaunchctl())
-    assert service.install(settings_for(env), host, env) == 2
+    assert launchd_service.install(settings_for(env), host, env) == 2
     assert "--base-url or AGENT_BASE_URL" in host.err.getvalue()
 
 

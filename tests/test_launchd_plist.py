@@ -13,7 +13,8 @@ import pytest
 
 from agent.config import Settings, load_settings
 from bot.__main__ import main as bot_main
-from launchd.plist import LABEL, ServiceFiles, build_plist, plist_bytes, venv_python
+from bot.launchd_plist import service_plist
+from launchd.plist import LABEL, ServiceFiles, plist_bytes, venv_python
 
 TOKEN = "123456789:AAHf4k3-t0k3n_for_tests_only_xyzABC"
 
@@ -37,7 +38,7 @@ def make(settings: Settings, tmp_path: Path, lora: Path | None = None, **kw: Any
     model = tmp_path / "model.gguf"
     model.write_bytes(b"GGUF")
     data = plist_bytes(
-        build_plist(
+        service_plist(
             settings, model_path=model, lora_path=lora, token_file=settings.data_dir / "telegram_token",
             home=tmp_path / "home", **kw,
         )

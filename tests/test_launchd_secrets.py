@@ -14,8 +14,8 @@ import pytest
 from agent.config import load_settings
 from agent.url_policy import ALLOW_ENV
 from bot.__main__ import main as bot_main
-from launchd import service
-from launchd.plist import service_environment
+from bot import launchd_service
+from bot.launchd_plist import service_environment
 from tests.launchd_harness import TOKEN, FakeLaunchctl, make_host, plist_path
 
 KEY = "sk-launchd-lan-0123456789abcdef"
@@ -31,13 +31,13 @@ def environ(tmp_path: Path, **extra: str) -> dict[str, str]:
 def test_install_refuses_a_key_for_a_plain_http_lan_server_until_it_is_named(tmp_path: Path) -> None:
     env = environ(tmp_path)
     host = make_host(tmp_path, FakeLaunchctl())
-    assert service.install(load_settings(environ=env), host, env) == 2
+    assert launchd_service.install(load_settings(environ=env), host, env) == 2
     assert ALLOW_ENV in host.err.getvalue() and not plist_path(tmp_path).exists()
     assert not (tmp_path / "data" / "api_key").exists()  # refused before any file was written
 
     env = environ(tmp_path, **{ALLOW_ENV: "192.168.1.20"})
     host = make_host(tmp_path, FakeLaunchctl())
-    assert service.install(load_settings(environ=env), host, env) == 0, host.err.getvalue()
+    assert launchd_service.install(load_settings(environ=env), host, env) == 0, host.err.getvalue()
     plist_env = plistlib.loads(plist_path(tmp_path).read_bytes())["EnvironmentVariables"]
     assert plist_env[ALLOW_ENV] == "192.168.1.20"
     assert load_settings(environ=plist_env).allow_plain_http_hosts == ("192.168.1.20",)  # as the bot reads it

@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 FORBIDDEN = {
     "agent": ("tools.calendar", "tools.bfcl", "bot"),
     "models": ("agent", "tools", "bot"),
+    "launchd": ("agent", "tools", "bot"),
 }
 
 

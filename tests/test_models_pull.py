@@ -304,7 +304,7 @@ def test_bare_pull_fetches_exactly_the_reference_pair_and_everything_resolves_it
     assert "model: " in verified.stdout and "rank: 4" in verified.stdout
 
     code = (
-        "from agent.config import load_settings; from launchd.service import check_model; "
+        "from agent.config import load_settings; from bot.launchd_service import check_model; "
         "from models.resolve import resolve_or_exit; s = load_settings(); "
         "print(resolve_or_exit(s.model_choice(), fallback_demo=True)); print(check_model(s))"
     )

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from agent.config import with_model_flag
+from bot import launchd_service
 from bot.config import ConfigProblem, settings_or_problem
 from launchd import service
 from launchd.service import Host
@@ -63,9 +64,9 @@ def run(args: argparse.Namespace, host: Host | None = None, environ: Any = None)
         return 2
     settings = with_model_flag(settings, getattr(args, "model_path", None))
     if command == "print":
-        return service.print_plist(settings, host)
+        return launchd_service.print_plist(settings, host)
     if command == "install":
-        return service.install(settings, host, environ)
+        return launchd_service.install(settings, host, environ)
     if command == "logs":
-        return service.logs(settings, host, lines=args.lines, follow=args.follow)
+        return service.logs(host, settings.data_dir, lines=args.lines, follow=args.follow)
     raise AssertionError(f"unknown launchd command {command!r}")
