@@ -132,15 +132,17 @@ def wall_clock() -> datetime:
 
 
 def system_prompt_factory(settings: Settings, domain: Domain, clock: Clock = wall_clock) -> Callable[[], str]:
-    """The system message for the day of ``clock()`` in the user's zone."""
+    """The system message for the day of ``clock()`` in the user's zone, in the domain's language."""
     prompt_settings = settings.prompt_settings
-    return lambda: prompt_settings.system_prompt(clock(), settings.tz, domain.prompt, domain.short_prompt)
+    return lambda: prompt_settings.system_prompt(clock(), settings.tz, domain.prompt, domain.short_prompt,
+                                                 domain.language)
 
 
-def user_stamp_factory(settings: Settings, clock: Clock = wall_clock) -> Callable[[str], str]:
-    """Stamps a user's message with the local time of ``clock()`` as it enters the conversation."""
+def user_stamp_factory(settings: Settings, domain: Domain, clock: Clock = wall_clock) -> Callable[[str], str]:
+    """Stamps a user's message with the local time of ``clock()`` as it enters the conversation,
+    with the notes the settings ask for, as the domain's language writes them."""
     prompt_settings = settings.prompt_settings
-    return lambda text: prompt_settings.stamp(clock(), settings.tz, text)
+    return lambda text: prompt_settings.stamp(clock(), settings.tz, text, domain.language)
 
 
 def build_runtime(settings: Settings, backend: Backend, domain: Domain | None = None,
@@ -158,7 +160,7 @@ def build_runtime(settings: Settings, backend: Backend, domain: Domain | None = 
         sessions=SessionStore(settings.sessions_path),
         log=TrajectoryLog(settings.data_dir / "trajectories.sqlite3"),
         system_prompt=system_prompt_factory(settings, domain, clock),
-        stamp_user=user_stamp_factory(settings, clock),
+        stamp_user=user_stamp_factory(settings, domain, clock),
         history_turns=settings.history_turns,
         history_block=settings.history_block,
         receipt=settings.receipt,

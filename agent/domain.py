@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Callable, Protocol
 
+from agent.language import ENGLISH, Language
 from agent.receipt import ReceiptFn
 from agent.tools import Registry
 
@@ -91,6 +92,9 @@ class Domain:
     # The 📅 line after a turn, from what ran and the domain's state (``agent.receipt``); None: no receipts.
     receipt: ReceiptFn | None = None
     remote: Remote | None = None  # a server the data is kept in step with (the calendar's CalDAV)
+    # Its users' language as the runtime needs it (``agent.language``): the prompt's lines beside
+    # the English ones, notes on a user's message, yes-words; the default is English only.
+    language: Language = ENGLISH
 
 
 def load_domain(settings: Settings) -> Domain:

@@ -29,11 +29,10 @@ from zoneinfo import ZoneInfo
 
 import jinja2
 
-from agent.date_notes import note_days
 from agent.formats.hermes import HERMES, HermesFormat
 from agent.formats.tool_view import shown_tools
+from agent.language import ENGLISH, DateLabels, Language
 from agent.segments import Rendered, mark, mark_except
-from agent.time_notes import note_times
 from models.templates import compile_template, family_of
 
 _SENTINEL = "\x00IJ_SPLICE_7f3a\x00"
@@ -166,9 +165,8 @@ class PromptRenderer:
         return Rendered.split(text)
 
 
-_WEEKDAYS_KO = ["월요일", "화요일", "수요일", "목요일", "금요일", "토요일", "일요일"]
 _STAMP = re.compile(r"\[\d{2}:\d{2}\] ")  # what stamp_user_text puts in front
-_STAMP_EXAMPLE = "[14:05]"
+STAMP_EXAMPLE = "[14:05]"  # how the system prompt shows a stamp (a domain's companion line may too)
 
 
 def _local(now: datetime, tz: str) -> datetime:
@@ -176,21 +174,19 @@ def _local(now: datetime, tz: str) -> datetime:
     return now.astimezone(ZoneInfo(tz)) if now.tzinfo else now.replace(tzinfo=ZoneInfo(tz))
 
 
-def stamp_user_text(now: datetime, tz: str, text: str, *, time_notes: bool = False, date_notes: bool = False) -> str:
+def stamp_user_text(now: datetime, tz: str, text: str, *, time_notes: bool = False, date_notes: bool = False,
+                    language: Language = ENGLISH) -> str:
     """A user message as it enters a conversation: ``[HH:MM] text``, the local time it was sent.
 
     The time of day lives in the user messages, not in the system prompt, so everything before
     the newest user message (system prompt, tool block, history) stays byte-identical from turn
     to turn and stays in the KV cache. The stamp is stored with the message, never re-rendered.
-    ``time_notes``: each clock time said in words is shown the 24-hour way (``agent.time_notes``).
-    ``date_notes``: each day named relative to today is shown as its date (``agent.date_notes``).
+    ``time_notes`` (clock times said in words shown the 24-hour way) and ``date_notes`` (days
+    named relative to today shown as dates) are the domain's to honour: its ``language.annotate``
+    gets both flags and the local time; without one the message is stored as typed.
     """
     local = _local(now, tz)
-    if date_notes:  # first: an after-midnight time read as words ("내일 새벽 1시") keeps its day unnoted
-        text = note_days(text, local)
-    if time_notes:
-        text = note_times(text)
-    return f"[{local:%H:%M}] {text}"
+    return f"[{local:%H:%M}] {language.annotate(text, local, time_notes, date_notes)}"
 
 
 def unstamp_user_text(text: str) -> str:
@@ -199,88 +195,109 @@ def unstamp_user_text(text: str) -> str:
     return text[found.end():] if found else text
 
 
-# The system prompt's styles (the ``prompt_style`` setting): ``full`` for capable models (the
-# rules in English and Korean), ``short`` for SmolLM2-class models, whose rows must stay short
-# enough to train on a CPU (each rule once, in English; the date once).
+# The system prompt's styles (the ``prompt_style`` setting): ``full`` for capable models (each
+# rule in English, and beside it in the users' language when the domain gives one), ``short``
+# for SmolLM2-class models, whose rows must stay short enough to train on a CPU (each rule
+# once, in English; the date once).
 PROMPT_STYLES = ("full", "short")
 
-
-_WEEKDAYS_EN_SHORT = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"]
-_WEEKDAYS_KO_SHORT = ["월", "화", "수", "목", "금", "토", "일"]
-_WEEK_LABELS = ("이번 주 this week", "다음 주 next week", "다다음 주 week after next")
-_NEAR_DAYS = {1: ", 내일 tomorrow", 2: ", 모레 day after tomorrow"}
 DATE_LIST_DAYS = 14
 DATE_LIST_HEADER = "Days ahead (look the day up, do not count):"  # the line before the list
 
 
-def date_list(now: datetime, tz: str, days: int = DATE_LIST_DAYS) -> list[str]:
+def date_list(now: datetime, tz: str, days: int = DATE_LIST_DAYS, labels: DateLabels = ENGLISH.date_labels) -> list[str]:
     """The next ``days`` days after today, one line per Monday-to-Sunday week, each day with its
-    weekday in Korean and English: ``다음 주 next week: 2039-07-10 (월 Mon), 2039-07-11 (화 Tue), …``,
-    tomorrow and the day after marked (``2039-07-06 (목 Thu, 내일 tomorrow)``).
+    weekday: ``next week: 2039-07-10 (Mon), 2039-07-11 (Tue), …``, tomorrow and the day after
+    marked (``2039-07-06 (Thu, tomorrow)``); the words are the domain's ``labels``
+    (``Language.date_labels``), which may name each day in two languages.
 
     Small models get weekdays wrong ("next Wednesday" became a Sunday in 5 of 12 dev failures
     of base SmolLM2): counting days from a date is arithmetic a 135M model cannot do, but
-    finding 수 in the line that says 다음 주 is a lookup. "다음 주 X요일" / "next X" is the X of
-    the week after this one, which is how the calendar's scenarios read it (they are set on
-    Thursdays to Saturdays). Both languages are written because the prompt is rendered before
-    the user writes. Grouped by week, each label is written once: the list costs ~300 SmolLM2
-    tokens (a date alone is 11). Only the date of ``now`` matters, so like the "Today" line the
-    list changes once a day and the prefix cache keeps it.
+    finding Wed in the line that says next week is a lookup. "next X" is the X of the week after
+    this one, which is how the calendar's scenarios read it (they are set on Thursdays to
+    Saturdays). Grouped by week, each label is written once: the list costs ~300 SmolLM2 tokens
+    (a date alone is 11). Only the date of ``now`` matters, so like the "Today" line the list
+    changes once a day and the prefix cache keeps it.
     """
     today = _local(now, tz).date()
     week_of_today = today - timedelta(days=today.weekday())
     weeks: dict[int, list[str]] = {}
     for ahead in range(1, days + 1):
         day = today + timedelta(days=ahead)
-        week = min((day - timedelta(days=day.weekday()) - week_of_today).days // 7, len(_WEEK_LABELS) - 1)
-        wd = day.weekday()
-        weeks.setdefault(week, []).append(
-            f"{day.isoformat()} ({_WEEKDAYS_KO_SHORT[wd]} {_WEEKDAYS_EN_SHORT[wd]}{_NEAR_DAYS.get(ahead, '')})")
-    return [f"{_WEEK_LABELS[week]}: " + ", ".join(entries) for week, entries in weeks.items()]
+        week = min((day - timedelta(days=day.weekday()) - week_of_today).days // 7, len(labels.weeks) - 1)
+        near = f", {labels.near[ahead - 1]}" if ahead <= len(labels.near) else ""
+        weeks.setdefault(week, []).append(f"{day.isoformat()} ({labels.weekdays[day.weekday()]}{near})")
+    return [f"{labels.weeks[week]}: " + ", ".join(entries) for week, entries in weeks.items()]
+
+
+# The ``full`` style's rules, in order, by the keys a domain's ``Language.companions`` uses to
+# write a rule again in its users' language: on the line after the English one, but for
+# ``brief``, whose companion shares its line (one short rule, one line).
+FULL_RULES = ("today", "stamp", "missing", "confirm", "brief")
+_FULL_STAMP_LINE = f"Each user message begins with the local time it was sent, e.g. {STAMP_EXAMPLE}."
+_SHORT_STAMP_LINE = f"Each user message starts with its local time, e.g. {STAMP_EXAMPLE}."
+
+
+def _full_lines(local: datetime, tz: str, language: Language) -> tuple[list[str], int]:
+    """The ``full`` style's lines, each rule followed by its companion if the domain has one;
+    and how many lines the date takes (the days-ahead list goes right after them)."""
+    offset = local.strftime("%z")
+    english = {
+        "today": f"Today: {local:%Y-%m-%d} {local:%A} ({tz}, UTC{offset[:3]}:{offset[3:]}).",
+        "stamp": _FULL_STAMP_LINE,
+        "missing": "If required information is missing, ask the user; never guess it.",
+        "confirm": "Before deleting or changing anything, ask the user to confirm.",
+        "brief": "Keep answers short.",
+    }
+    companions = language.companions(local, tz)
+    lines: list[str] = []
+    dated = 1
+    for key in FULL_RULES:
+        companion = companions.get(key, "")
+        if not companion:
+            lines.append(english[key])
+        elif key == "brief":
+            lines.append(f"{english[key]} {companion}")
+        else:
+            lines += [english[key], *companion.split("\n")]
+        if key == "today":
+            dated = len(lines)
+    return lines, dated
 
 
 def system_prompt(now: datetime, tz: str, domain_prompt: str = "", style: str = "full",
-                  short_domain_prompt: str = "", date_grounding: bool = False) -> str:
+                  short_domain_prompt: str = "", date_grounding: bool = False, *,
+                  language: Language = ENGLISH) -> str:
     """The runtime's system message: the user's local date and zone, and how to behave.
 
     The model has no clock; small models guess dates and fill in missing details unless told
     not to. Only day-granularity facts are here (the text changes once a day, or when the UTC
     offset changes): the time of day is the stamp at the start of each user message
-    (``stamp_user_text``). In the ``full`` style, Korean lines sit next to English ones because
-    the users write in both. The ``short`` style says each rule once: a 135M model reads a
-    Korean line as ~3 tokens per syllable, and in training every prompt token is paid for in
-    every row (the duplicates were ~380 of ~640 tokens). ``short_domain_prompt`` is the domain's
-    own short text, used by that style when the domain has one. ``date_grounding`` adds the
-    next 14 days with their weekdays after the date line (``date_list``), for small models.
+    (``stamp_user_text``). In the ``full`` style, the domain's ``language`` may write each rule
+    again in its users' language, next to the English one. The ``short`` style says each rule
+    once, in English: a 135M model reads a line in a non-Latin script as ~3 tokens per syllable,
+    and in training every prompt token is paid for in every row (the duplicates were ~380 of
+    ~640 tokens). ``short_domain_prompt`` is the domain's own short text, used by that style
+    when the domain has one. ``date_grounding`` adds the next 14 days with their weekdays after
+    the date line(s) (``date_list``, in the words of ``language.date_labels``), for small models.
     """
     if style not in PROMPT_STYLES:
         raise ValueError(f"unknown prompt style {style!r}: expected one of {', '.join(PROMPT_STYLES)}")
     local = _local(now, tz)
-    offset = local.strftime("%z")
     if style == "short":
         lines = [
             f"Today: {local:%Y-%m-%d} {local:%A} ({tz}).",
-            f"Each user message starts with its local time, e.g. {_STAMP_EXAMPLE}.",
+            _SHORT_STAMP_LINE,
             "If a needed detail is missing, ask; never guess.",
             "Ask the user to confirm before deleting or changing anything.",
             "Answer briefly, in the user's language.",
         ]
+        dated = 1
         domain_prompt = short_domain_prompt or domain_prompt
     else:
-        lines = [
-            f"Today: {local:%Y-%m-%d} {local:%A} ({tz}, UTC{offset[:3]}:{offset[3:]}).",
-            f"오늘: {local.year}년 {local.month}월 {local.day}일 {_WEEKDAYS_KO[local.weekday()]} ({tz}).",
-            f"Each user message begins with the local time it was sent, e.g. {_STAMP_EXAMPLE}.",
-            f"사용자 메시지 앞의 {_STAMP_EXAMPLE} 같은 표시는 그 메시지를 보낸 현지 시각입니다.",
-            "If required information is missing, ask the user; never guess it.",
-            "필요한 정보가 없으면 추측하지 말고 사용자에게 물어보세요.",
-            "Before deleting or changing anything, ask the user to confirm.",
-            "삭제하거나 변경하기 전에 반드시 사용자에게 확인하세요.",
-            "Keep answers short. 답변은 짧게 하세요.",
-        ]
+        lines, dated = _full_lines(local, tz, language)
     if date_grounding:
-        at = 1 if style == "short" else 2  # right after the date line(s)
-        lines[at:at] = [DATE_LIST_HEADER, *date_list(now, tz)]
+        lines[dated:dated] = [DATE_LIST_HEADER, *date_list(now, tz, labels=language.date_labels)]
     if domain_prompt:
         lines.insert(0, domain_prompt.strip())
     return "\n".join(lines)
@@ -303,13 +320,15 @@ class PromptSettings:
     time_notes: bool = False
     date_notes: bool = False
 
-    def system_prompt(self, now: datetime, tz: str, domain_prompt: str = "", short_domain_prompt: str = "") -> str:
-        """``system_prompt`` with these settings."""
-        return system_prompt(now, tz, domain_prompt, self.prompt_style, short_domain_prompt, self.date_grounding)
+    def system_prompt(self, now: datetime, tz: str, domain_prompt: str = "", short_domain_prompt: str = "",
+                      language: Language = ENGLISH) -> str:
+        """``system_prompt`` with these settings, in the domain's ``language``."""
+        return system_prompt(now, tz, domain_prompt, self.prompt_style, short_domain_prompt, self.date_grounding,
+                             language=language)
 
-    def stamp(self, now: datetime, tz: str, text: str) -> str:
-        """``stamp_user_text`` with these settings."""
-        return stamp_user_text(now, tz, text, time_notes=self.time_notes, date_notes=self.date_notes)
+    def stamp(self, now: datetime, tz: str, text: str, language: Language = ENGLISH) -> str:
+        """``stamp_user_text`` with these settings, annotated by the domain's ``language``."""
+        return stamp_user_text(now, tz, text, time_notes=self.time_notes, date_notes=self.date_notes, language=language)
 
     def to_dict(self) -> dict[str, Any]:
         """One flat key per setting, as eval's ``run.json`` and ``train ei``'s options record them
@@ -320,10 +339,7 @@ class PromptSettings:
 
 # The line about the time stamp, as each style writes it: what tells the styles apart in a
 # recorded conversation (``prompt_style_of``).
-_STYLE_MARKERS = {
-    "full": f"Each user message begins with the local time it was sent, e.g. {_STAMP_EXAMPLE}.",
-    "short": f"Each user message starts with its local time, e.g. {_STAMP_EXAMPLE}.",
-}
+_STYLE_MARKERS = {"full": _FULL_STAMP_LINE, "short": _SHORT_STAMP_LINE}
 
 
 def prompt_style_of(messages: list[dict[str, Any]]) -> str | None:

@@ -35,11 +35,11 @@ DEMO_PROMPT_STYLE = "short"
 # did not help base SmolLM2 (success 25.0 -> 16.7 %, reward 0.412 -> 0.390, p = 1; docs/training.md).
 DEMO_DATE_GROUNDING = False
 # Clock times said in words reach the demo model the 24-hour way (the time_notes setting,
-# agent.time_notes): on the time probe the shipped adapter books the asked time for
+# tools.calendar.time_notes): on the time probe the shipped adapter books the asked time for
 # 22.5 % of the 40 openings without them and 77.5 % with them; dev success unchanged (docs/training.md).
 DEMO_TIME_NOTES = True
 # Days named relative to today reach the demo model as dates (the date_notes setting,
-# agent.date_notes): on the whole test split the shipped adapter's success goes from 26.5 % to
+# tools.calendar.date_notes): on the whole test split the shipped adapter's success goes from 26.5 % to
 # 40.4 % with them (McNemar p = 5.6e-6; docs/training.md, "Days as asked").
 DEMO_DATE_NOTES = True
 # The line ``python -m agent`` prints before it falls back to the demo (nothing configured or pulled).

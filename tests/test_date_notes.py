@@ -1,4 +1,4 @@
-"""Date notes (agent.date_notes): a day named relative to today reaches the model as its date."""
+"""Date notes (tools.calendar.date_notes): a day named relative to today reaches the model as its date."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from agent.date_notes import note_days
 from agent.eval.suite import Scenario
 from agent.prompt import stamp_user_text
+from tools.calendar.date_notes import note_days
+from tools.calendar.language import CALENDAR_LANGUAGE
 from tools.calendar.lab.scenarios import TEMPLATES, generate
 
 THURSDAY = datetime(2026, 12, 3, 9, 0)  # local time, 09:00 on a Thursday
@@ -119,19 +120,19 @@ def test_in_the_small_hours_today_and_tomorrow_are_left_as_said(text: str) -> No
 def test_days_count_from_the_users_local_day_not_utc() -> None:
     # 08:30 on Monday in Seoul is still Sunday 23:30 UTC: tomorrow is Tuesday there.
     now = datetime(2026, 12, 6, 23, 30, tzinfo=ZoneInfo("UTC"))
-    assert stamp_user_text(now, "Asia/Seoul", "dinner tomorrow", date_notes=True) == \
+    assert stamp_user_text(now, "Asia/Seoul", "dinner tomorrow", date_notes=True, language=CALENDAR_LANGUAGE) == \
         "[08:30] dinner tomorrow (2026-12-08)"
-    assert stamp_user_text(now, "Asia/Seoul", "내일 점심", date_notes=True) == "[08:30] 2026-12-08 점심"
+    assert stamp_user_text(now, "Asia/Seoul", "내일 점심", date_notes=True, language=CALENDAR_LANGUAGE) == "[08:30] 2026-12-08 점심"
 
 
 def test_times_and_days_are_noted_together_and_off_leaves_the_text_alone() -> None:
     now = datetime(2026, 12, 3, 9, 0, tzinfo=ZoneInfo("Asia/Seoul"))
     text = "내일 오후 3시에 치과 예약 추가해줘"
-    assert stamp_user_text(now, "Asia/Seoul", text, time_notes=True, date_notes=True) == \
+    assert stamp_user_text(now, "Asia/Seoul", text, time_notes=True, date_notes=True, language=CALENDAR_LANGUAGE) == \
         "[09:00] 2026-12-04 15:00에 치과 예약 추가해줘"
-    assert stamp_user_text(now, "Asia/Seoul", text) == f"[09:00] {text}"
+    assert stamp_user_text(now, "Asia/Seoul", text, language=CALENDAR_LANGUAGE) == f"[09:00] {text}"
     # Days are noted before times, so an after-midnight time said in words keeps its day unnoted.
-    assert stamp_user_text(now, "Asia/Seoul", "내일 새벽 1시에 알람", time_notes=True, date_notes=True) == \
+    assert stamp_user_text(now, "Asia/Seoul", "내일 새벽 1시에 알람", time_notes=True, date_notes=True, language=CALENDAR_LANGUAGE) == \
         "[09:00] 내일 01:00에 알람"
 
 

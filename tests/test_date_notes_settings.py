@@ -1,8 +1,9 @@
 """The date_notes setting (``AGENT_DATE_NOTES``) reaches every place that stamps a user message, as
 time_notes does: serving, eval (and its run.json), export, expert iteration, the bench and the demo.
 
-``agent.date_notes.note_days`` is replaced here by a stand-in that says it was called, so these
-tests pin the plumbing, not the notes themselves (tests/test_date_notes.py does those).
+``tools.calendar.date_notes.note_days``, as the calendar's language calls it, is replaced here by a
+stand-in that says it was called, so these tests pin the plumbing, not the notes themselves
+(tests/test_date_notes.py does those).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 
 from agent.config import Settings, load_settings
 from agent.prompt import PromptSettings, stamp_user_text
+from tools.calendar.language import CALENDAR_LANGUAGE
 
 NOTED = "NOTED"
 
@@ -30,7 +32,7 @@ def noted_days(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, date]]:
         calls.append((text, now.date()))
         return NOTED
 
-    monkeypatch.setattr("agent.prompt.note_days", note)
+    monkeypatch.setattr("tools.calendar.language.note_days", note)
     return calls
 
 
@@ -43,26 +45,29 @@ def test_agent_date_notes_turns_the_setting_on_and_it_is_off_by_default(tmp_path
 
 def test_the_stamp_notes_days_with_the_local_date_only_when_asked(noted_days: list[tuple[str, date]]) -> None:
     now = datetime(2026, 12, 3, 20, 5, tzinfo=ZoneInfo("UTC"))  # already 4 December in Seoul
-    assert stamp_user_text(now, "Asia/Seoul", "내일 치과") == "[05:05] 내일 치과"
+    assert stamp_user_text(now, "Asia/Seoul", "내일 치과", language=CALENDAR_LANGUAGE) == "[05:05] 내일 치과"
     assert noted_days == []
-    assert stamp_user_text(now, "Asia/Seoul", "내일 치과", date_notes=True) == f"[05:05] {NOTED}"
+    assert stamp_user_text(now, "Asia/Seoul", "내일 치과", date_notes=True, language=CALENDAR_LANGUAGE) == f"[05:05] {NOTED}"
     assert noted_days == [("내일 치과", date(2026, 12, 4))]
 
 
 def test_day_notes_see_the_message_before_its_time_notes(noted_days: list[tuple[str, date]]) -> None:
     # So that "내일 새벽 1시" reaches note_days in words, which it leaves alone (the night after).
     now = datetime(2026, 12, 3, 9, 5, tzinfo=ZoneInfo("Asia/Seoul"))
-    stamp_user_text(now, "Asia/Seoul", "내일 오후 3시에", time_notes=True, date_notes=True)
+    stamp_user_text(now, "Asia/Seoul", "내일 오후 3시에", time_notes=True, date_notes=True, language=CALENDAR_LANGUAGE)
     assert noted_days == [("내일 오후 3시에", date(2026, 12, 3))]
 
 
 def test_the_runtime_stamps_messages_with_date_notes_when_the_setting_is_on(
         noted_days: list[tuple[str, date]]) -> None:
     from agent.app import user_stamp_factory
+    from agent.domain import Domain
+    from agent.tools import Registry
 
+    domain = Domain(name="calendar", registry=Registry.of([]), prompt="", language=CALENDAR_LANGUAGE)
     clock = lambda: datetime(2026, 12, 3, 9, 5, tzinfo=ZoneInfo("Asia/Seoul"))  # noqa: E731
-    assert user_stamp_factory(Settings(tz="Asia/Seoul"), clock)("내일") == "[09:05] 내일"
-    assert user_stamp_factory(Settings(tz="Asia/Seoul", date_notes=True), clock)("내일") == f"[09:05] {NOTED}"
+    assert user_stamp_factory(Settings(tz="Asia/Seoul"), domain, clock)("내일") == "[09:05] 내일"
+    assert user_stamp_factory(Settings(tz="Asia/Seoul", date_notes=True), domain, clock)("내일") == f"[09:05] {NOTED}"
 
 
 def test_an_eval_run_with_date_notes_records_the_noted_opening(
@@ -125,8 +130,8 @@ def test_expert_iteration_takes_date_notes_from_the_settings_and_keeps_it_in_its
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from agent.__main__ import build_parser
     from agent.train import cli
-    from agent.train.ei import IDENTITY, EiOptions, check_same_run
-    from agent.train.sft import TrainError
+    from agent.train.ei_runs import IDENTITY, EiOptions, check_same_run
+    from agent.train.trainer import TrainError
 
     base = tmp_path / "base.gguf"
     base.write_bytes(b"GGUF")

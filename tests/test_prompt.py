@@ -14,6 +14,7 @@ from agent.formats import HERMES, format_tool_call
 from agent.formats.tool_view import compact_tools, short_description
 from agent.segments import Rendered
 from agent.prompt import PromptError, PromptRenderer, PromptSettings, stamp_user_text, system_prompt, unstamp_user_text
+from tools.calendar.language import CALENDAR_LANGUAGE
 from tests import model_fixtures as mf
 from tests.renderers import renderer_for
 
@@ -158,8 +159,9 @@ def test_system_prompt_uses_the_users_zone() -> None:
     text = system_prompt(now, "Asia/Seoul", "You manage the user's calendar.")
     assert text.startswith("You manage the user's calendar.\n")
     assert "Today: 2026-11-30 Monday (Asia/Seoul, UTC+09:00)." in text
-    assert "오늘: 2026년 11월 30일 월요일 (Asia/Seoul)." in text
-    assert "ask" in text and "confirm" in text and "물어보세요" in text
+    assert "ask" in text and "confirm" in text
+    # the domain's language writes the date again in its own words, for the same local day
+    assert "오늘: 2026년 11월 30일 월요일 (Asia/Seoul)." in system_prompt(now, "Asia/Seoul", language=CALENDAR_LANGUAGE)
     assert "Today: 2026-11-29 Sunday (America/New_York, UTC-05:00)." in system_prompt(now, "America/New_York")
 
 
@@ -170,7 +172,7 @@ def test_system_prompt_is_the_same_all_day_and_changes_with_the_date() -> None:
     assert system_prompt(datetime(2026, 11, 30, 23, 59, tzinfo=seoul), "Asia/Seoul", "Calendar.") == morning
     assert "00:01" not in morning and "10:07" not in morning  # no time of day at all
     next_day = system_prompt(datetime(2026, 12, 1, 0, 0, tzinfo=seoul), "Asia/Seoul", "Calendar.")
-    assert next_day != morning and "2026-12-01 Tuesday" in next_day and "12월 1일 화요일" in next_day
+    assert next_day != morning and "2026-12-01 Tuesday" in next_day
     # the UTC offset is a day-level fact too: it changes on the day the clocks change
     berlin = ZoneInfo("Europe/Berlin")
     assert "UTC+02:00" in system_prompt(datetime(2026, 10, 24, 12, 0, tzinfo=berlin), "Europe/Berlin")
@@ -180,7 +182,8 @@ def test_system_prompt_is_the_same_all_day_and_changes_with_the_date() -> None:
 def test_system_prompt_says_that_user_messages_carry_their_send_time() -> None:
     text = system_prompt(datetime(2026, 11, 30, 9, 0), "Asia/Seoul")
     assert "Each user message begins with the local time it was sent, e.g. [14:05]." in text
-    assert "[14:05] 같은 표시는 그 메시지를 보낸 현지 시각" in text
+    assert "[14:05] 같은 표시는 그 메시지를 보낸 현지 시각" in system_prompt(
+        datetime(2026, 11, 30, 9, 0), "Asia/Seoul", language=CALENDAR_LANGUAGE)
     assert unstamp_user_text("[14:05] hi") == "hi"  # the example is the stamp's own format
 
 
@@ -262,8 +265,8 @@ def test_the_short_prompt_style_says_each_rule_once_in_english() -> None:
     """SmolLM2-class models get the short style: the date, the stamp, asking and confirming,
     each once and without the Korean duplicates (they were most of the full prompt's tokens)."""
     now = datetime(2026, 11, 29, 20, 30, tzinfo=timezone.utc)
-    full = system_prompt(now, "Asia/Seoul", "Calendar, long.", "full", "Calendar.")
-    short = system_prompt(now, "Asia/Seoul", "Calendar, long.", "short", "Calendar.")
+    full = system_prompt(now, "Asia/Seoul", "Calendar, long.", "full", "Calendar.", language=CALENDAR_LANGUAGE)
+    short = system_prompt(now, "Asia/Seoul", "Calendar, long.", "short", "Calendar.", language=CALENDAR_LANGUAGE)
     assert full.startswith("Calendar, long.\n") and short.startswith("Calendar.\n")
     assert "Today: 2026-11-30 Monday (Asia/Seoul)." in short
     assert "Each user message starts with its local time, e.g. [14:05]." in short
@@ -325,7 +328,7 @@ def test_the_date_list_names_each_of_the_next_14_days_by_week_weekday_and_langua
     from agent.prompt import date_list
 
     thursday = datetime(2039, 7, 7, 9, 30, tzinfo=ZoneInfo("Asia/Seoul"))
-    lines = date_list(thursday, "Asia/Seoul")
+    lines = date_list(thursday, "Asia/Seoul", labels=CALENDAR_LANGUAGE.date_labels)
     assert lines[0] == ("이번 주 this week: 2039-07-08 (금 Fri, 내일 tomorrow), "
                         "2039-07-09 (토 Sat, 모레 day after tomorrow), 2039-07-10 (일 Sun)")
     assert lines[1].startswith("다음 주 next week: 2039-07-11 (월 Mon), 2039-07-12 (화 Tue), ")
@@ -334,7 +337,7 @@ def test_the_date_list_names_each_of_the_next_14_days_by_week_weekday_and_langua
                         "2039-07-20 (수 Wed), 2039-07-21 (목 Thu)")
     assert sum(line.count("2039-") for line in lines) == 14
     # on a Sunday, tomorrow is already next week's Monday: it is listed there, marked as tomorrow
-    sunday = date_list(datetime(2039, 7, 10, 12, 0), "Asia/Seoul")
+    sunday = date_list(datetime(2039, 7, 10, 12, 0), "Asia/Seoul", labels=CALENDAR_LANGUAGE.date_labels)
     assert sunday[0].startswith("다음 주 next week: 2039-07-11 (월 Mon, 내일 tomorrow), 2039-07-12 (화 Tue, 모레")
 
 
@@ -348,7 +351,7 @@ def test_next_weekday_in_the_date_list_is_the_day_the_calendar_scenarios_expect(
 
     for today_day in (7, 8, 9):  # Thursday .. Saturday, 2039-07
         today = datetime(2039, 7, today_day, 10, 0)
-        next_week = date_list(today, "Asia/Seoul")[1]
+        next_week = date_list(today, "Asia/Seoul", labels=CALENDAR_LANGUAGE.date_labels)[1]
         for weekday, (ko, en) in enumerate((("월", "Mon"), ("화", "Tue"), ("수", "Wed"))):
             expected = today.date() + timedelta(days=(weekday - today.weekday()) % 7 or 7)
             assert f"{expected.isoformat()} ({ko} {en}" in next_week
@@ -356,19 +359,21 @@ def test_next_weekday_in_the_date_list_is_the_day_the_calendar_scenarios_expect(
 
 def test_the_date_grounded_prompt_changes_once_a_local_day_so_the_prefix_cache_keeps_it() -> None:
     seoul = ZoneInfo("Asia/Seoul")
-    morning = system_prompt(datetime(2039, 7, 7, 0, 1, tzinfo=seoul), "Asia/Seoul", "Cal.", "short", "", True)
-    night = system_prompt(datetime(2039, 7, 7, 23, 59, tzinfo=seoul), "Asia/Seoul", "Cal.", "short", "", True)
+    calendar = {"language": CALENDAR_LANGUAGE}
+    morning = system_prompt(datetime(2039, 7, 7, 0, 1, tzinfo=seoul), "Asia/Seoul", "Cal.", "short", "", True, **calendar)
+    night = system_prompt(datetime(2039, 7, 7, 23, 59, tzinfo=seoul), "Asia/Seoul", "Cal.", "short", "", True, **calendar)
     assert morning == night
     # 15:30 UTC is already the next day in Seoul: the list moves with the user's day, not UTC's
-    after_midnight = system_prompt(datetime(2039, 7, 7, 15, 30, tzinfo=timezone.utc), "Asia/Seoul", "Cal.", "short", "", True)
+    after_midnight = system_prompt(datetime(2039, 7, 7, 15, 30, tzinfo=timezone.utc), "Asia/Seoul", "Cal.", "short", "", True,
+                                   **calendar)
     assert after_midnight != night and "2039-07-09 (토 Sat, 내일 tomorrow)" in after_midnight
     lines = morning.splitlines()
     assert lines[1] == "Today: 2039-07-07 Thursday (Asia/Seoul)."
     assert lines[2] == "Days ahead (look the day up, do not count):" and lines[3].startswith("이번 주 this week: ")
     # without the setting the prompt is exactly what it was
     assert "Days ahead" not in system_prompt(datetime(2039, 7, 7, 9, 0), "Asia/Seoul", "Cal.", "short")
-    full = system_prompt(datetime(2039, 7, 7, 9, 0), "Asia/Seoul", "Cal.", "full", "", True).splitlines()
-    assert full[2].startswith("오늘: ") and full[3].startswith("Days ahead")
+    full = system_prompt(datetime(2039, 7, 7, 9, 0), "Asia/Seoul", "Cal.", "full", "", True, **calendar).splitlines()
+    assert full[2].startswith("오늘: ") and full[3].startswith("Days ahead")  # after the date in both languages
 
 
 def test_the_date_grounding_setting_is_checked_and_renders_the_same_prompt_in_runtime_eval_and_export(

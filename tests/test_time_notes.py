@@ -1,4 +1,4 @@
-"""Time notes (agent.time_notes): a clock time said in words reaches the model as HH:MM."""
+"""Time notes (tools.calendar.time_notes): a clock time said in words reaches the model as HH:MM."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.prompt import PromptSettings, stamp_user_text
-from agent.time_notes import note_times
+from tools.calendar.language import CALENDAR_LANGUAGE
+from tools.calendar.time_notes import note_times
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -127,8 +128,8 @@ def test_every_time_probe_opening_that_converts_gets_the_probes_own_answer() -> 
 
 def test_the_stamp_notes_times_only_when_asked() -> None:
     now = datetime(2026, 12, 3, 9, 5, tzinfo=ZoneInfo("Asia/Seoul"))
-    assert stamp_user_text(now, "Asia/Seoul", "내일 오후 3시에") == "[09:05] 내일 오후 3시에"
-    assert stamp_user_text(now, "Asia/Seoul", "내일 오후 3시에", time_notes=True) == "[09:05] 내일 15:00에"
+    assert stamp_user_text(now, "Asia/Seoul", "내일 오후 3시에", language=CALENDAR_LANGUAGE) == "[09:05] 내일 오후 3시에"
+    assert stamp_user_text(now, "Asia/Seoul", "내일 오후 3시에", time_notes=True, language=CALENDAR_LANGUAGE) == "[09:05] 내일 15:00에"
 
 
 def test_the_runtime_stores_and_shows_the_noted_message_when_the_setting_is_on(tmp_path: Path) -> None:

@@ -62,7 +62,7 @@ def system_message(scenario: Scenario, environment: Environment) -> dict[str, An
     if environment.system_prompt is not None:
         return {"role": "system", "content": environment.system_prompt}
     return {"role": "system", "content": environment.prompt_settings.system_prompt(
-        environment.now, scenario.tz, environment.prompt, environment.short_prompt)}
+        environment.now, scenario.tz, environment.prompt, environment.short_prompt, environment.language)}
 
 
 def user_message(scenario: Scenario, environment: Environment, text: str) -> dict[str, Any]:
@@ -70,7 +70,8 @@ def user_message(scenario: Scenario, environment: Environment, text: str) -> dic
     (as it is, when the environment brings its own system message)."""
     if environment.system_prompt is not None:
         return {"role": "user", "content": text}
-    return {"role": "user", "content": environment.prompt_settings.stamp(environment.now, scenario.tz, text)}
+    return {"role": "user", "content": environment.prompt_settings.stamp(
+        environment.now, scenario.tz, text, environment.language)}
 
 
 def served(messages: list[dict[str, Any]], keep: int = DEFAULT_HISTORY_TURNS,

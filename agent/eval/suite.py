@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from agent.eval.types import Scenario, Verdict
+from agent.language import ENGLISH, Language
 from agent.prompt import PromptSettings
 from agent.receipt import ReceiptFn
 from agent.tools import Registry
@@ -49,6 +50,7 @@ class Environment:
     receipt: ReceiptFn | None = None
     short_prompt: str = ""  # the domain's part in the ``short`` prompt style; empty: ``prompt``
     prompt_settings: PromptSettings = PromptSettings()  # the runtime's (the runner sets the run's settings)
+    language: Language = ENGLISH  # the domain's (``Domain.language``): as served, so as evaluated and trained
     # The whole system message, for tasks that bring their own (an external benchmark): it replaces
     # the runtime's (date line, rules, the time stamp explained), and user messages are then sent
     # as they are, unstamped, since nothing explains a stamp. None: the runtime's system prompt.

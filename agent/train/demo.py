@@ -71,9 +71,9 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--dry-run", action="store_true", help="print the recipe's commands without running them")
     demo.add_argument("--time-notes", action="store_true",
                       help="play and train the rows with clock times shown as HH:MM, as the demo now serves them "
-                           "(agent.time_notes); without it the recipe reproduces the shipped adapter, trained before them")
+                           "(the time_notes setting); without it the recipe reproduces the shipped adapter, trained before them")
     demo.add_argument("--date-notes", action="store_true",
-                      help="play and train the rows with relative days shown as dates (agent.date_notes); without it "
+                      help="play and train the rows with relative days shown as dates (the date_notes setting); without it "
                            "the recipe reproduces the shipped adapter, trained before them")
     demo.add_argument("--drills", action="store_true",
                       help="also train on the oracle's rows of the train-only drills ("

@@ -10,6 +10,7 @@ from zoneinfo import ZoneInfo
 from agent.domain import Document, Domain
 from agent.visible import visible_line
 from tools.calendar import shown
+from tools.calendar.language import CALENDAR_LANGUAGE
 from tools.calendar.receipt import CalendarReceipt
 from tools.calendar.reminders import CalendarNotifier
 from tools.calendar.settings import CalendarSettings, load_settings as calendar_settings
@@ -207,4 +208,5 @@ def load_domain(settings: Settings) -> Domain:
         remote=remote,
         notifier=notifier,
         receipt=CalendarReceipt(store),
+        language=CALENDAR_LANGUAGE,
     )

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Iterable
 
 from agent.eval.suite import Environment, EvalSuite, Scenario
 from tools.calendar.lab.adversaries import ADVERSARIES
+from tools.calendar.language import CALENDAR_LANGUAGE
 from tools.calendar.lab.policies import POLICIES
 from tools.calendar.receipt import CalendarReceipt
 from tools.calendar.lab.rewritten import REWRITTEN_SPLITS, rewritten_scenarios
@@ -40,6 +41,7 @@ def make_environment(scenario: Scenario) -> Environment:
         snapshot=lambda: store.snapshot(with_ids=True),  # ids: a deleted and re-created event is a change
         close=store.close,
         receipt=CalendarReceipt(store),
+        language=CALENDAR_LANGUAGE,
     )
 
 

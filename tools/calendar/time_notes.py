@@ -16,8 +16,9 @@ Only times that say which half of the day they are in are rewritten: ``오후 3�
 ``15시``, ``3pm``, ``noon``, ``seven in the evening``. A bare ``3시`` or ``at 3`` is left as it is,
 since either reading may be meant, and so is a time already written ``HH:MM`` and anything inside
 double quotes, a title the user chose ("3pm prep", as date notes keep "오늘의 회고"). It happens once,
-when the message enters the conversation (``agent.prompt.stamp_user_text``), and the message is
-stored so, so the history and the training rows hold what the model saw.
+when the message enters the conversation (``agent.prompt.stamp_user_text`` calls the calendar's
+``tools.calendar.language.annotate``), and the message is stored so, so the history and the
+training rows hold what the model saw.
 """
 
 from __future__ import annotations

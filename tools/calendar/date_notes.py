@@ -4,8 +4,8 @@ Why: a 135M model copies a written date into its call nearly always, but counts 
 tomorrow" or "다음 주 화요일" from the date line wrong. On the test split the shipped demo adapter
 searched the asked day first for 90 % of the openings that name a month and day, and for 12-52 %
 of those that say tomorrow, the day after tomorrow or next <weekday>. The counting is
-calendar arithmetic the runtime does without error, as time notes (``agent.time_notes``) do for
-clock times, so it does it before the model reads the message.
+calendar arithmetic the runtime does without error, as time notes (``tools.calendar.time_notes``)
+do for clock times, so it does it before the model reads the message.
 
 How it is shown follows the time notes: English keeps the words and gets ``(YYYY-MM-DD)`` after
 them (``tomorrow (2026-12-04)``); Korean replaces them (``내일 15:00에`` → ``2026-12-04 15:00에``).
@@ -30,7 +30,7 @@ import re
 from datetime import date, datetime, timedelta
 from typing import Callable
 
-from agent.time_notes import QUOTED
+from tools.calendar.time_notes import QUOTED
 
 _WEEKDAYS_EN = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _WEEKDAYS_KO = "월화수목금토일"
