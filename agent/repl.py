@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import signal
 import sys
+import textwrap
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import IO, Any, Callable
 
 from agent.approval import ApprovalRequest, ApproveAll, Approver, Decision, DenyAll
 from agent.formats import HERMES
+from agent.language import ENGLISH, Language
 from agent.records import CallStatus, StopReason, Turn
 from agent.runtime import Runtime
 from agent.visible import QUESTION_LIMIT, visible_line, visible_text
@@ -27,14 +29,20 @@ HELP = """Commands:
   /new            start a fresh conversation (the calendar is kept)
   /reset          same as /new
   /tools          list the tools the model can call
-  /events [DAY]   events of a day, without the model: today (default), tomorrow, 내일, 모레,
-                  a weekday (friday, fri, 금요일) or YYYY-MM-DD
+{events}
   /week [DAY]     seven days from DAY (default today), with places and attendees
   /reminders      upcoming reminders (due ones are shown between messages)
   /sync           sync with your calendar server now, if one is set up (CalDAV)
   /help           this text
   /quit           leave (Ctrl-D or Ctrl-C at the prompt work too)
 Anything else is sent to the assistant; Ctrl-C stops a reply."""
+
+
+def help_text(language: Language = ENGLISH) -> str:
+    """The REPL's help, with the day words the domain's language takes after /events."""
+    events = textwrap.fill(f"events of a day, without the model: {language.day_words}", width=88,
+                           initial_indent="  /events [DAY]   ", subsequent_indent=" " * 18, break_on_hyphens=False)
+    return HELP.format(events=events)
 
 STOP_NOTES = {
     StopReason.STEP_BUDGET: "stopped: too many model steps for one message",
@@ -49,18 +57,21 @@ STOP_NOTES = {
 
 
 class TerminalApprover:
-    """Asks y/N on the terminal for the exact action; anything but yes is a no."""
+    """Asks y/N on the terminal for the exact action; anything but a yes (one of ``yes_words``,
+    the domain's language's: ``Language.yes_words``) is a no."""
 
-    def __init__(self, ask: Callable[[str], str] = input, out: IO[str] = sys.stdout) -> None:
+    def __init__(self, ask: Callable[[str], str] = input, out: IO[str] = sys.stdout,
+                 yes_words: frozenset[str] = ENGLISH.yes_words) -> None:
         self.ask = ask
         self.out = out
+        self.yes_words = yes_words
 
     def decide(self, request: ApprovalRequest) -> Decision:
         try:
             answer = self.ask(f"  ⚠ {visible_line(request.description, QUESTION_LIMIT)}\n  Approve? [y/N] ")
         except EOFError:
             return Decision(False, "no answer")
-        approved = answer.strip().lower() in ("y", "yes", "예", "네", "ㅇ")
+        approved = answer.strip().lower() in self.yes_words
         return Decision(approved, "user approved" if approved else "user denied")
 
 
@@ -352,7 +363,7 @@ def run_repl(
             live.pause()
             return input(question)
 
-        approver = TerminalApprover(ask=ask, out=out)
+        approver = TerminalApprover(ask=ask, out=out, yes_words=runtime.domain.language.yes_words)
         _enable_history(runtime.sessions.path.parent / "repl_history")
     else:
         approver = DenyAll()
@@ -440,9 +451,9 @@ def handle_command(
         notifier = runtime.domain.notifier
         print(visible_text(notifier.upcoming(clock())) if notifier else "This domain has no reminders.", file=out)
     elif command == "help":
-        print(HELP, file=out)
+        print(help_text(runtime.domain.language), file=out)
     elif command in runtime.domain.commands:  # the domain's own, e.g. /sync
         print(visible_text(runtime.domain.commands[command](arg.strip())), file=out)
     else:
-        print(f"Unknown command /{visible_line(command, 40)}. {HELP}", file=out)
+        print(f"Unknown command /{visible_line(command, 40)}. {help_text(runtime.domain.language)}", file=out)
     return None
