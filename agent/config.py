@@ -254,21 +254,23 @@ class Settings:
     tool_block: Annotated[str, AfterValidator(_tool_block)] = "full"
     # The four settings from here to date_notes decide what the model is shown; every layer gets
     # them as one value, ``prompt_settings`` (agent.prompt.PromptSettings, whose fields they are).
-    # The system prompt's style (agent.prompt.PROMPT_STYLES): "full" (rules in English and Korean)
-    # or "short" for SmolLM2-class models (~100 tokens instead of ~640). Like the tool block it is
-    # part of what an adapter was trained on: export records it and train sft refuses a mismatch.
+    # The system prompt's style (agent.prompt.PROMPT_STYLES): "full" (rules in English, each again
+    # in the users' language when the domain's language gives one) or "short" for SmolLM2-class
+    # models (~100 tokens instead of ~640). Like the tool block it is part of what an adapter was
+    # trained on: export records it and train sft refuses a mismatch.
     prompt_style: Annotated[str, one_of("full", "short")] = "full"
-    # List the next 14 days with their weekdays in the system prompt (agent.prompt.date_list),
-    # so that a small model looks "다음 주 화요일" up instead of counting. Eval, export and train
-    # render the same prompt; the list changes once a day, like the date line it sits under.
+    # List the next 14 days with their weekdays in the system prompt (agent.prompt.date_list, in the
+    # domain language's words), so that a small model looks "next Tuesday" up instead of counting.
+    # Eval, export and train render the same prompt; the list changes once a day, like the date
+    # line it sits under.
     date_grounding: bool = False
-    # Show the model each clock time the user says in words the 24-hour way (agent.time_notes):
-    # "3pm" as "3pm (15:00)", "오후 3시에" as "15:00에". Stored with the message, so eval, export
-    # and train see what serving showed.
+    # Show the model each clock time the user says in words the 24-hour way, if the domain's language
+    # can (its Language.annotate; the calendar's: "3pm" as "3pm (15:00)"). Stored with the message,
+    # so eval, export and train see what serving showed.
     time_notes: bool = False
-    # Show the model each day the user names relative to today as its date (agent.date_notes):
-    # "tomorrow" as "tomorrow (2026-12-04)", "내일" as "2026-12-04". Stored with the message, so
-    # eval, export and train see what serving showed.
+    # Show the model each day the user names relative to today as its date, if the domain's language
+    # can (its Language.annotate; the calendar's: "tomorrow" as "tomorrow (2026-12-04)"). Stored with
+    # the message, so eval, export and train see what serving showed.
     date_notes: bool = False
     # The 📅 receipt after a turn (agent.receipt): "changes" after a turn that changed, or tried to
     # change, the calendar; "on" after every turn; "off" never. The trajectory records it either way
