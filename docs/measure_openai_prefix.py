@@ -22,6 +22,7 @@ from datetime import datetime
 from zoneinfo import ZoneInfo
 from tools.calendar import CalendarStore, build_registry
 from agent.prompt import system_prompt
+from tools.calendar.language import CALENDAR_LANGUAGE
 
 model, label, wire, force = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4] == "force"
 OUT = Path("/tmp/wt16-measure")
@@ -47,7 +48,7 @@ with log_path.open("wb") as log:
         if force:
             backend.tool_choice = {"type": "function", "function": {"name": "search_events"}}
         agent = Agent(backend, build_registry(store, now=lambda: now), Budgets(max_steps=4, max_tokens=48))
-        messages = [{"role": "system", "content": system_prompt(now, "Asia/Seoul")},
+        messages = [{"role": "system", "content": system_prompt(now, "Asia/Seoul", language=CALENDAR_LANGUAGE)},
                     {"role": "user", "content": "[09:00] What do I have on 2026-12-01?"}]
         turn = agent.run_turn(messages, DenyAll())
         rows = []
