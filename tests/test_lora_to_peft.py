@@ -27,7 +27,7 @@ from safetensors.numpy import load_file
 
 import models.lora_to_peft as lp
 from agent.train.base import prepare_base
-from agent.train.sft import load_base_model
+from agent.train.trainer import load_base_model
 from models.__main__ import main as models_main
 from models.convert_lora import ConversionError, convert_lora, permute_rows
 from models.demo import DEMO_DIR

@@ -164,7 +164,7 @@ def test_a_republished_qwen3_template_gets_trls_copy_of_its_own_family(tiny_qwen
 
 def test_a_hermes_template_of_no_known_family_is_refused(tiny_qwen3: Path) -> None:
     """Qwen3-Thinking-style: the generation prompt opens a think block. Neither TRL copy renders it."""
-    from agent.train.sft import TrainError
+    from agent.train.trainer import TrainError
 
     thinking = mf.qwen3_chat_template("2507").replace("{{- '<|im_start|>assistant\\n' }}\n{%- endif %}",
                                                      "{{- '<|im_start|>assistant\\n<think>\\n' }}\n{%- endif %}")
@@ -272,7 +272,7 @@ def test_a_bf16_grpo_step_keeps_the_lora_float32_and_the_adapter_converts_and_ve
 
     from agent.export.grpo import prompt_rows
     from agent.train.base import prepare_base
-    from agent.train.sft import load_base_model, lora_config
+    from agent.train.trainer import load_base_model, lora_config
     from tests.export_helpers import suite
 
     model = get_peft_model(load_base_model(prepare_base(tiny_qwen3, mf.cache_root() / "train-bases"), bf16=True),

@@ -23,7 +23,8 @@ from llama_cpp import Llama
 from agent.__main__ import model_flags, settings_from
 from agent.train import cli as train_cli
 from agent.train.base import prepare_base
-from agent.train.sft import assistant_spans, read_rows, tokenize_rows
+from agent.train.rows import read_rows
+from agent.train.sft import assistant_spans, tokenize_rows
 from agent.train.tokens import encode
 from models.check import check_adapter
 from tests import model_fixtures as mf
@@ -263,7 +264,8 @@ def test_rows_played_without_the_date_list_are_refused_where_it_is_served(
 
 def test_the_date_list_of_rows_from_before_it_was_recorded_is_read_from_their_system_message() -> None:
     from agent.prompt import system_prompt
-    from agent.train.sft import TrainError, check_date_grounding
+    from agent.train.rows import check_date_grounding
+    from agent.train.trainer import TrainError
 
     now = datetime(2026, 12, 5, 8, 0)
     grounded = [{"messages": [{"role": "system", "content": system_prompt(now, "Asia/Seoul", "", "short", "", True)}]}]
@@ -294,7 +296,7 @@ def test_structured_rows_are_refused_for_a_template_that_ignores_tools(export_di
 
 
 def test_row_format_is_read_from_the_row_or_its_messages() -> None:
-    from agent.train.sft import row_format
+    from agent.train.rows import row_format
 
     call = {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "f", "arguments": {}}}]}
     assert row_format({"assistant_format": "exact", "messages": []}) == "exact"

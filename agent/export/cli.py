@@ -115,7 +115,8 @@ def _assistant_format(choice: str, settings: Settings, demo: bool = False) -> tu
 def _row_stats(args: argparse.Namespace, settings: Settings, rows_file: Path) -> int:
     """``export stats`` on SFT rows: their length in the tokens of the model they are for."""
     from agent.export.stats import compute_rows, render_rows
-    from agent.train.sft import TrainError, read_rows
+    from agent.train.rows import read_rows
+    from agent.train.trainer import TrainError
 
     model = _model_to_check(settings, bool(getattr(args, "demo", False)))
     if model is None or not model.is_file():

@@ -85,7 +85,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
 
 
 def _add_lora_arguments(parser: argparse.ArgumentParser) -> None:
-    """The LoRA flags ``train sft`` and ``train grpo`` share (both build ``sft.lora_config`` from them)."""
+    """The LoRA flags ``train sft`` and ``train grpo`` share (both build ``trainer.lora_config`` from them)."""
     parser.add_argument("--rank", type=int, default=16, help="LoRA rank r")
     parser.add_argument("--alpha", type=float, default=32.0, help="LoRA alpha (scale alpha/r)")
     parser.add_argument("--dropout", type=float, default=0.05, help="LoRA dropout")
@@ -231,7 +231,8 @@ def run(args: argparse.Namespace, settings: Settings) -> int:
     if args.train_command == "ei":
         return _run_ei(args, settings, base)
     try:
-        from agent.train.sft import SftOptions, TrainError, train_sft
+        from agent.train.sft import SftOptions, train_sft
+        from agent.train.trainer import TrainError
     except ImportError as exc:
         print(f"error: train needs the train extra (pip install -e '.[train]'): {exc}", file=sys.stderr)
         return 2
@@ -265,7 +266,7 @@ def _grpo_rows(args: argparse.Namespace, settings: Settings) -> list[dict[str, A
     """Prompt rows: an ``export grpo`` file, or made from the domain's scenarios now."""
     import json
 
-    from agent.train.sft import TrainError
+    from agent.train.trainer import TrainError
 
     if args.data is not None:
         path = args.data / "grpo.jsonl" if args.data.is_dir() else args.data
@@ -288,7 +289,7 @@ def grpo_options(args: argparse.Namespace, settings: Settings, base: Path, targe
     import json
 
     from agent.train.grpo import GrpoOptions
-    from agent.train.sft import TrainError
+    from agent.train.trainer import TrainError
 
     try:
         extra = json.loads(args.config_json) if args.config_json else {}
@@ -311,7 +312,7 @@ def grpo_options(args: argparse.Namespace, settings: Settings, base: Path, targe
 def _run_grpo(args: argparse.Namespace, settings: Settings, base: Path, targets: tuple[str, ...]) -> int:
     try:
         from agent.train.grpo import train_grpo
-        from agent.train.sft import TrainError
+        from agent.train.trainer import TrainError
     except ImportError as exc:
         print(f"error: train needs the train extra (pip install -e '.[train]'): {exc}", file=sys.stderr)
         return 2
@@ -337,7 +338,7 @@ def _run_grpo(args: argparse.Namespace, settings: Settings, base: Path, targets:
 def _run_ei(args: argparse.Namespace, settings: Settings, base: Path) -> int:
     try:
         from agent.train.ei import EiOptions, run_ei
-        from agent.train.sft import TrainError
+        from agent.train.trainer import TrainError
     except ImportError as exc:
         print(f"error: train needs the train extra (pip install -e '.[train]'): {exc}", file=sys.stderr)
         return 2

@@ -66,7 +66,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agent.train.sft import DEFAULT_TARGETS, TrainError, load_base_model, lora_config, resume_point, train_and_save, shared_trainer_args
+from agent.train.trainer import DEFAULT_TARGETS, TrainError, load_base_model, lora_config, resume_point, train_and_save, shared_trainer_args
 
 SUMMARY = "grpo_summary.json"
 

@@ -9,6 +9,9 @@ each assistant turn's span is found by rendering the conversation up to it: the 
 template adds for message i (after the generation prompt) is what the model wrote. Those
 tokens get ``assistant_masks`` = 1; TRL turns the mask into labels (-100 elsewhere).
 
+Which rows may be trained is ``agent.train.rows``'s job; the LoRA, the base, checkpoints and
+saving are shared with GRPO in ``agent.train.trainer``.
+
 Everything heavy (torch, transformers, peft, trl, datasets) is imported inside functions.
 """
 
@@ -16,20 +19,17 @@ from __future__ import annotations
 
 import functools
 import json
-import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from agent.segments import Rendered
+from agent.train.rows import check_date_grounding, check_prompt_style, check_row_format, check_tool_block, read_rows
 from agent.train.tokens import encode
+from agent.train.trainer import (DEFAULT_TARGETS, TrainError, load_base_model, lora_config, resume_point,
+                                 shared_trainer_args, train_and_save)
 
-DEFAULT_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 SUMMARY = "train_summary.json"
-
-
-class TrainError(ValueError):
-    """Bad input for training; the message is one line."""
 
 
 @dataclass
@@ -78,29 +78,6 @@ class SftResult:
     seconds: float
     final_loss: float | None
     dropped: dict[str, int] = field(default_factory=dict)
-
-
-def read_rows(data: Path, split: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
-    """Rows of an SFT export: a folder holding ``sft.jsonl`` or the file itself."""
-    path = data / "sft.jsonl" if data.is_dir() else data
-    if not path.is_file():
-        raise TrainError(f"{data}: no sft.jsonl (pass the folder python -m agent export sft wrote, or the file)")
-    rows: list[dict[str, Any]] = []
-    with path.open(encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except ValueError as exc:
-                raise TrainError(f"{path}:{n}: not JSON ({exc})") from exc
-            if not isinstance(row, dict) or not isinstance(row.get("messages"), list):
-                raise TrainError(f"{path}:{n}: a row needs a 'messages' list")
-            if split in (None, "all") or row.get("split") in (None, split):
-                rows.append(row)
-    if not rows:
-        raise TrainError(f"{path}: no rows" + (f" in split {split!r} (use --split all?)" if split not in (None, "all") else ""))
-    return rows[:limit] if limit else rows
 
 
 def _tools(row: dict[str, Any]) -> list[dict[str, Any]] | None:
@@ -191,161 +168,6 @@ def tokenize_rows(tokenizer: Any, rows: list[dict[str, Any]], max_length: int, *
     return out, dropped
 
 
-def _last_checkpoint(folder: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
-
-    return get_last_checkpoint(str(folder)) if folder.is_dir() else None
-
-
-def resume_point(checkpoints: Path, resume: bool) -> str | None:
-    """The checkpoint ``--resume`` continues from (None: start afresh, saying so when asked to resume)."""
-    resume_from = _last_checkpoint(checkpoints) if resume else None
-    if resume and resume_from is None:
-        print(f"note: no checkpoint in {checkpoints}: starting from the beginning")
-    return resume_from
-
-
-def shared_trainer_args(save_steps: int, seed: int, progress: bool) -> dict[str, Any]:
-    """The trainer settings every train command shares (SFT and GRPO): a checkpoint every
-    ``save_steps`` with the last two kept (what ``--resume`` needs), a log line per step, no
-    reporting service, the CPU when there is no GPU, data loaded in the main process."""
-    import torch
-
-    return {
-        "save_strategy": "steps", "save_steps": save_steps, "save_total_limit": 2, "logging_steps": 1,
-        "report_to": "none", "seed": seed, "disable_tqdm": not progress,
-        "use_cpu": not torch.cuda.is_available(), "dataloader_num_workers": 0,
-    }
-
-
-def train_and_save(trainer: Any, tokenizer: Any, out: Path, resume_from: str | None) -> tuple[Any, float]:
-    """Runs ``trainer`` (from the checkpoint ``resume_from`` when given) and writes the PEFT adapter
-    and the tokenizer to ``out``; ``train sft`` and ``train grpo`` end the same way. Returns TRL's
-    train output and the seconds the training took."""
-    started = time.monotonic()
-    output = trainer.train(resume_from_checkpoint=resume_from)
-    seconds = time.monotonic() - started
-    out.mkdir(parents=True, exist_ok=True)
-    trainer.model.save_pretrained(str(out))
-    tokenizer.save_pretrained(str(out))
-    return output, seconds
-
-
-def lora_config(rank: int, alpha: float, dropout: float, targets: Any) -> Any:
-    """The LoRA every train command puts on the base (``--rank --alpha --dropout --targets``)."""
-    from peft import LoraConfig
-
-    return LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(targets),
-                      task_type="CAUSAL_LM", bias="none")
-
-
-def load_base_model(base_dir: Path, bf16: bool) -> Any:
-    """The base every train command puts its LoRA on, from ``prepare_base``'s float folder.
-
-    ``--bf16`` loads the frozen weights in bfloat16: half the memory of float32 (8 GB instead of
-    16 GB for a 4B) and, under the trainer's bf16 autocast, matrix products a CPU with AMX runs
-    natively. peft still adds the LoRA weights in float32 (``autocast_adapter_dtype``), so the
-    optimizer and the saved adapter stay float32. One loader, so SFT and GRPO cannot drift apart.
-    """
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    return AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.bfloat16 if bf16 else torch.float32)
-
-
-def check_tool_block(rows: list[dict[str, Any]], tool_block: str) -> None:
-    """Refuse rows exported with another tool block than the one the runtime will serve.
-
-    An adapter trained on the compact block and served with the full one (or the reverse) sees
-    a prompt it never saw in training: the tool-block setting must be the same for both.
-    Rows from before the setting existed were made with the full block.
-    """
-    made_with = sorted({str(row.get("tool_block", "full")) for row in rows} - {tool_block})
-    if made_with:
-        raise TrainError(f"the rows were exported with tool_block={made_with[0]} but this setup serves "
-                         f"tool_block={tool_block}; export again with the same setting, or set "
-                         f"tool_block={made_with[0]} (AGENT_TOOL_BLOCK or config.toml)")
-
-
-def check_prompt_style(rows: list[dict[str, Any]], prompt_style: str) -> None:
-    """Refuse rows whose conversations were played with another system prompt style than the
-    one the runtime serves (the ``prompt_style`` setting): the system prompt is most of a row,
-    so an adapter trained on one style and served with the other sees a prompt it never saw.
-    A row's recorded style wins; rows from before it was recorded are read from their system
-    message (``agent.prompt.prompt_style_of``), and a system message no style wrote is left alone."""
-    from agent.prompt import prompt_style_of
-
-    styles = {row.get("prompt_style") or prompt_style_of(row.get("messages") or []) for row in rows}
-    made_with = sorted(s for s in styles - {prompt_style, None})
-    if made_with:
-        raise TrainError(f"the rows were played with prompt_style={made_with[0]} but this setup serves "
-                         f"prompt_style={prompt_style}; run the eval and export again with the same setting, "
-                         f"or set prompt_style={made_with[0]} (AGENT_PROMPT_STYLE or config.toml)")
-
-
-def check_date_grounding(rows: list[dict[str, Any]], date_grounding: bool) -> None:
-    """Refuse rows played with the list of days ahead in the system prompt for a runtime that
-    serves none (or the other way round): ~300 tokens of every row an adapter learned to read,
-    or never saw. A row's recorded value wins, else its system message is read
-    (``agent.prompt.date_grounding_of``); a system message no style wrote is left alone."""
-    from agent.prompt import date_grounding_of
-
-    def grounded(row: dict[str, Any]) -> bool | None:
-        recorded = row.get("date_grounding")
-        return recorded if isinstance(recorded, bool) else date_grounding_of(row.get("messages") or [])
-
-    made_with = {grounded(row) for row in rows} - {date_grounding, None}
-    if made_with:
-        other = str(not date_grounding).lower()
-        raise TrainError(f"the rows were played with date_grounding={other} but this setup serves "
-                         f"date_grounding={str(date_grounding).lower()}; run the eval and export again with "
-                         f"the same setting, or set date_grounding={other} (AGENT_DATE_GROUNDING or config.toml)")
-
-
-def row_format(row: dict[str, Any]) -> str | None:
-    """The assistant format a row was exported in: the row's own record, else what its messages show.
-
-    ``structured`` rows carry calls in ``tool_calls`` and results as ``tool`` messages; ``exact``
-    rows carry the call text in ``content`` and the tool block in the system message. A row
-    with neither (a greeting exported before rows named their format) could be either: None.
-    """
-    recorded = row.get("assistant_format")
-    if recorded in ("exact", "structured"):
-        return str(recorded)
-    messages = row.get("messages") or []
-    if any(m.get("tool_calls") or m.get("role") == "tool" for m in messages):
-        return "structured"
-    if any(m.get("role") == "system" and "<tools>" in str(m.get("content") or "") for m in messages):
-        return "exact"
-    if any(m.get("role") == "user" and "<tool_response>" in str(m.get("content") or "") for m in messages):
-        return "exact"
-    return None
-
-
-def check_row_format(rows: list[dict[str, Any]], base: Path) -> None:
-    """Refuse rows whose assistant format the base's chat template does not render as the runtime does.
-
-    A template that ignores ``tools`` (SmolLM2's ChatML) drops ``tool_calls`` and ``tool``
-    messages: ``structured`` rows would train the model on conversations with the calls cut
-    out. A template that renders tools (Qwen3) would show ``exact`` rows' results as user
-    turns, which the runtime never does. Either way the adapter learns another prompt than
-    the one it is served.
-    """
-    from agent.export.sft import template_renders_tools
-
-    try:
-        native = template_renders_tools(base)
-    except Exception as exc:  # an unreadable template is check_model's business; say so here too
-        raise TrainError(f"{base}: could not read its chat template ({exc})") from exc
-    wanted = "structured" if native else "exact"
-    found = sorted({f for f in (row_format(r) for r in rows) if f is not None} - {wanted})
-    if found:
-        renders = "renders" if native else "ignores"
-        raise TrainError(f"the rows are in the {found[0]} assistant format but the chat template of {base} {renders} "
-                         f"tools, which needs {wanted}: export again with --model {base} "
-                         f"(or --assistant-format {wanted})")
-
-
 def stop_after_callback(steps: int) -> Any:
     """A Trainer callback that ends the run after ``steps`` optimizer steps.
 
@@ -394,17 +216,6 @@ def trained_positions_trainer(base: type) -> type:
             return (loss, outputs) if return_outputs else loss
 
     return _TrainedPositionsOnly
-
-
-def bf16_supported() -> bool:
-    """Does this CPU do bfloat16 matrix products natively (AMX or AVX-512 BF16)? Elsewhere
-    ``--bf16`` still works, emulated and slower than float32."""
-    import torch
-
-    try:
-        return bool(torch.cuda.is_available() or torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
 
 
 def train_sft(opts: SftOptions) -> SftResult:
