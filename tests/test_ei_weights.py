@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from agent.train.ei import success_by_template, template_weights, weighted_pick
+from agent.train.ei_select import success_by_template, template_weights, weighted_pick
 
 
 @dataclass(frozen=True)

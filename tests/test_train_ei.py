@@ -176,8 +176,8 @@ def test_a_wrong_policy_template_and_a_scripted_start_with_round_0_fail_before_a
 
 
 def test_a_rerun_with_other_options_is_refused_and_with_the_same_ones_accepted(smollm2: Path, tmp_path: Path) -> None:
-    from agent.train.ei import EiOptions, check_same_run
-    from agent.train.sft import TrainError
+    from agent.train.ei_runs import EiOptions, check_same_run
+    from agent.train.trainer import TrainError
 
     opts = EiOptions(base=smollm2, out=tmp_path / "ei", samples=2, policy_mix=0.5, fallback_policy="oracle")
     check_same_run(opts)  # first start: writes ei_options.json
@@ -192,8 +192,8 @@ def test_a_run_saved_before_the_notes_existed_resumes_only_without_them(smollm2:
     import json
 
     from agent.prompt import PromptSettings
-    from agent.train.ei import OPTIONS, EiOptions, check_same_run, run_identity
-    from agent.train.sft import TrainError
+    from agent.train.ei_runs import OPTIONS, EiOptions, check_same_run, run_identity
+    from agent.train.trainer import TrainError
 
     opts = EiOptions(base=smollm2, out=tmp_path / "ei")
     old = {k: v for k, v in run_identity(opts).items() if k not in ("time_notes", "date_notes")}

@@ -337,7 +337,8 @@ def _run_grpo(args: argparse.Namespace, settings: Settings, base: Path, targets:
 
 def _run_ei(args: argparse.Namespace, settings: Settings, base: Path) -> int:
     try:
-        from agent.train.ei import EiOptions, run_ei
+        from agent.train.ei import run_ei
+        from agent.train.ei_runs import EiOptions
         from agent.train.trainer import TrainError
     except ImportError as exc:
         print(f"error: train needs the train extra (pip install -e '.[train]'): {exc}", file=sys.stderr)

@@ -26,215 +26,25 @@ Three options make a round learn from its own mistakes without forgetting:
   every template and new ones each round (a replay of what the adapter was first trained on, so it
   keeps it); ``policy_templates``: its rows of train-only sets the domain serves only by name.
 ``stop_when_flat`` ends the rounds once a round's dev success does not beat the best so far.
+
+The run's options and what a re-run must keep are ``agent.train.ei_runs``'s; which scenarios a
+round samples and which episodes it keeps, ``agent.train.ei_select``'s.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from agent.eval.runner import write_json_atomic
-from agent.prompt import PromptSettings
-from agent.train.sft import DEFAULT_TARGETS, TrainError
-
-if TYPE_CHECKING:
-    from agent.eval.record import EpisodeRecord
+from agent.train.ei_runs import ROUND, EiOptions, check_same_run, finished_rounds, flat_options
+from agent.train.ei_select import best_per_scenario, round_robin, success_by_template, template_weights, weighted_pick
+from agent.train.trainer import TrainError
 
 SUMMARY = "ei_summary.json"
-ROUND = "round.json"
-OPTIONS = "ei_options.json"
-# What a run is: a re-run with any of these changed would mix two recipes in one folder (round 0's
-# dev episodes, the start's PEFT folder, the chosen train scenarios, the rows), so it is refused.
-# Not here: rounds (a re-run may add some), test_limit, stop_when_flat, threads, progress.
-IDENTITY = ("base", "adapter", "start_peft", "policy", "seed", "per_template", "train_limit", "dev_limit", "samples",
-            "temperature", "top_p", "best_only", "continue_adapter", "weigh_templates", "weight_floor",
-            "fallback_policy", "policy_mix", "policy_templates", "policy_template_rows", "max_user_turns",
-            "max_steps_per_turn", "max_tool_calls", "max_tokens", "tool_block", *PromptSettings().to_dict(),
-            "rank", "alpha", "dropout", "targets", "epochs", "sft_max_steps", "lr", "grad_accum", "max_length", "bf16")
-# What a run saved before an option existed ran with (as eval's run.json): resuming it with the
-# option on is refused.
-IDENTITY_DEFAULTS = PromptSettings().to_dict()
-
-
-@dataclass
-class EiOptions:
-    base: Path
-    out: Path
-    rounds: int = 3
-    samples: int = 4
-    temperature: float = 0.7
-    top_p: float = 1.0
-    seed: int = 0
-    per_template: int | None = None
-    train_limit: int | None = None
-    dev_limit: int | None = None
-    test_limit: int | None = None  # 0/None: no test-split evaluation at the end
-    best_only: bool = False
-    continue_adapter: bool = False
-    weigh_templates: bool = False  # sample each template in proportion to the start adapter's dev failure rate
-    weight_floor: float = 0.2
-    fallback_policy: str | None = None  # scenarios failed in every sample get this policy's episode as row
-    policy_mix: float = 0.0  # and its rows for this many other train scenarios per solved one
-    policy_templates: tuple[str, ...] = ()  # and its rows of train scenarios the domain serves only by name
-    policy_template_rows: int = 0  # (a drill, say): this many per round, new ones each round
-    stop_when_flat: bool = False  # stop once a round's dev success does not beat the best so far
-    adapter: Path | None = None  # GGUF adapter to sample round 1 with (default: the bare base)
-    start_peft: Path | None = None  # that adapter as a PEFT folder: round 1 continues training it (continue_adapter)
-    policy: str | None = None  # sample round 1 with this scripted policy instead (bootstrapping, tests)
-    max_user_turns: int = 4
-    max_steps_per_turn: int = 8
-    max_tool_calls: int = 16
-    max_tokens: int = 512
-    n_ctx: int = 8192
-    n_threads: int | None = None
-    tool_block: str = "full"
-    prompt_settings: PromptSettings = PromptSettings()  # the runtime's: sampled, evaluated and trained with them
-    # SFT per round
-    rank: int = 16
-    alpha: float = 32.0
-    dropout: float = 0.05
-    grad_accum: int = 1
-    save_steps: int = 50
-    targets: tuple[str, ...] = DEFAULT_TARGETS
-    epochs: float = 1.0
-    sft_max_steps: int = -1
-    lr: float = 2e-4
-    max_length: int = 4096
-    bf16: bool = False  # each round's SFT as train sft --bf16
-    progress: bool = True
-    cache: Path | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def flat_options(opts: EiOptions) -> dict[str, Any]:
-    """The options one key each, the prompt settings' beside the others: the flat keys that
-    ``ei_options.json`` and ``ei_summary.json`` have always had, so older runs still compare."""
-    flat: dict[str, Any] = {}
-    for f in fields(opts):
-        value = getattr(opts, f.name)
-        flat.update(value.to_dict() if isinstance(value, PromptSettings) else {f.name: value})
-    return flat
-
-
-def run_identity(opts: EiOptions) -> dict[str, Any]:
-    """The options that make a run what it is, with each file given by its sha256 (a path may move)."""
-    from models.pull import sha256_file
-
-    options = flat_options(opts)
-    ident: dict[str, Any] = {}
-    for key in IDENTITY:
-        value = options[key]
-        if isinstance(value, Path):
-            value = sha256_file(value) if value.is_file() else str(value)
-        ident[key] = list(value) if isinstance(value, tuple) else value
-    return ident
-
-
-def check_same_run(opts: EiOptions) -> None:
-    """Write ``OUT/ei_options.json`` on a run's first start; on a re-run, refuse changed options."""
-    path = opts.out / OPTIONS
-    ident = run_identity(opts)
-    if not path.is_file():
-        write_json_atomic(path, ident)
-        return
-    before = json.loads(path.read_text(encoding="utf-8"))
-    # An option newer than the saved run counts as its default there (the run was made without it),
-    # as eval's run.json does; one with no default is not compared.
-    changed = [k for k in IDENTITY if before.get(k, IDENTITY_DEFAULTS.get(k, ident[k])) != ident[k]]
-    if changed:
-        raise TrainError(f"{opts.out} holds a run with other options ({', '.join(changed)}); "
-                         "use the same options to resume it, or another --out")
-
-
-def finished_rounds(out: Path) -> list[dict[str, Any]]:
-    """``round.json`` of every finished round, in order (stops at the first unfinished one)."""
-    done = []
-    n = 1
-    while (out / f"round-{n}" / ROUND).is_file():
-        done.append(json.loads((out / f"round-{n}" / ROUND).read_text(encoding="utf-8")))
-        n += 1
-    return done
-
-
-def best_per_scenario(records: list[EpisodeRecord]) -> list[EpisodeRecord]:
-    """The highest-reward record of each scenario (the first sample wins a tie)."""
-    best: dict[str, EpisodeRecord] = {}
-    for r in records:
-        if r.scenario_id not in best or r.verdict.reward > best[r.scenario_id].verdict.reward:
-            best[r.scenario_id] = r
-    return list(best.values())
-
-
-def _round_robin(scenarios: list[Any]) -> list[Any]:
-    """All of ``scenarios``, templates taken in turn (``balanced`` without a limit)."""
-    queues: dict[str, list[Any]] = {}
-    for s in scenarios:
-        queues.setdefault(s.template, []).append(s)
-    out: list[Any] = []
-    while any(queues.values()):
-        for queue in queues.values():
-            if queue:
-                out.append(queue.pop(0))
-    return out
-
-
-def success_by_template(records: list[EpisodeRecord]) -> dict[str, float]:
-    """Task success in percent per template (each template's share of successful episodes)."""
-    runs: dict[str, list[bool]] = {}
-    for r in records:
-        runs.setdefault(r.template, []).append(bool(r.verdict.success))
-    return {t: 100.0 * sum(v) / len(v) for t, v in runs.items()}
-
-
-def template_weights(success: dict[str, float], floor: float) -> dict[str, float]:
-    """A template's sampling weight: its failure rate (0..1), at least ``floor``, so a template the
-    adapter already gets right keeps a few samples instead of none."""
-    return {t: max(1.0 - s / 100.0, floor) for t, s in success.items()}
-
-
-def weighted_pick(pool: list[Any], weights: dict[str, float], total: int) -> list[Any]:
-    """``total`` scenarios of ``pool``, each template's count in proportion to its weight (a template
-    without a weight gets the mean weight), each template's first scenarios in pool order,
-    interleaved round-robin as ``balanced`` does.
-
-    Counts by largest remainder: each template gets the floor of its quota, and the seats left go one
-    each to the largest fractional parts (ties: pool order). A template whose quota exceeds what the
-    pool has takes all it has, and the rest is shared among the others again."""
-    queues: dict[str, list[Any]] = {}
-    for s in pool:
-        queues.setdefault(s.template, []).append(s)
-    mean = sum(weights.values()) / len(weights) if weights else 1.0
-    w = {t: weights.get(t, mean) for t in queues}
-    remaining = min(total, len(pool))
-    counts: dict[str, int] = {}
-    active = list(queues)
-    while active:
-        mass = sum(w[t] for t in active) or 1.0
-        quota = {t: remaining * w[t] / mass for t in active}
-        full = [t for t in active if quota[t] >= len(queues[t])]
-        if not full:
-            floors = {t: math.floor(quota[t]) for t in active}
-            left = remaining - sum(floors.values())
-            for t in sorted(active, key=lambda t: quota[t] - floors[t], reverse=True)[:left]:
-                floors[t] += 1
-            counts.update(floors)
-            break
-        for t in full:
-            counts[t] = len(queues[t])
-            remaining -= len(queues[t])
-            active.remove(t)
-    picked = {t: queues[t][:counts.get(t, 0)] for t in queues}
-    out: list[Any] = []
-    while any(picked.values()):
-        for t in queues:
-            if picked[t]:
-                out.append(picked[t].pop(0))
-    return out
 
 
 def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -332,7 +142,7 @@ def run_ei(opts: EiOptions, settings: Any, log: Callable[[str], None] = print) -
         write_json_atomic(opts.out / "round-0" / "dev.json", start_dev)
     # where mixed-in policy rows come from: the rest of the pool, round-robin over templates, each
     # round taking the next ones (a replay, not the same rows again)
-    others = _round_robin([s for s in pool if s.id not in {t.id for t in train}])
+    others = round_robin([s for s in pool if s.id not in {t.id for t in train}])
     for n in range(len(rounds) + 1, opts.rounds + 1):
         before = [r["dev"]["success"] for r in rounds[:-1]] + ([start_dev["success"]] if start_dev else [])
         if opts.stop_when_flat and rounds and before and rounds[-1]["dev"]["success"] <= max(before):
