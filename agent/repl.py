@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import signal
 import sys
-import textwrap
 import threading
 from datetime import datetime, timezone
 from pathlib import Path
@@ -19,30 +18,13 @@ from typing import IO, Any, Callable
 
 from agent.approval import ApprovalRequest, ApproveAll, Approver, Decision, DenyAll
 from agent.formats import HERMES
-from agent.language import ENGLISH, Language
+from agent.language import ENGLISH
 from agent.records import CallStatus, StopReason, Turn
+from agent.repl_help import help_text
 from agent.runtime import Runtime
 from agent.visible import QUESTION_LIMIT, visible_line, visible_text
 
 CONVERSATION = "repl"
-HELP = """Commands:
-  /new            start a fresh conversation (the calendar is kept)
-  /reset          same as /new
-  /tools          list the tools the model can call
-{events}
-  /week [DAY]     seven days from DAY (default today), with places and attendees
-  /reminders      upcoming reminders (due ones are shown between messages)
-  /sync           sync with your calendar server now, if one is set up (CalDAV)
-  /help           this text
-  /quit           leave (Ctrl-D or Ctrl-C at the prompt work too)
-Anything else is sent to the assistant; Ctrl-C stops a reply."""
-
-
-def help_text(language: Language = ENGLISH) -> str:
-    """The REPL's help, with the day words the domain's language takes after /events."""
-    events = textwrap.fill(f"events of a day, without the model: {language.day_words}", width=88,
-                           initial_indent="  /events [DAY]   ", subsequent_indent=" " * 18, break_on_hyphens=False)
-    return HELP.format(events=events)
 
 STOP_NOTES = {
     StopReason.STEP_BUDGET: "stopped: too many model steps for one message",

@@ -18,7 +18,8 @@ from agent.config import Settings
 from agent.domain import Domain
 from agent.language import ENGLISH, DateLabels
 from agent.prompt import PROMPT_STYLES, date_list, stamp_user_text, system_prompt
-from agent.repl import TerminalApprover, help_text
+from agent.repl import TerminalApprover
+from agent.repl_help import help_text
 from agent.tools import Registry
 from tools.calendar.language import CALENDAR_LANGUAGE
 
