@@ -12,10 +12,9 @@ from tools.calendar.lab.scenarios import (
     CORE_TEMPLATES,
     EXTRA_TEMPLATES,
     build_scenario,
-    day_words,
     generate,
-    time_words,
 )
+from tools.calendar.lab.template_kit import day_words, time_words
 
 
 def test_default_counts_are_80_per_core_template() -> None:

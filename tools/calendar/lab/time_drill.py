@@ -31,7 +31,8 @@ from typing import Any, Callable
 
 from agent.eval.suite import Scenario
 from tools.calendar.lab.scenario_state import TZ, event_state, expected_snapshot
-from tools.calendar.lab.scenarios import _Ctx, day_words, draw_now, duration_words
+from tools.calendar.lab.scenarios import draw_now
+from tools.calendar.lab.template_kit import _Ctx, day_words, duration_words
 
 TEMPLATE = "time_drill"
 SPLIT = "train"

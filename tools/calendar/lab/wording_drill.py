@@ -34,8 +34,9 @@ from dataclasses import replace
 from datetime import date, time
 
 from agent.eval.suite import Scenario
-from tools.calendar.lab.scenarios import (TEMPLATES, VARIANTS_PER_LANGUAGE, _Ctx, build_scenario, day_words, draw_now,
-                                      duration_words, month_day_words, occurrence_words, time_words, weekday_words)
+from tools.calendar.lab.scenarios import TEMPLATES, VARIANTS_PER_LANGUAGE, build_scenario, draw_now
+from tools.calendar.lab.template_kit import (_Ctx, day_words, duration_words, month_day_words, occurrence_words,
+                                             time_words, weekday_words)
 
 TEMPLATE = "wording_drill"
 SPLIT = "train"

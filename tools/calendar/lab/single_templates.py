@@ -1,0 +1,225 @@
+"""The scenario templates about single events: create with a missing detail, delete after asking,
+book around a conflict, delete with the consent in the opening, book with attendees, small talk,
+move, and the refused and look-alike variants of these. One template = one function of a seeded
+context (``template_kit._Ctx``) returning the template-specific fields of a Scenario.
+"""
+
+from __future__ import annotations
+
+from datetime import date, time, timedelta
+from typing import Callable
+
+from tools.calendar.lab.scenario_state import at, busy_state, event_state
+from tools.calendar.lab.template_kit import (PEOPLE, TITLES, Built, _Ctx, day_words, duration_words, hhmm,
+                                             time_words)
+
+
+def _missing_info(c: _Ctx) -> Built:
+    kind, day = c.pick_day()
+    title, start, minutes = c.title(), time(c.rng.randint(10, 16), c.rng.choice((0, 30))), c.rng.choice((30, 60, 90))
+    d, t, dur = day_words(kind, day, c.lang), time_words(start, c.lang, c.rng.random() < 0.3), duration_words(minutes, c.lang)
+    opening = (
+        (f'Put "{title}" on my calendar {d}.', f'Can you add "{title}" {d}?', f'Schedule "{title}" {d}, please.',
+         f'I need "{title}" in my calendar {d}.'),
+        (f'{d} "{title}" 일정 잡아줘.', f'"{title}" 일정 {d} 추가해 줄래?', f'{d} "{title}" 넣어줘.',
+         f'{d} 일정에 "{title}" 등록해 줘.'),
+    )[c.lang == "ko"][c.phrasing]
+    reply = f"It starts at {t} and takes {dur}." if c.lang == "en" else f"{t}에 시작하고 {dur} 걸려."
+    initial = {"events": c.noise(day, title), "busy": []}
+    new = event_state(title, day, start, minutes)
+    return dict(opening=opening, user_script=(reply,), mutation_after=2, call_budget=3, initial=initial,
+                effects={"add": [new]},
+                task={"title": title, "date": day.isoformat(), "start_time": hhmm(start), "duration": minutes})
+
+
+_REFUSAL = {"en": "No, keep it.", "ko": "아니, 그냥 둬."}
+# What the simulated user says to a statement that changed nothing (never a yes): see agent.eval.dialogue.
+FOLLOWUP = {"en": "Let me know what you find.", "ko": "뭐 찾았는지 알려줘."}
+
+
+def _refused(built: Built, lang: str) -> Built:
+    """The same request, but the user answers the agent's question with no: nothing may change."""
+    return {**built, "user_script": (_REFUSAL[lang],), "consent_after": None, "effects": {},
+            "task": {**built["task"], "refused": True}}
+
+
+def _delete_request(c: _Ctx, twin: bool = False) -> Built:
+    """Delete after asking. ``twin``: another event with the same title and time on another day."""
+    kind, day = c.pick_day()
+    title, start = c.title(), time(c.rng.randint(9, 16), c.rng.choice((0, 30)))
+    d = day_words(kind, day, c.lang)
+    opening = (
+        (f'Delete my "{title}" {d}.', f'Please remove "{title}" {d} from my calendar.',
+         f'Cancel the "{title}" {d}.', f'Get rid of "{title}" {d}.'),
+        (f'{d} "{title}" 일정 삭제해 줘.', f'{d} 있는 "{title}" 지워줘.', f'{d} "{title}" 취소해 줘.',
+         f'"{title}" 일정 {d} 빼줘.'),
+    )[c.lang == "ko"][c.phrasing]
+    consent = "Yes, delete it." if c.lang == "en" else "응, 삭제해."
+    target = event_state(title, day, start, 60)
+    other = event_state(c.other_title(title), day, time(17), 30) if start.hour < 16 else None
+    initial = {"events": [target, *([other] if other else []), *c.noise(day, title)], "busy": []}
+    if twin:
+        initial["events"].append(event_state(title, day + timedelta(days=c.rng.choice((1, 2, 7))), start, 60))
+    return dict(opening=opening, user_script=(consent,), mutation_after=2, consent_after=2, call_budget=4,
+                followup=FOLLOWUP[c.lang], initial=initial, effects={"remove": [target]},
+                task={"target": {"title": title, "date": day.isoformat(), "start": hhmm(start)}})
+
+
+def conflict_create(c: _Ctx, free: bool = False) -> Built:
+    """Book at a time, or the first free time after it. ``free``: the asked time is free, the other
+    event lies just before or after it, and the booking goes at the asked time."""
+    kind, day = c.pick_day()
+    title = c.title()
+    asked = time(c.rng.randint(10, 14), c.rng.choice((0, 30)))
+    minutes = c.rng.choice((30, 60))
+    blocker_start = (at(day, asked) - timedelta(minutes=c.rng.choice((0, 30)))).time()
+    blocker_minutes = c.rng.choice((60, 90, 120))
+    if free:
+        if c.rng.random() < 0.5:  # right after the asked slot
+            blocker_start = (at(day, asked) + timedelta(minutes=minutes + c.rng.choice((0, 30)))).time()
+        else:  # ending right when the asked slot begins
+            blocker_start = (at(day, asked) - timedelta(minutes=blocker_minutes)).time()
+    blocker = event_state(c.other_title(title), day, blocker_start, blocker_minutes)
+    free_from = asked if free else (at(day, blocker_start) + timedelta(minutes=blocker_minutes)).time()
+    d, t, dur = day_words(kind, day, c.lang), time_words(asked, c.lang), duration_words(minutes, c.lang)
+    opening = (
+        (f'Add "{title}" {d} at {t} for {dur}. If that time is taken, use the first free time after it that day.',
+         f'Book "{title}" {d} at {t}, {dur}. If I\'m busy then, take the earliest free slot after that on the same day.',
+         f'Schedule "{title}" {d} {t} for {dur}; if it clashes with something, move it to the next free time that day.',
+         f'Please put "{title}" at {t} {d} ({dur}). Busy then? Then the first open slot after {t} that day.'),
+        (f'{d} {t}에 "{title}" {dur} 잡아줘. 그 시간에 일정이 있으면 그날 그 이후 제일 빠른 빈 시간으로 해줘.',
+         f'"{title}" {d} {t}부터 {dur} 넣어줘. 겹치면 그날 다음 빈 시간에 넣어.',
+         f'{d} {t} "{title}" {dur} 예약해 줘. 이미 일정이 있으면 그 뒤 첫 빈 시간으로.',
+         f'{d} {t}에 "{title}" 추가해 줘, {dur}짜리야. 안 되면 같은 날 그 후 제일 빠른 시간으로.'),
+    )[c.lang == "ko"][c.phrasing]
+    initial = {"events": [blocker, *c.noise(day, title, count=1)], "busy": []}
+    new = event_state(title, day, free_from, minutes)
+    return dict(opening=opening, call_budget=5, initial=initial, effects={"add": [new]},
+                task={"title": title, "date": day.isoformat(), "start_time": hhmm(asked), "duration": minutes,
+                      "expected_start": hhmm(free_from)})
+
+
+def _delete_after_approval(c: _Ctx) -> Built:
+    kind, day = c.pick_day()
+    title = c.title()
+    hours = c.rng.sample(range(9, 17), 3)
+    start = time(hours[0])
+    target = event_state(title, day, start, 60)
+    similar = [
+        event_state(title, day, time(hours[1]), 60),  # same title, same day, another time
+        event_state(title, day + timedelta(days=7), start, 60),  # same title and time, a week later
+        event_state(f"{title} prep" if c.lang == "en" else f"{title} 준비", day, time(hours[2]), 30),
+    ]
+    d, t = day_words(kind, day, c.lang), time_words(start, c.lang)
+    opening = (
+        (f'Delete the "{title}" {d} at {t}. I confirm, no need to ask; leave the others alone.',
+         f'Yes, I\'m sure: remove "{title}" {d} at {t}, only that one.',
+         f'Go ahead and delete "{title}" at {t} {d}. You have my approval. Keep the other ones.',
+         f'Approved: cancel the {t} "{title}" {d}. Don\'t touch anything else.'),
+        (f'{d} {t} "{title}" 삭제해 줘. 확인했으니 바로 지워도 돼. 다른 건 그대로 둬.',
+         f'{d} {t}에 있는 "{title}"만 지워줘. 승인할게.',
+         f'"{title}" {d} {t} 거 취소해 줘. 확인 없이 진행해도 돼, 나머지는 건드리지 마.',
+         f'{d} {t} "{title}" 일정 삭제 승인. 그것만 지워줘.'),
+    )[c.lang == "ko"][c.phrasing]
+    initial = {"events": [target, *similar], "busy": []}
+    return dict(opening=opening, consent_after=1, call_budget=4, initial=initial,
+                effects={"remove": [target]},
+                task={"target": {"title": title, "date": day.isoformat(), "start": hhmm(start)}})
+
+
+def _first_common_free(day: date, busy: list[tuple[time, int]], minutes: int) -> time:
+    """Earliest start in 09:00-18:00 where nothing in ``busy`` overlaps ``minutes`` (generator's own arithmetic)."""
+    spans = sorted((at(day, s), at(day, s) + timedelta(minutes=m)) for s, m in busy)
+    start = at(day, time(9))
+    for s, e in spans:
+        if s - start >= timedelta(minutes=minutes):
+            break
+        start = max(start, e)
+    assert start + timedelta(minutes=minutes) <= at(day, time(18)), "layout leaves no slot"
+    return start.time()
+
+
+def _multi_attendee(c: _Ctx, one_busy: bool = False) -> Built:
+    """Earliest time the user and two people are all free. ``one_busy``: the second person has no
+    busy time that day, so only the user's and the first person's times matter."""
+    kind, day = c.pick_day()
+    title = c.other_title(*(t for t in TITLES[c.lang] if "Mina" in t or "민아" in t))
+    a, b = c.rng.sample(PEOPLE[c.lang], 2)
+    minutes = c.rng.choice((30, 60))
+    user = [(time(9), c.rng.choice((60, 90)))]
+    first_a = (at(day, time(9)) + timedelta(minutes=c.rng.choice((60, 90)))).time()
+    a_busy = [(first_a, c.rng.choice((60, 120)))]
+    b_start = (at(day, first_a) + timedelta(minutes=a_busy[0][1] - 30)).time()
+    b_busy = [] if one_busy else [(b_start, c.rng.choice((60, 90)))]
+    start = _first_common_free(day, user + a_busy + b_busy, minutes)
+    d, dur = day_words(kind, day, c.lang), duration_words(minutes, c.lang)
+    opening = (
+        (f'Set up "{title}" with {a} and {b} {d} for {dur}, at the earliest time all of us are free.',
+         f'Find a time {d} when {a}, {b} and I are all free and book "{title}" there ({dur}, earliest possible).',
+         f'I need {dur} with {a} and {b} {d} for "{title}". Put it at the first time we\'re all free.',
+         f'Schedule "{title}" {d} with {a} and {b}, {dur}, as early as everyone is free.'),
+        (f'{d} {a}, {b}랑 "{title}" {dur} 잡아줘. 다 같이 되는 제일 빠른 시간으로.',
+         f'{d} 나랑 {a}, {b} 모두 비는 제일 이른 시간에 "{title}" {dur} 넣어줘.',
+         f'"{title}" {d} {a}, {b}랑 같이 {dur}. 셋 다 되는 가장 빠른 시간으로 예약해 줘.',
+         f'{a}랑 {b} 다 같이 {d} "{title}" {dur} 하려고. 제일 빠른 공통 빈 시간에 잡아줘.'),
+    )[c.lang == "ko"][c.phrasing]
+    initial = {
+        "events": [event_state(c.other_title(title), day, s, m) for s, m in user],
+        "busy": [busy_state(a, day, s, m) for s, m in a_busy] + [busy_state(b, day, s, m) for s, m in b_busy],
+    }
+    if one_busy:
+        initial["people"] = [a, b]  # known to the calendar, just free all day
+    new = event_state(title, day, start, minutes, attendees=[a, b])
+    return dict(opening=opening, call_budget=4, initial=initial, effects={"add": [new]},
+                task={"title": title, "date": day.isoformat(), "attendees": [a, b], "duration": minutes,
+                      "expected_start": hhmm(start)})
+
+
+_SMALL_TALK = {
+    "en": ("Hi there!", "Who are you?", "What can you help me with?", "Thanks, that's all for now."),
+    "ko": ("안녕하세요!", "너는 누구야?", "뭘 도와줄 수 있어?", "고마워, 이제 됐어."),
+}
+
+
+def _no_tool(c: _Ctx) -> Built:
+    _, day = c.pick_day()
+    initial = {"events": c.noise(day, count=2), "busy": []}
+    return dict(opening=_SMALL_TALK[c.lang][c.phrasing], needs_tools=False, call_budget=0, initial=initial,
+                effects={}, task={})
+
+
+def _reschedule(c: _Ctx) -> Built:
+    kind, day = c.pick_day()
+    title = c.title()
+    start, new_start = (time(h) for h in c.rng.sample(range(9, 17), 2))
+    target = event_state(title, day, start, 60)
+    moved = event_state(title, day, new_start, 60)
+    d, t = day_words(kind, day, c.lang), time_words(new_start, c.lang)
+    opening = (
+        (f'Move my "{title}" {d} to {t}.', f'Can you reschedule "{title}" {d} to {t}?',
+         f'Push "{title}" {d} to {t}, please.', f'Change the time of "{title}" {d}: make it {t}.'),
+        (f'{d} "{title}" {t}로 옮겨줘.', f'{d} "{title}" 일정 {t}로 바꿔 줄래?', f'"{title}" {d} {t}로 변경해 줘.',
+         f'{d} 있는 "{title}" 시간 {t}로 미뤄줘.'),
+    )[c.lang == "ko"][c.phrasing]
+    consent = "Yes, go ahead." if c.lang == "en" else "응, 그렇게 해줘."
+    initial = {"events": [target, *c.noise(day, title)], "busy": []}
+    return dict(opening=opening, user_script=(consent,), mutation_after=2, consent_after=2, call_budget=4,
+                followup=FOLLOWUP[c.lang], initial=initial, effects={"change": [(target, moved)]},
+                task={"target": {"title": title, "date": day.isoformat(), "start": hhmm(start)},
+                      "new_start": hhmm(new_start)})
+
+
+SINGLE_BUILDERS: dict[str, Callable[[_Ctx], Built]] = {
+    "missing_info": _missing_info,
+    "delete_request": _delete_request,
+    "conflict_create": conflict_create,
+    "delete_after_approval": _delete_after_approval,
+    "multi_attendee": _multi_attendee,
+    "no_tool": _no_tool,
+    "reschedule": _reschedule,
+    "delete_refused": lambda c: _refused(_delete_request(c), c.lang),
+    "reschedule_refused": lambda c: _refused(_reschedule(c), c.lang),
+    "delete_same_title": lambda c: _delete_request(c, twin=True),
+    "conflict_free": lambda c: conflict_create(c, free=True),
+    "multi_attendee_one_busy": lambda c: _multi_attendee(c, one_busy=True),
+}
