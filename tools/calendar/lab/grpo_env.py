@@ -31,6 +31,7 @@ from agent.loop import QUESTION_ENDINGS, Budgets
 from agent.formats import ToolCall, format_tool_call
 from agent.records import CallRecord, CallStatus, StepRecord, StopReason, Turn
 from tools.calendar.lab.eval_suite import make_environment
+from tools.calendar.lab.grpo_tools import with_tools
 from tools.calendar.lab.scenarios import build_scenario
 from tools.calendar.lab.verify import CalendarVerifier
 from agent.tools import ToolResult
@@ -38,8 +39,44 @@ from agent.tools import ToolResult
 ROW_KEYS = ("scenario_id", "template", "index", "seed")
 
 
+def tool_schemas() -> list[dict[str, Any]]:
+    """The registry's schemas of the environment's tools, with every constraint the validators apply.
+
+    TRL renders ``transformers.utils.get_json_schema(method)`` into the prompt, and that function
+    reads only type hints and the docstring: it cannot say ``pattern``, ``maxLength``,
+    ``maxItems``, ``minimum`` or ``maximum``. What it cannot say is still enforced (each call is
+    validated by the registry, ``invalid_arguments`` otherwise); and a rollout generated under a
+    grammar (llama.cpp) must build the grammar from these schemas, not from the method signatures,
+    or a small model may write ``"attendees": ["Mike", "Mike", ...`` until its budget runs out.
+    """
+    from tools.calendar.store import CalendarStore
+    from tools.calendar.tools import build_registry
+
+    store = CalendarStore(":memory:")
+    try:
+        return build_registry(store).schemas()
+    finally:
+        store.close()
+
+
+# What each tool's result holds, for the docstring's Returns: (get_json_schema writes it into the
+# schema TRL renders). Everything else of a tool comes from the registry (``grpo_tools``).
+RETURNS = {
+    "search_events": "The tool result as JSON text: ok, and the matching events with their ids.",
+    "create_event": "The tool result as JSON text: ok, and the created event or the conflict.",
+    "update_event": "The tool result as JSON text: ok, and the updated event.",
+    "delete_event": "The tool result as JSON text: ok, and the deleted event.",
+    "find_free_slots": "The tool result as JSON text: ok, and the free slots.",
+    "find_common_free_time": "The tool result as JSON text: ok, and the common free slots.",
+}
+
+
+@with_tools(tool_schemas(), RETURNS)
 class CalendarGRPOEnv:
-    """One rollout's calendar: reset from a prompt row, the calendar tools, the verifier's reward."""
+    """One rollout's calendar: reset from a prompt row, the calendar tools, the verifier's reward.
+
+    The tools are public methods (TRL exposes each one to the model), made from the runtime
+    registry's schemas by ``with_tools``: the registry is the one place they are declared."""
 
     def __init__(self) -> None:
         self._scenario: Scenario | None = None
@@ -129,138 +166,6 @@ class CalendarGRPOEnv:
         turn.steps.append(StepRecord(index=index, raw_output=format_tool_call(name, arguments), calls=[record]))
         return record.result
 
-    # -- tools (public methods: TRL exposes each one to the model) ---------------------------
-
-    def search_events(self, date: str | None = None, start_date: str | None = None, end_date: str | None = None,
-                      query: str | None = None) -> str:
-        """List events on a day or in a date range, optionally matching text. Returns ids for update/delete.
-
-        Args:
-            date: One day, YYYY-MM-DD.
-            start_date: First day of a range, YYYY-MM-DD.
-            end_date: Last day of a range (inclusive), YYYY-MM-DD.
-            query: Text to match in title, location, notes or attendee names.
-
-        Returns:
-            The tool result as JSON text: ok, and the matching events with their ids.
-        """
-        return self._call("search_events", date=date, start_date=start_date, end_date=end_date, query=query)
-
-    def create_event(self, title: str, date: str, start_time: str | None = None, duration_minutes: int | None = None,
-                     end_time: str | None = None, all_day: bool = False, end_date: str | None = None,
-                     repeat: dict[str, Any] | None = None, attendees: list[str] | None = None,
-                     location: str | None = None, notes: str | None = None,
-                     remind_minutes_before: list[int] | None = None, allow_conflict: bool = False) -> str:
-        """Add an event. Refuses to overlap another event unless allow_conflict=true.
-
-        Args:
-            title: Short title, e.g. 'Team sync'.
-            date: YYYY-MM-DD.
-            start_time: Local 24-hour HH:MM, e.g. 15:00.
-            duration_minutes: Length in minutes (give this or end_time).
-            end_time: Local end HH:MM on the same day (or duration_minutes).
-            all_day: Whole-day event (휴가): no times.
-            end_date: Last day of a multi-day all_day event.
-            repeat: Only for a repeating event: freq (daily|weekly|monthly|yearly), interval, by_weekday, until or count.
-            attendees: Names of the people invited.
-            location: Where.
-            notes: Free-text notes.
-            remind_minutes_before: Minutes before the start to remind the user, e.g. [30]; omit for the default.
-            allow_conflict: true only if the user accepts overlapping another event.
-
-        Returns:
-            The tool result as JSON text: ok, and the created event or the conflict.
-        """
-        return self._call("create_event", title=title, date=date, start_time=start_time,
-                          duration_minutes=duration_minutes, end_time=end_time, all_day=all_day or None,
-                          end_date=end_date, repeat=repeat, attendees=attendees, location=location, notes=notes,
-                          remind_minutes_before=remind_minutes_before, allow_conflict=allow_conflict)
-
-    def update_event(self, event_id: int, occurrence_date: str | None = None, scope: str | None = None,
-                     title: str | None = None, date: str | None = None,
-                     start_time: str | None = None, duration_minutes: int | None = None, end_time: str | None = None,
-                     attendees: list[str] | None = None, location: str | None = None, notes: str | None = None,
-                     remind_minutes_before: list[int] | None = None, allow_conflict: bool = False) -> str:
-        """Change an existing event; give only the fields to change. Needs the user's confirmation.
-
-        Args:
-            event_id: id from search_events.
-            occurrence_date: Repeating event: occurrence_date from search_events.
-            scope: Repeating event: this occurrence, following ones too, or all.
-            title: New title.
-            date: New day YYYY-MM-DD (keeps the time unless given).
-            start_time: New start HH:MM (keeps the length unless given).
-            duration_minutes: New length in minutes.
-            end_time: New end HH:MM, same day as the start.
-            attendees: New list of attendees.
-            location: New location ('' clears it).
-            notes: New notes ('' clears them).
-            remind_minutes_before: New reminders, minutes before the start, e.g. [30]; [] for none.
-            allow_conflict: true only if the user accepts overlapping another event.
-
-        Returns:
-            The tool result as JSON text: ok, and the updated event.
-        """
-        return self._call("update_event", event_id=event_id, occurrence_date=occurrence_date, scope=scope,
-                          title=title, date=date, start_time=start_time,
-                          duration_minutes=duration_minutes, end_time=end_time, attendees=attendees,
-                          location=location, notes=notes, remind_minutes_before=remind_minutes_before,
-                          allow_conflict=allow_conflict)
-
-    def delete_event(self, event_id: int, occurrence_date: str | None = None, scope: str | None = None) -> str:
-        """Delete an event by id. Needs the user's confirmation.
-
-        Args:
-            event_id: id from search_events.
-            occurrence_date: Repeating event: occurrence_date from search_events.
-            scope: Repeating event: this occurrence, following ones too, or all.
-
-        Returns:
-            The tool result as JSON text: ok, and the deleted event.
-        """
-        return self._call("delete_event", event_id=event_id, occurrence_date=occurrence_date, scope=scope)
-
-    def find_free_slots(self, duration_minutes: int, date: str | None = None, start_date: str | None = None,
-                        end_date: str | None = None, working_hours_start: str = "09:00",
-                        working_hours_end: str = "18:00") -> str:
-        """Find free times of at least duration_minutes within working hours, between the user's events.
-
-        Args:
-            duration_minutes: Length of the wanted slot in minutes, e.g. 60.
-            date: One day, YYYY-MM-DD.
-            start_date: First day of a range, YYYY-MM-DD.
-            end_date: Last day of a range (inclusive), YYYY-MM-DD.
-            working_hours_start: Earliest start, HH:MM.
-            working_hours_end: Latest end, HH:MM.
-
-        Returns:
-            The tool result as JSON text: ok, and the free slots.
-        """
-        return self._call("find_free_slots", duration_minutes=duration_minutes, date=date, start_date=start_date,
-                          end_date=end_date, working_hours_start=working_hours_start,
-                          working_hours_end=working_hours_end)
-
-    def find_common_free_time(self, attendees: list[str], duration_minutes: int, date: str | None = None,
-                              start_date: str | None = None, end_date: str | None = None,
-                              working_hours_start: str = "09:00", working_hours_end: str = "18:00") -> str:
-        """Find times when the user and all the named people are free (e.g. 민수와 지영이 같이 되는 시간).
-
-        Args:
-            attendees: People who must all be free, e.g. ['민수', 'Jane'].
-            duration_minutes: Length of the wanted slot in minutes, e.g. 60.
-            date: One day, YYYY-MM-DD.
-            start_date: First day of a range, YYYY-MM-DD.
-            end_date: Last day of a range (inclusive), YYYY-MM-DD.
-            working_hours_start: Earliest start, HH:MM.
-            working_hours_end: Latest end, HH:MM.
-
-        Returns:
-            The tool result as JSON text: ok, and the common free slots.
-        """
-        return self._call("find_common_free_time", attendees=attendees, duration_minutes=duration_minutes,
-                          date=date, start_date=start_date, end_date=end_date,
-                          working_hours_start=working_hours_start, working_hours_end=working_hours_end)
-
 
 # Public methods that are the environment's controls, not tools (TRL's own examples keep
 # ``reset`` and ``get_reward`` public the same way); everything else public is a tool.
@@ -285,26 +190,6 @@ def reward_func(completions: list[Any], environments: list[CalendarGRPOEnv], **k
         environment._finish(final_text(completion))
         rewards.append(environment.get_reward())
     return rewards
-
-
-def tool_schemas() -> list[dict[str, Any]]:
-    """The registry's schemas of the environment's tools, with every constraint the validators apply.
-
-    TRL renders ``transformers.utils.get_json_schema(method)`` into the prompt, and that function
-    reads only type hints and the docstring: it cannot say ``pattern``, ``maxLength``,
-    ``maxItems``, ``minimum`` or ``maximum``. What it cannot say is still enforced (each call is
-    validated by the registry, ``invalid_arguments`` otherwise); and a rollout generated under a
-    grammar (llama.cpp) must build the grammar from these schemas, not from the method signatures,
-    or a small model may write ``"attendees": ["Mike", "Mike", ...`` until its budget runs out.
-    """
-    from tools.calendar.store import CalendarStore
-    from tools.calendar.tools import build_registry
-
-    store = CalendarStore(":memory:")
-    try:
-        return build_registry(store).schemas()
-    finally:
-        store.close()
 
 
 # What ``python -m agent train grpo`` looks up in a domain's ``grpo_env`` module (agent/ never
