@@ -11,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
-from tools.calendar.snapshot_diff import diff_words, normalized
+from tools.calendar.lab.snapshot_diff import diff_words, normalized
 from tools.calendar.store import CalendarStore
 
 NEW_YORK = ZoneInfo("America/New_York")

@@ -16,7 +16,7 @@ from typing import Any, Iterable
 from agent.eval.trace import TracedCall
 from tools.calendar.replies import names_event_id, names_title_and_time, states_date
 from tools.calendar.result_views import result_body
-from tools.calendar.snapshot_diff import fold
+from tools.calendar.lab.snapshot_diff import fold
 
 
 def event_id_of(call: TracedCall) -> int | None:
