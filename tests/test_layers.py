@@ -7,6 +7,7 @@ this code base uses a lot) and ignores the package names that docstrings and com
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,167 @@ def test_the_checker_sees_function_level_from_and_relative_imports(tmp_path: Pat
     ]
     assert violations("models", FORBIDDEN["models"], tmp_path) == ["models/leaf.py:4: imports agent.config"]
     assert (2, "models.check.x") in imported_modules(tmp_path / "models" / "leaf.py", tmp_path)
+
+
+# ------------------------------------------------------------------ runtime and lab
+
+# The lab: evaluation, export, training and the bench, and the domains' scenario material. The
+# assistant (the REPL, the bot, a domain's runtime) never imports it, so starting it loads none.
+LAB = ("agent.eval", "agent.export", "agent.train", "agent.bench", "tools.calendar.lab", "tools.bfcl")
+RUNTIME_PACKAGES = ("agent", "tools", "bot", "launchd", "models")
+HANGUL = re.compile("[\uac00-\ud7a3\u3131-\u318e]")
+MAX_LINES = 450
+
+
+def module_name(path: Path, root: Path = REPO) -> str:
+    parts = path.relative_to(root).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def modules(packages: tuple[str, ...], root: Path = REPO) -> dict[str, Path]:
+    return {module_name(p, root): p for pkg in packages for p in sorted((root / pkg).rglob("*.py"))}
+
+
+def runtime_modules(root: Path = REPO) -> dict[str, Path]:
+    return {name: path for name, path in modules(RUNTIME_PACKAGES, root).items() if not _hits(name, LAB)}
+
+
+def lab_imports(root: Path = REPO) -> list[str]:
+    """Runtime modules that import the lab, at any depth (``agent/__main__`` names the lab's
+    modules as strings and imports the one a command line names: that is the one way in)."""
+    found = []
+    for name, path in runtime_modules(root).items():
+        found += [f"{name}:{line}: imports {module}" for line, module in imported_modules(path, root)
+                  if _hits(module, LAB)]
+    return sorted(set(found))
+
+
+def hangul_lines(root: Path = REPO) -> list[str]:
+    """Lines of ``agent/``'s runtime modules that hold Korean: a language belongs to a domain."""
+    found = []
+    for name, path in runtime_modules(root).items():
+        if name.startswith("agent"):
+            found += [f"{name}:{n}" for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                      if HANGUL.search(line)]
+    return found
+
+
+def import_cycles(root: Path = REPO) -> list[list[str]]:
+    """Groups of modules that import each other, directly or round a circle (any import, lazy ones
+    too). A submodule naming its own package (``from tools.calendar import shown``) is not a circle."""
+    known = modules(RUNTIME_PACKAGES, root)
+    graph: dict[str, set[str]] = {}
+    for name, path in known.items():
+        deps = set()
+        for _, module in imported_modules(path, root):
+            while module and module not in known:
+                module = module.rpartition(".")[0]
+            if module and module != name and not name.startswith(module + "."):
+                deps.add(module)
+        graph[name] = deps
+    return [group for group in _strongly_connected(graph) if len(group) > 1]
+
+
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iterative (the graph has hundreds of modules)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph.get(child, ())))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                group = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    group.append(member)
+                    if member == node:
+                        break
+                groups.append(sorted(group))
+    return groups
+
+
+def package_cycles(root: Path = REPO) -> list[list[str]]:
+    """The same at the level of top-level packages (``bot`` -> ``launchd`` -> ``bot``)."""
+    graph: dict[str, set[str]] = {pkg: set() for pkg in RUNTIME_PACKAGES}
+    for name, path in modules(RUNTIME_PACKAGES, root).items():
+        top = name.split(".")[0]
+        graph[top] |= {m.split(".")[0] for _, m in imported_modules(path, root)
+                       if m.split(".")[0] in graph and m.split(".")[0] != top}
+    return [group for group in _strongly_connected(graph) if len(group) > 1]
+
+
+def long_modules(root: Path = REPO, limit: int = MAX_LINES) -> list[str]:
+    found = []
+    for name, path in modules(("agent", "tools", "bot"), root).items():
+        lines = len(path.read_text(encoding="utf-8").splitlines())
+        if lines > limit:
+            found.append(f"{name}: {lines} lines")
+    return found
+
+
+def test_the_runtime_imports_no_lab_module() -> None:
+    assert lab_imports() == []
+
+
+def test_agent_runtime_modules_hold_no_korean() -> None:
+    assert hangul_lines() == []
+
+
+def test_no_module_imports_itself_round_a_circle() -> None:
+    assert import_cycles() == []
+
+
+def test_no_package_imports_itself_round_a_circle() -> None:
+    assert package_cycles() == []
+
+
+def test_no_module_is_over_450_lines() -> None:
+    assert long_modules() == []
+
+
+def test_the_layer_checks_can_fail(tmp_path: Path) -> None:
+    """Each rule above finds its own kind of fault in a small tree built to have one."""
+    def write(rel: str, text: str) -> None:
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+
+    write("agent/__init__.py", "")
+    write("agent/loop.py", "def f():\n    from agent.eval.runner import run\n")
+    write("agent/eval/runner.py", "import json\nTEXT = '내일'\n")
+    write("agent/words.py", "YES = ('yes', '네')\n" + "x = 1\n" * 450)
+    write("agent/a.py", "from agent import b\n")
+    write("agent/b.py", "def f():\n    import agent.a\n")
+    write("bot/run.py", "from launchd.logs import x\n")
+    write("launchd/logs.py", "from bot import masking\n")
+    write("tools/calendar/__init__.py", "from tools.calendar.store import X\n")
+    write("tools/calendar/store.py", "from tools.calendar import limits\n")
+    write("tools/calendar/limits.py", "")
+    assert lab_imports(tmp_path) == ["agent.loop:2: imports agent.eval.runner", "agent.loop:2: imports agent.eval.runner.run"]
+    assert hangul_lines(tmp_path) == ["agent.words:1"]  # the lab's Korean is the lab's business
+    assert import_cycles(tmp_path) == [["agent.a", "agent.b"]]  # and not tools.calendar <-> its store
+    assert package_cycles(tmp_path) == [["bot", "launchd"]]
+    assert long_modules(tmp_path) == ["agent.words: 451 lines"]
