@@ -76,3 +76,15 @@ def test_bench_quick_json_has_every_figure(tmp_path: Path, smollm2: Path) -> Non
     assert [starts[m]["tool_block"] for m in ("cold", "first", "warm")] + [probe["tool_block"]] == ["compact"] * 4
     full = figures["tool_block_full_tokens_49k"]
     assert starts["cold"]["evaluated_tokens"] < full and probe["first_prompt_tokens"] < full
+
+
+def test_the_figures_backend_renders_the_tool_block_the_settings_choose(tmp_path: Path, smollm2: Path) -> None:
+    from agent.bench.context import Bench, BenchConfig
+    from agent.config import load_settings
+
+    def bench(settings: object) -> Bench:
+        return Bench(BenchConfig(model_path=str(smollm2), n_ctx=512, n_threads=1, quick=True, settings=settings))
+
+    compact = load_settings({"data_dir": str(tmp_path), "tool_block": "compact"}, environ={})
+    assert bench(compact).build_backend(str(smollm2)).renderer.tool_block == "compact"
+    assert bench(load_settings({"data_dir": str(tmp_path)}, environ={})).tool_block == "full"  # the default
