@@ -214,6 +214,24 @@ def test_agent_runtime_modules_hold_no_korean() -> None:
     assert hangul_lines() == []
 
 
+def domain_words(words: tuple[str, ...], root: Path = REPO) -> list[str]:
+    """Lines of ``agent/``'s runtime modules that name a domain's tools or store: the runtime knows
+    a domain only through the registry and the hooks it is handed."""
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, words)) + r")\b")
+    found = []
+    for name, path in runtime_modules(root).items():
+        if name.startswith("agent"):
+            found += [f"{name}:{n}: {hit.group(1)}" for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+                      for hit in [pattern.search(line)] if hit]
+    return found
+
+
+def test_agent_runtime_modules_name_no_calendar_tool_or_store() -> None:
+    from tools.calendar.tools import CALENDAR_TOOL_NAMES
+
+    assert domain_words((*CALENDAR_TOOL_NAMES, "CalendarStore")) == []
+
+
 def test_no_module_imports_itself_round_a_circle() -> None:
     assert import_cycles() == []
 
@@ -246,6 +264,8 @@ def test_the_layer_checks_can_fail(tmp_path: Path) -> None:
     write("tools/calendar/limits.py", "")
     assert lab_imports(tmp_path) == ["agent.loop:2: imports agent.eval.runner", "agent.loop:2: imports agent.eval.runner.run"]
     assert hangul_lines(tmp_path) == ["agent.words:1"]  # the lab's Korean is the lab's business
+    write("agent/gate.py", "# a delete_event needs a yes\nundelete_events = 1\n")
+    assert domain_words(("delete_event",), tmp_path) == ["agent.gate:1: delete_event"]
     assert import_cycles(tmp_path) == [["agent.a", "agent.b"]]  # and not tools.calendar <-> its store
     assert package_cycles(tmp_path) == [["bot", "launchd"]]
     assert long_modules(tmp_path) == ["agent.words: 451 lines"]

@@ -140,9 +140,9 @@ class _BoundedConverter(SchemaConverter):
                            additional_properties: Any) -> str:
         """Properties in the order the schema lists them, the optional ones skippable.
 
-        The converter puts every required property first, so ``find_free_slots`` would have to
-        start with ``duration_minutes`` although the tool block (and the oracle) list ``date``
-        first. Here the rule for "the rest from property i" exists twice, before anything was
+        The converter puts every required property first, so a tool whose schema lists an
+        optional ``date`` before a required ``duration_minutes`` would have to start with the
+        duration although the tool block (and a scripted oracle) list the date first. Here the rule for "the rest from property i" exists twice, before anything was
         written and after (then a comma leads), so the grammar stays linear in the properties.
         """
         if additional_properties is True or isinstance(additional_properties, dict):
