@@ -12,8 +12,10 @@ with settings of its own reads them from ``settings.sources`` (see ``agent.confi
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import ModuleType
 from typing import TYPE_CHECKING, Callable, Protocol
 
 from agent.language import ENGLISH, Language
@@ -95,6 +97,20 @@ class Domain:
     # Its users' language as the runtime needs it (``agent.language``): the prompt's lines beside
     # the English ones, notes on a user's message, yes-words; the default is English only.
     language: Language = ENGLISH
+
+
+def present_modules(names: Iterable[str]) -> Iterator[ModuleType]:
+    """Each module of ``names`` that exists, imported, in order: where a domain keeps a part that
+    the lab looks for in more than one place (``eval_suite``, ``grpo_env``). A name that is not
+    there is skipped; a module that is there but fails to import (a missing import inside it)
+    raises, so a broken module is not taken for an absent one."""
+    for name in names:
+        try:
+            yield importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is not None and name.startswith(exc.name):
+                continue
+            raise
 
 
 def load_domain(settings: Settings) -> Domain:

@@ -50,6 +50,26 @@ def _env(tmp_path: Path) -> dict[str, str]:
     return env
 
 
+def test_a_domain_without_a_grpo_environment_and_one_that_fails_to_import_are_told_apart(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The environment is looked for in the domain's ``lab`` package, then beside the domain: a
+    module that is not there is passed over, one that is there but breaks on import is named as
+    broken, not as absent."""
+    from agent.train.grpo import domain_hooks
+    from agent.train.trainer import TrainError
+
+    (tmp_path / "broken_domain").mkdir()
+    (tmp_path / "broken_domain" / "__init__.py").write_text("", encoding="utf-8")
+    (tmp_path / "broken_domain" / "grpo_env.py").write_text("import no_such_package_here\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(TrainError, match=r"looked in nowhere_domain\.lab\.grpo_env, nowhere_domain\.grpo_env"):
+        domain_hooks("nowhere_domain.domain")
+    with pytest.raises(TrainError, match="fails to import .*no_such_package_here"):
+        domain_hooks("broken_domain.domain")
+    assert domain_hooks("tests.grpo_probe.domain").__name__ == "tests.grpo_probe.grpo_env"  # beside the domain
+    assert domain_hooks("tools.calendar.domain").__name__ == "tools.calendar.lab.grpo_env"  # in its lab
+
+
 def test_a_base_whose_template_ignores_tools_is_refused_in_one_line(smollm2: Path, tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "agent", "train", "grpo", "--base", str(smollm2), "--out", str(tmp_path / "o"),

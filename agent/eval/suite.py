@@ -9,12 +9,12 @@ typing only).
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
+from agent.domain import present_modules
 from agent.eval.types import Scenario, Verdict
 from agent.language import ENGLISH, Language
 from agent.prompt import PromptSettings
@@ -91,13 +91,7 @@ def load_eval_suite(settings: Settings) -> EvalSuite:
     package = settings.domain.rpartition(".")[0]
     beside = [package + ".lab.eval_suite", package + ".eval_suite"] if package else []
     candidates = [settings.domain, settings.domain + ".eval_suite", *beside]
-    for name in candidates:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name is not None and name.startswith(exc.name):
-                continue  # that module does not exist; a missing import *inside* it is a real error
-            raise
+    for module in present_modules(candidates):
         loader = getattr(module, "load_eval_suite", None)
         if loader is not None:
             return loader(settings)

@@ -60,12 +60,12 @@ with the defaults this wrapper keeps (``multi_objective_aggregation="sum_then_no
 
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from agent.domain import present_modules
 from agent.train.trainer import DEFAULT_TARGETS, TrainError, load_base_model, lora_config, resume_point, train_and_save, shared_trainer_args
 
 SUMMARY = "grpo_summary.json"
@@ -121,21 +121,15 @@ def domain_hooks(domain: str) -> Any:
     ``tools.calendar.lab.grpo_env``), or else the one beside the domain module itself."""
     package = domain.rpartition(".")[0] if "." in domain else domain
     names = (package + ".lab.grpo_env", package + ".grpo_env")
-    module, problems = None, []
-    for name in names:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not name.startswith(exc.name):  # it exists, but an import inside it is missing
-                raise TrainError(f"domain {domain!r} has no GRPO environment ({name}: {exc})") from exc
-            problems.append(f"{name}: {exc}")
-            continue
-        break
+    try:
+        module = next(present_modules(names), None)
+    except ModuleNotFoundError as exc:  # it exists, but an import inside it is missing
+        raise TrainError(f"domain {domain!r}: its GRPO environment fails to import ({exc})") from exc
     if module is None:
-        raise TrainError(f"domain {domain!r} has no GRPO environment ({'; '.join(problems)})")
+        raise TrainError(f"domain {domain!r} has no GRPO environment (looked in {', '.join(names)})")
     for attr in ("ENVIRONMENT", "reward_func", "REWARD_COMPONENTS", "component_reward"):
         if not hasattr(module, attr):
-            raise TrainError(f"{name} lacks {attr} (see tools/calendar/lab/grpo_env.py)")
+            raise TrainError(f"{module.__name__} lacks {attr} (see tools/calendar/lab/grpo_env.py)")
     return module
 
 
