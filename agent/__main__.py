@@ -25,7 +25,6 @@ LAB = {
     "train": ("agent.train.cli", "post-train the model on exported trajectories (needs the train extra)"),
     "bench": ("agent.bench", "measure the runtime against llama.cpp itself and a peer (ratios)"),
 }
-SUBCOMMANDS = {name: module for name, (module, _) in LAB.items()}
 
 
 class _NotAFlag(argparse.Action):
@@ -183,8 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    if command in SUBCOMMANDS:
-        return int(importlib.import_module(SUBCOMMANDS[command]).run(args, settings))
+    if command in LAB:
+        return int(importlib.import_module(LAB[command][0]).run(args, settings))
     if command == "calendar":
         if args.action in ("import", "export") and not args.file:
             print(f"error: calendar {args.action} needs a FILE (an .ics file to "
