@@ -92,8 +92,8 @@ def test_reading_a_flooded_event_parses_its_marks_not_its_kept_megabyte(
     (ten such events on one day: 8 s), counted here in characters handed to the parser."""
     import_bytes(store, flood())
     parsed: list[int] = []
-    real = capped_fields._parse
-    monkeypatch.setattr(capped_fields, "_parse", lambda extra: parsed.append(len(extra or "")) or real(extra))
+    real = capped_fields.extra_vevent
+    monkeypatch.setattr(capped_fields, "extra_vevent", lambda extra: parsed.append(len(extra or "")) or real(extra))
     view = json.loads(call(build_registry(store), "search_events", date="2026-12-07").to_text())["data"]["events"][0]
     assert f"of {len(MEGABYTE_NOTES):,} characters" in view["cut"]  # the whole size is still known
     assert parsed and max(parsed) < 1_000, parsed

@@ -123,7 +123,9 @@ def _as_list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def _parse(extra: str | None) -> icalendar.Event | None:
+def extra_vevent(extra: str | None) -> icalendar.Event | None:
+    """An event's kept .ics lines (``ics_extra``) as the VEVENT they came from, or None (none
+    kept, or unreadable): what the marks here are read from and what an export writes back."""
     if not extra:
         return None
     try:
@@ -149,7 +151,7 @@ def _marks(extra: str | None) -> list[tuple[str, int, str, int]]:
     unfolded = extra.replace("\r\n ", "").replace("\r\n\t", "").replace("\n ", "").replace("\n\t", "")
     lines = [line for line in unfolded.replace("\r\n", "\n").split("\n")
              if line[: len(CUT) + 1].upper() in (CUT + ":", CUT + ";")]
-    parsed = _parse("\r\n".join(lines))
+    parsed = extra_vevent("\r\n".join(lines))
     return _marks_of(parsed) if parsed is not None else []
 
 
@@ -162,7 +164,7 @@ def _without_marks(extra: str | None) -> str | None:
     """The unmodelled lines without a file's own ``CUT`` (only the import writes one)."""
     if not extra or CUT not in extra.upper().replace("\r\n ", ""):
         return extra
-    parsed = _parse(extra)
+    parsed = extra_vevent(extra)
     if parsed is None:
         return extra
     del parsed[CUT]

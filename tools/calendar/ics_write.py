@@ -74,7 +74,7 @@ def _when(moment: datetime, event: Event) -> date | datetime:
 
 def _to_vevent(event: Event, recurrence_id: datetime | None = None) -> icalendar.Event:
     vevent = icalendar.Event()
-    extra = _extra_calendar(event.ics_extra)  # parsed once: its properties, then its VALARMs and the like
+    extra = capped_fields.extra_vevent(event.ics_extra)  # parsed once: its properties, then its VALARMs and the like
     if extra is not None:
         for name, value in extra.property_items(recursive=False, sorted=False):
             if name not in ("BEGIN", "END"):
@@ -109,12 +109,3 @@ def _to_vevent(event: Event, recurrence_id: datetime | None = None) -> icalendar
     ics_read.drop_stand_in(vevent, event.start, event.end, event.all_day)
     capped_fields.restore(vevent, event)  # a field the import cut goes out whole
     return vevent
-
-
-def _extra_calendar(text: str | None) -> icalendar.Event | None:
-    if not text:
-        return None
-    try:
-        return icalendar.Event.from_ical(f"BEGIN:VEVENT\r\n{text}\r\nEND:VEVENT\r\n")
-    except Exception:  # noqa: BLE001 - written by us from a parsed file; never fail an export on it
-        return None
