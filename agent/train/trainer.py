@@ -79,14 +79,3 @@ def load_base_model(base_dir: Path, bf16: bool) -> Any:
     from transformers import AutoModelForCausalLM
 
     return AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.bfloat16 if bf16 else torch.float32)
-
-
-def bf16_supported() -> bool:
-    """Does this CPU do bfloat16 matrix products natively (AMX or AVX-512 BF16)? Elsewhere
-    ``--bf16`` still works, emulated and slower than float32."""
-    import torch
-
-    try:
-        return bool(torch.cuda.is_available() or torch.ops.mkldnn._is_mkldnn_bf16_supported())
-    except (AttributeError, RuntimeError):
-        return False
