@@ -130,10 +130,16 @@ def build_parser(lab: Iterable[str] | None = None) -> argparse.ArgumentParser:
                     "Google Calendar, Outlook); import updates an event already there (same UID) instead of adding "
                     "a second. sync pulls and pushes once with your CalDAV server (iCloud, Fastmail, Nextcloud: "
                     "AGENT_CALDAV_URL, AGENT_CALDAV_USERNAME, AGENT_CALDAV_PASSWORD_FILE) and prints one line; "
-                    "status shows what waits to be sent, the last sync and the conflicts kept.",
+                    "status shows what waits to be sent, the last sync and the conflicts kept. login google signs in to "
+                    "Google Calendar (OAuth, with your own Desktop app client: AGENT_GOOGLE_CLIENT_FILE); logout "
+                    "google revokes it.",
     )
-    calendar.add_argument("action", choices=("import", "export", "sync", "status"))
-    calendar.add_argument("file", nargs="?", default="", help=".ics file to read (import) or write (export)")
+    calendar.add_argument("action", choices=("import", "export", "sync", "status", "login", "logout"))
+    calendar.add_argument("file", nargs="?", default="",
+                          help=".ics file to read (import) or write (export); the provider for login/logout (google)")
+    calendar.add_argument("--no-browser", dest="browser", action="store_false", default=None,
+                          help="login: print the sign-in address and read back the one your browser ends on "
+                               "(for a machine you reach over ssh)")
     for name, (module, help_line) in LAB.items():
         if name in lab:
             importlib.import_module(module).add_parser(sub, parents=[shared])
@@ -174,6 +180,25 @@ def run_data_command(settings: Settings, action: str, argument: str) -> int:
     return 0
 
 
+def run_setup_command(settings: Settings, action: str, argument: str, browser: bool | None) -> int:
+    """A domain's command that must run before the domain loads (signing in to its server)."""
+    from agent.visible import visible_line
+
+    command = getattr(importlib.import_module(settings.domain), "SETUP_COMMANDS", {}).get(action)
+    if command is None:
+        print(f"error: the domain {settings.domain} has no {action} command", file=sys.stderr)
+        return 2
+    try:
+        print(command(settings, argument, browser=browser))
+    except (ValueError, OSError) as exc:
+        print(visible_line(f"error: {exc}", None), file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("\nsign-in cancelled: nothing was changed", file=sys.stderr)
+        return 130
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     command = args.command or "chat"
@@ -189,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: calendar {args.action} needs a FILE (an .ics file to "
                   f"{'read' if args.action == 'import' else 'write'})", file=sys.stderr)
             return 2
+        if args.action in ("login", "logout"):
+            return run_setup_command(settings, args.action, args.file, args.browser)
         return run_data_command(settings, args.action, args.file)
     if command == "doctor":
         from agent.doctor import run_doctor

@@ -26,6 +26,7 @@ def run_doctor(settings: Settings, *, demo: bool = False, generate: bool = True)
             value = "(set, hidden)"
         print(f"  {f.name:24} {value}")
     print(f"  environment variables read: {', '.join(sorted(env_for))}")
+    print_remote(settings)
     print(f"backend: {settings.backend}")
     if settings.backend == "openai" and not demo:
         return _doctor_openai(settings, generate)
@@ -53,6 +54,27 @@ def run_doctor(settings: Settings, *, demo: bool = False, generate: bool = True)
     from agent.app import build_llama_backend
 
     return _smoke(build_llama_backend(settings, demo=demo))
+
+
+def print_remote(settings: Settings) -> None:
+    """Where the domain's data is kept in step (the calendar's server, its sign-in, the last sync):
+    the same lines as the domain's own status command. A setting that cannot work is shown as the
+    one line that says so; the model checks go on."""
+    from agent.domain import load_domain
+    from agent.visible import visible_line, visible_text
+
+    try:
+        domain = load_domain(settings)
+    except (ValueError, OSError) as exc:
+        print(visible_line(f"{settings.domain}: error: {exc}", None))
+        return
+    try:
+        if domain.remote is not None:
+            print(f"{domain.name} sync:")
+            for line in visible_text(domain.remote.describe()).splitlines():
+                print(f"  {line}")
+    finally:
+        domain.close()
 
 
 def _smoke(backend: Backend) -> int:

@@ -62,6 +62,7 @@ class Remote(Protocol):
     def before_turn(self) -> None: ...
     def after_turn(self) -> list[str]: ...  # lines to tell the user once, after the turn's receipt
     def status(self) -> str: ...  # one line for a banner
+    def describe(self) -> str: ...  # the whole state (account, last sync, what waits), for doctor
 
 
 @dataclass(frozen=True)

@@ -167,6 +167,36 @@ def sync_status(store: CalendarStore, account: Account | None) -> str:
     return describe_status(store, account)
 
 
+def sign_in(settings: Settings, provider: str, browser: bool | None = None) -> str:
+    """``python -m agent calendar login google``: before the domain loads, so a sign-in that no
+    longer works can always be replaced."""
+    from tools.calendar.sync.google_signin import login
+    from tools.calendar.sync.google_token import grant_path
+    from tools.calendar.sync.settings import google_client_file
+
+    _only_google(provider, "login")
+    return login(google_client_file(settings), grant_path(settings.data_dir), browser=browser)
+
+
+def sign_out(settings: Settings, provider: str, browser: bool | None = None) -> str:
+    """``python -m agent calendar logout google``: revoke the grant at Google and forget it here."""
+    from tools.calendar.sync.google_signin import logout
+    from tools.calendar.sync.google_token import grant_path
+
+    _only_google(provider, "logout")
+    return logout(grant_path(settings.data_dir))
+
+
+def _only_google(provider: str, action: str) -> None:
+    if provider.strip().lower() != "google":
+        raise ValueError(f"calendar {action} knows one provider, google (python -m agent calendar {action} google); "
+                         "iCloud, Fastmail and Nextcloud sign in with a password file (README: \"Your real calendar\")")
+
+
+# Commands that run before the domain loads (agent/__main__.py finds them by this name).
+SETUP_COMMANDS = {"login": sign_in, "logout": sign_out}
+
+
 def load_domain(settings: Settings) -> Domain:
     own = calendar_settings(settings)  # both before the store opens: a bad value loses nothing
     account = caldav_account(settings)  # load_settings checks it too: called apart, the password file is read once

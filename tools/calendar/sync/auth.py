@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import caldav
 from caldav.lib.http_sync import AuthBase, HTTPBasicAuth
@@ -31,17 +31,32 @@ from caldav.lib.http_sync import AuthBase, HTTPBasicAuth
 from agent.url_policy import Origin, is_this_machine, origin_of
 from tools.calendar.sync.settings import Account, check_url
 
+if TYPE_CHECKING:
+    from tools.calendar.sync.google_token import GoogleToken
+
 log = logging.getLogger(__name__)
 
 SINGLE_OWNER_DOMAINS = ("icloud.com",)
 
 
-class OriginBoundAuth(AuthBase):
-    """HTTP Basic for the configured origin only; ``withheld`` lists the origins refused it."""
+class BearerAuth(AuthBase):
+    """``Authorization: Bearer`` with a Google access token, fresh at each request (see google_token)."""
 
-    def __init__(self, url: str, username: str, password: str) -> None:
+    def __init__(self, token: GoogleToken) -> None:
+        self.token = token
+
+    def __call__(self, request: Any) -> Any:
+        request.headers["Authorization"] = f"Bearer {self.token.bearer()}"
+        return request
+
+
+class OriginBoundAuth(AuthBase):
+    """The login (HTTP Basic, or a bearer token) for the configured origin only; ``withheld``
+    lists the origins refused it."""
+
+    def __init__(self, url: str, username: str, password: str, token: GoogleToken | None = None) -> None:
         self.home = origin_of(url)
-        self._basic = HTTPBasicAuth(username, password)
+        self._login: AuthBase = BearerAuth(token) if token is not None else HTTPBasicAuth(username, password)
         self._lock = threading.Lock()
         self.withheld: list[str] = []  # origins a request went to without the login, first time each
 
@@ -61,7 +76,7 @@ class OriginBoundAuth(AuthBase):
         except ValueError:  # a port that is not a number: no origin, so no login
             origin = Origin("", "", None)
         if self.may_receive(origin):
-            return self._basic(request)
+            return self._login(request)
         request.headers.pop("Authorization", None)
         with self._lock:
             first = str(origin) not in self.withheld
@@ -86,7 +101,7 @@ def dav_client(account: Account, timeout_s: float | None = None) -> caldav.DAVCl
     check_url(account.url, account.plain_http_hosts)
     local = is_this_machine(origin_of(account.url).host)
     return caldav.DAVClient(
-        url=account.url, auth=OriginBoundAuth(account.url, account.username, account.password),
+        url=account.url, auth=OriginBoundAuth(account.url, account.username, account.password, account.token),
         timeout=int(max(1, timeout_s if timeout_s is not None else account.timeout_s)),
         require_tls=not local, rate_limit_handle=False,
         enable_rfc6764=False,  # the URL is a URL: no DNS SRV/TXT lookup may pick another server

@@ -17,6 +17,7 @@ from caldav.lib import error as dav_error
 from caldav.lib.url import URL
 
 from tools.calendar.sync.auth import dav_client
+from tools.calendar.sync.google_limits import answered
 from tools.calendar.sync.identity import url_key as _key
 from tools.calendar.sync.report import SyncFailed
 from tools.calendar.sync.settings import Account
@@ -46,7 +47,7 @@ class Connection:
                 self.counts[2] += len(response.content or b"")
                 return response
 
-            client.session.request = counted
+            client.session.request = lambda *a, **kw: answered(counted, self.account, *a, **kw)
             self._client = client
         return self._client
 
@@ -103,6 +104,9 @@ class Connection:
     def classify(self, exc: BaseException) -> SyncFailed:
         if isinstance(exc, SyncFailed):
             return exc
+        if isinstance(exc, dav_error.AuthorizationError) and self.account.token is not None:
+            return SyncFailed("signin", "Google refused the calendar's access token although it was just renewed: "
+                                        "run `python -m agent calendar login google`")
         if isinstance(exc, dav_error.AuthorizationError):
             return SyncFailed("auth", "the server refused the login: check caldav_username and the password "
                                       "(an app-specific password for iCloud and Fastmail)")

@@ -11,7 +11,8 @@ from dataclasses import dataclass, field
 
 
 class SyncFailed(Exception):
-    """A sync that could not finish; ``kind`` is auth | unreachable | busy | refused."""
+    """A sync that could not finish; ``kind`` is auth | signin (a Google sign-in to renew) | limited
+    (a provider's rate limit) | unreachable | busy | refused."""
 
     def __init__(self, kind: str, message: str) -> None:
         super().__init__(message)

@@ -20,11 +20,15 @@ from agent.url_policy import without_credentials
 from agent.visible import visible_line
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.engine import CalDAVSync
+from tools.calendar.sync.google_token import Grant
 from tools.calendar.sync.merge import conflict_line
 from tools.calendar.sync.report import SyncReport
 from tools.calendar.sync.settings import Account, CalDAVSettings
 
 log = logging.getLogger(__name__)
+
+# failures a retry at every turn cannot mend: a refused password, a sign-in to renew, a rate limit
+HOLD_OFF = ("auth", "signin", "limited")
 
 
 class SyncService:
@@ -42,6 +46,7 @@ class SyncService:
         self._stop = False
         self._thread: threading.Thread | None = None
         self._offline_told = False
+        self._signin_told = False
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -85,6 +90,13 @@ class SyncService:
                                                self.account.provider, self.zone))
         if conflicts:
             self.engine.state.told([c.id for c in conflicts])
+        last = self._last
+        if last is not None and last.kind == "signin":  # the one thing only the user can fix: said once
+            if not self._signin_told:
+                lines.append(f"📅 {last.error}. Your calendar here keeps working; changes wait until then.")
+                self._signin_told = True
+            return lines
+        self._signin_told = False
         status = self.engine.state.status()
         if status.offline_since is not None and status.queued:
             if not self._offline_told:
@@ -108,6 +120,10 @@ class SyncService:
         if s.ok_at is None:
             return f"{where}: not synced yet{queued}"
         return f"{where}: in step at {s.ok_at.astimezone(self.zone):%H:%M}{queued}{conflicts}"
+
+    def describe(self) -> str:
+        """``calendar status``'s lines, for ``agent doctor``."""
+        return describe_status(self.engine.store, self.account)
 
     def sync_now(self, wait_s: float | None = None) -> str:
         """/sync: a full sync now; its one line, or the status if it takes longer than ``wait_s``."""
@@ -153,7 +169,7 @@ class SyncService:
             except Exception:  # noqa: BLE001 - the thread must outlive any bug; the status says it failed
                 log.exception("calendar sync failed")
                 report = SyncReport(error="internal error (see the log)", kind="unreachable")
-            if report.kind == "auth":
+            if report.kind in HOLD_OFF:
                 self._last_auth_failure = time.monotonic()
             if not report.ok:
                 log.warning("calendar sync: %s", report.error)
@@ -163,7 +179,7 @@ class SyncService:
                 self._cond.notify_all()
 
     def _auth_refused_recently(self) -> bool:
-        """After a refused password, only the interval (or /sync) tries again: no request per turn."""
+        """After a refused login or a rate limit, only the interval (or /sync) tries again: no request per turn."""
         return bool(self._last_auth_failure) and time.monotonic() - self._last_auth_failure < self.settings.caldav_interval_s
 
 
@@ -175,6 +191,8 @@ def describe_status(store: CalendarStore, account: Account) -> str:
     s = state.status()
     zone = ZoneInfo(store.tz)
     lines = [f"server: {account.provider} ({without_credentials(account.url)}) as {account.username}"]
+    if account.token is not None:
+        lines.append(signin_line(account.token.grant, zone))
     lines.append(f"last sync: {s.ok_at.astimezone(zone):%Y-%m-%d %H:%M}" + (f" ({visible_line(s.last_report, 300)})" if s.last_report else "")
                  if s.ok_at else "last sync: never")
     if s.offline_since is not None:
@@ -192,3 +210,14 @@ def describe_status(store: CalendarStore, account: Account) -> str:
         if c.field == "deleted" and c.local_value:
             lines.append("    yours was: " + " ".join(c.local_value.split())[:300])
     return "\n".join(lines)
+
+
+def signin_line(grant: Grant, zone: ZoneInfo) -> str:
+    """When the access token and the sign-in end: what a user needs to know before sync stops."""
+    token = grant.expires_at()
+    ends = grant.signin_ends_at()
+    token_text = f"token valid until {token.astimezone(zone):%Y-%m-%d %H:%M} (renewed on its own)" if token else \
+        "no access token yet (one is fetched at the next sync)"
+    signin_text = f"sign-in ends {ends.astimezone(zone):%Y-%m-%d}: publish the OAuth app to keep it" if ends else \
+        "sign-in kept until revoked"
+    return f"Google sign-in: {grant.account}, {token_text}; {signin_text}"

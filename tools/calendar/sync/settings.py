@@ -30,6 +30,7 @@ from agent.url_policy import credentials_problem, plain_http_problem, without_cr
 
 if TYPE_CHECKING:
     from agent.config import Settings
+    from tools.calendar.sync.google_token import GoogleToken
 
 KEYRING_SERVICE = "iljeong-caldav"
 PASSWORD_LABEL = "<caldav password>"  # what a masked log shows in its place
@@ -42,6 +43,7 @@ ENV_NAMES: dict[str, str] = {
     "caldav_password_file": "AGENT_CALDAV_PASSWORD_FILE",
     "caldav_calendars": "AGENT_CALDAV_CALENDARS",
     "caldav_interval_s": "AGENT_CALDAV_INTERVAL_S",
+    "google_client_file": "AGENT_GOOGLE_CLIENT_FILE",
 }
 
 
@@ -72,6 +74,8 @@ class CalDAVSettings:
     caldav_timeout_s: float = 10.0  # one request; a turn never waits on a dead server longer
     caldav_refresh_after_s: float = 60.0  # before a turn, pull again when the last pull is older
     caldav_refresh_wait_s: float = 3.0  # ... but wait at most this long for it
+    # Google: the "Desktop app" OAuth client's JSON (mode 0600); read by ``calendar login google`` only
+    google_client_file: str | None = None  # default <data_dir>/google-client.json
 
 
 @plain_dataclass(frozen=True)
@@ -84,10 +88,13 @@ class Account:
     calendars: tuple[str, ...] = ()
     timeout_s: float = 10.0
     plain_http_hosts: tuple[str, ...] = ()  # allow_plain_http_hosts: LAN hosts the password may reach over http
+    token: GoogleToken | None = field(default=None, repr=False, compare=False)  # a Google sign-in instead of a password
 
     @property
     def provider(self) -> str:
         """The name a user knows the server by, for prompts: "iCloud", "Fastmail", or the host."""
+        if self.token is not None:
+            return "Google"
         host = (urlsplit(self.url).hostname or "").lower()
         for suffix, name in (("icloud.com", "iCloud"), ("fastmail.com", "Fastmail"), ("google.com", "Google"),
                              ("googleusercontent.com", "Google")):
@@ -143,6 +150,9 @@ def account(settings: Settings) -> Account | None:
     """The configured account, or None when CalDAV is not configured; ValueError (one line)
     for a configuration that cannot work, so it stops before anything starts."""
     own = load_caldav_settings(settings)
+    signed_in = google_account(settings, own)
+    if signed_in is not None:
+        return signed_in
     if not own.caldav_url:
         return None
     allowed = settings.allow_plain_http_hosts
@@ -159,6 +169,31 @@ def account(settings: Settings) -> Account | None:
                              f"'{KEYRING_SERVICE}' (pip install keyring)")
     remember_password(own.caldav_username, password)
     return Account(url, own.caldav_username, password, own.caldav_calendars, own.caldav_timeout_s, allowed)
+
+
+def google_account(settings: Settings, own: CalDAVSettings) -> Account | None:
+    """The Google account when ``calendar login google`` left a sign-in in the data directory:
+    its primary calendar (or ``caldav_calendars`` by name), reached with a bearer token that goes
+    to Google's CalDAV host only."""
+    from tools.calendar.sync.google_signin import CALDAV_ROOT, check_caldav_url, primary_calendar_url
+    from tools.calendar.sync.google_token import GoogleToken, grant_path
+
+    path = grant_path(settings.data_dir)
+    if not path.exists():
+        return None
+    token = GoogleToken(path)
+    if own.caldav_url:
+        url = check_url(check_caldav_url(own.caldav_url), settings.allow_plain_http_hosts)
+    else:  # names pick among the account's calendars, found from its principal; else the primary one
+        url = f"{CALDAV_ROOT}{token.account}/user" if own.caldav_calendars else primary_calendar_url(token.account)
+    return Account(url, token.account, "", own.caldav_calendars, own.caldav_timeout_s,
+                   settings.allow_plain_http_hosts, token=token)
+
+
+def google_client_file(settings: Settings) -> Path:
+    """The OAuth client JSON ``calendar login google`` reads: the setting, else in the data directory."""
+    own = load_caldav_settings(settings)
+    return Path(own.google_client_file).expanduser() if own.google_client_file else settings.data_dir / "google-client.json"
 
 
 def remember_password(username: str, password: str) -> None:
