@@ -28,8 +28,9 @@ LIMITED = ("Google's rate limit was reached (HTTP 403 rateLimitExceeded): change
 def answered(send: Callable[..., Any], account: Account, method: str, url: str, *args: Any, **kwargs: Any) -> Any:
     """``send(method, url, ...)``, with the 401 and 403 above handled; the response otherwise as it came."""
     response = send(method, url, *args, **kwargs)
-    if response.status_code == 401 and account.token is not None:
-        account.token.refresh(rejected=_bearer_of(response))
+    rejected = _bearer_of(response) if response.status_code == 401 and account.token is not None else None
+    if rejected is not None:  # a 401 where the token was withheld (another origin) is no reason to renew it
+        account.token.refresh(rejected=rejected)
         response = send(method, url, *args, **kwargs)
     for wait in RATE_LIMIT_WAITS:
         if not rate_limited(response):

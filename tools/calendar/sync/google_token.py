@@ -70,6 +70,8 @@ def load_grant(path: Path) -> Grant | None:
     try:
         data = json.loads(text)
         grant = Grant(**{**data, "scopes": tuple(data.get("scopes", ()))})
+        if not all(isinstance(v, str) for v in (*(v for k, v in data.items() if k != "scopes"), *grant.scopes)):
+            raise TypeError("a field is not text")  # a hand-edited file: said as a broken file, not a traceback
     except (ValueError, TypeError) as exc:
         raise ValueError(f"the Google sign-in file {path} cannot be read ({type(exc).__name__}): "
                          f"run `{LOGIN_COMMAND}` again") from None
