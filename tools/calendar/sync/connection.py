@@ -104,6 +104,10 @@ class Connection:
     def classify(self, exc: BaseException) -> SyncFailed:
         if isinstance(exc, SyncFailed):
             return exc
+        withheld = list(getattr(self._client.auth, "withheld", None) or []) if self._client is not None else []
+        if isinstance(exc, dav_error.AuthorizationError) and withheld:
+            return SyncFailed("auth", f"the server sent the sync on to {withheld[0]}, which never gets the login: "
+                                      "check caldav_url (it should be your calendar's own server)")
         if isinstance(exc, dav_error.AuthorizationError) and self.account.token is not None:
             return SyncFailed("signin", "Google refused the calendar's access token although it was just renewed: "
                                         "run `python -m agent calendar login google`")

@@ -22,7 +22,7 @@ import webbrowser
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 from agent.apikey import read_secret_file
 from agent.url_policy import is_this_machine, normal_host
@@ -38,9 +38,12 @@ CLIENT_HELP = "README: \"Google Calendar\" says how to make a Desktop app client
 
 def primary_calendar_url(account: str) -> str:
     """The primary calendar's collection: Google names it by the account's e-mail."""
-    from urllib.parse import quote
-
     return f"{CALDAV_ROOT}{quote(account, safe='@')}/events/"
+
+
+def principal_url(account: str) -> str:
+    """The account's principal, where its other calendars are found by name."""
+    return f"{CALDAV_ROOT}{quote(account, safe='@')}/user"
 
 
 def check_endpoint(url: str, what: str) -> str:

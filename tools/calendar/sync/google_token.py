@@ -135,7 +135,14 @@ class GoogleToken:
         from google.auth.transport.requests import Request
         from google.oauth2.credentials import Credentials
 
+        from tools.calendar.sync.google_signin import check_endpoint
+
         grant = self.grant
+        try:  # the file is ours and 0600, but the refresh token must reach Google (or a local stand-in) only
+            check_endpoint(grant.token_uri, "token_uri")
+        except ValueError:
+            raise SyncFailed("signin", f"the Google sign-in file {self.path} names a token endpoint that is not "
+                                       f"Google's: run `{LOGIN_COMMAND}` again") from None
         credentials = Credentials(token=None, refresh_token=grant.refresh_token, token_uri=grant.token_uri,
                                   client_id=grant.client_id, client_secret=grant.client_secret,
                                   scopes=list(grant.scopes) or None)

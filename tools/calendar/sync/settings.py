@@ -175,7 +175,7 @@ def google_account(settings: Settings, own: CalDAVSettings) -> Account | None:
     """The Google account when ``calendar login google`` left a sign-in in the data directory:
     its primary calendar (or ``caldav_calendars`` by name), reached with a bearer token that goes
     to Google's CalDAV host only."""
-    from tools.calendar.sync.google_signin import CALDAV_ROOT, check_caldav_url, primary_calendar_url
+    from tools.calendar.sync.google_signin import check_caldav_url, primary_calendar_url, principal_url
     from tools.calendar.sync.google_token import GoogleToken, grant_path
 
     path = grant_path(settings.data_dir)
@@ -185,7 +185,7 @@ def google_account(settings: Settings, own: CalDAVSettings) -> Account | None:
     if own.caldav_url:
         url = check_url(check_caldav_url(own.caldav_url), settings.allow_plain_http_hosts)
     else:  # names pick among the account's calendars, found from its principal; else the primary one
-        url = f"{CALDAV_ROOT}{token.account}/user" if own.caldav_calendars else primary_calendar_url(token.account)
+        url = principal_url(token.account) if own.caldav_calendars else primary_calendar_url(token.account)
     return Account(url, token.account, "", own.caldav_calendars, own.caldav_timeout_s,
                    settings.allow_plain_http_hosts, token=token)
 
