@@ -67,15 +67,17 @@ def model_flags(for_subcommand: bool = False) -> argparse.ArgumentParser:
     return p
 
 
-def settings_from(args: argparse.Namespace) -> Settings:
-    """Flags over environment over config; ``--demo`` with a model or adapter choice is a ValueError."""
+def settings_from(args: argparse.Namespace, check_domain: bool = True) -> Settings:
+    """Flags over environment over config; ``--demo`` with a model or adapter choice is a ValueError.
+    ``check_domain`` False: the domain's own settings are left to it (signing in mends them)."""
     keys = ("model_path", "lora_path", "no_adapter", "lora_scale", "data_dir", "tz", "n_ctx", "n_threads",
             "gpu_layers", "backend", "base_url", "profile", "receipt")
     overrides: dict[str, Any] = {k: getattr(args, k, None) for k in keys}
     settings = load_settings(overrides)
     from agent.domain import check_domain_settings
 
-    check_domain_settings(settings)  # the domain's own keys (e.g. agenda_time): exit 2 before a model loads
+    if check_domain:  # the domain's own keys (e.g. agenda_time): exit 2 before a model loads
+        check_domain_settings(settings)
     if getattr(args, "demo", False):
         from models.resolve import demo_conflict
 
@@ -202,8 +204,9 @@ def run_setup_command(settings: Settings, action: str, argument: str, browser: b
 def main(argv: list[str] | None = None) -> int:
     args = parse_arguments(argv)
     command = args.command or "chat"
+    setup = command == "calendar" and args.action in ("login", "logout")
     try:
-        settings = settings_from(args)
+        settings = settings_from(args, check_domain=not setup)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -214,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: calendar {args.action} needs a FILE (an .ics file to "
                   f"{'read' if args.action == 'import' else 'write'})", file=sys.stderr)
             return 2
-        if args.action in ("login", "logout"):
+        if setup:
             return run_setup_command(settings, args.action, args.file, args.browser)
         return run_data_command(settings, args.action, args.file)
     if command == "doctor":

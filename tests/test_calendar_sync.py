@@ -1,7 +1,10 @@
 """Two-way CalDAV sync against real servers: Radicale and Xandikos, started on 127.0.0.1 with
-htpasswd auth (``tests.caldav_servers``). A second ``caldav`` client plays the phone: it edits,
-deletes and creates straight on the server. Failures come from a fault proxy in front of the
-server (down, 5xx, 507, 401/403, a held answer) and from real kill -9s of a syncing process.
+htpasswd auth (``tests.caldav_servers``), and "Google": Radicale behind a front that takes only
+OAuth bearer tokens from a fake Google sign-in server (``tests.google_fakes``), the whole suite
+once more with the token renewed as Google's would need. A second ``caldav`` client plays the
+phone: it edits, deletes and creates straight on the server. Failures come from a fault proxy in
+front of the server (down, 5xx, 507, 401/403, a held answer) and from real kill -9s of a syncing
+process.
 """
 
 from __future__ import annotations
@@ -20,9 +23,11 @@ from zoneinfo import ZoneInfo
 import icalendar
 import pytest
 
-from tests.caldav_servers import DavServer, FaultProxy, dav_proxy, dav_server  # noqa: F401 (fixtures)
+from tests.caldav_servers import SERVER_KINDS, DavServer, FaultProxy, dav_proxy, start_server  # noqa: F401 (fixtures)
+from tests.google_fakes import GoogleDav
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.engine import CalDAVSync
+from tools.calendar.sync.google_token import GoogleToken
 from tools.calendar.sync.settings import Account
 from tools.calendar.sync.state import SyncState
 
@@ -38,9 +43,34 @@ def store(tmp_path: Path) -> Iterator[CalendarStore]:
         yield s
 
 
+@pytest.fixture(params=(*SERVER_KINDS, "google"))
+def dav_server(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DavServer]:
+    """Each real server in turn, and Google's front over Radicale (its sign-in CA trusted)."""
+    kind = str(request.param)
+    server = GoogleDav(tmp_path / kind) if kind == "google" else start_server(kind, tmp_path / kind)
+    try:
+        if isinstance(server, GoogleDav):
+            monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(server.oauth.ca_bundle))
+        yield server
+    finally:
+        server.close()
+
+
+def account(server: DavServer, url: str | None = None, password: str | None = None, **options: Any) -> Account:
+    """The account a user would have set up for ``server``: a password, or a Google sign-in (its
+    grant file in the server's own directory, as ``calendar login google`` leaves it)."""
+    options.setdefault("timeout_s", 5)
+    if isinstance(server, GoogleDav):
+        if password is not None:
+            pytest.skip("a bearer-only server takes no password (test_google_calendar.py: a refused token)")
+        grant = server.root / "signin" / "google-signin.json"
+        token = GoogleToken(grant if grant.exists() else server.grant_file(grant.parent))
+        return Account(url or server.calendar_url, server.email, "", token=token, **options)
+    return Account(url or server.calendar_url, server.username, password or server.password, **options)
+
+
 def engine(store: CalendarStore, server: DavServer, url: str | None = None, password: str | None = None) -> CalDAVSync:
-    return CalDAVSync(store, Account(url or server.calendar_url, server.username, password or server.password,
-                                     timeout_s=5))
+    return CalDAVSync(store, account(server, url, password))
 
 
 def synced(sync: CalDAVSync) -> Any:
@@ -200,8 +230,7 @@ def test_the_same_field_changed_on_both_sides_keeps_the_phones_and_records_ours(
     from tools.calendar.sync.settings import CalDAVSettings
 
     event = store.add_event("치과", T, T + HOUR)
-    service = SyncService(store, Account(dav_server.calendar_url, dav_server.username, dav_server.password,
-                                         timeout_s=5), CalDAVSettings(caldav_interval_s=3600))
+    service = SyncService(store, account(dav_server), CalDAVSettings(caldav_interval_s=3600))
     try:
         assert synced(service.engine).pushed == 1
         phone_edit(dav_server, event.uid, dtstart=T + 5 * HOUR, dtend=T + 6 * HOUR)  # 15:00 on the phone
@@ -318,17 +347,26 @@ from tools.calendar.sync.engine import CalDAVSync
 from tools.calendar.sync.settings import Account
 from tools.calendar.sync.settings import read_password_file
 from pathlib import Path
+from tools.calendar.sync.google_token import GoogleToken
 store = CalendarStore(sys.argv[1], tz="Asia/Seoul")
-password = read_password_file(Path(sys.argv[4]))
-report = CalDAVSync(store, Account(sys.argv[2], sys.argv[3], password, timeout_s=30)).sync()
+if sys.argv[3] == "--google":
+    token = GoogleToken(Path(sys.argv[4]))
+    account = Account(sys.argv[2], token.account, "", timeout_s=30, token=token)
+else:
+    account = Account(sys.argv[2], sys.argv[3], read_password_file(Path(sys.argv[4])), timeout_s=30)
+report = CalDAVSync(store, account).sync()
 print(report.line())
 """
 
 
 def start_sync_process(store_path: Path, url: str, server: DavServer) -> subprocess.Popen[str]:
-    """A separate process syncing ``store_path`` (the password from a 0600 file, never argv)."""
-    password_file = server.password_file(store_path.parent)
-    return subprocess.Popen([sys.executable, "-c", SYNC_SCRIPT, str(store_path), url, server.username, str(password_file)],
+    """A separate process syncing ``store_path`` (the password or the Google sign-in from a 0600
+    file, never argv; the child inherits the sign-in CA through REQUESTS_CA_BUNDLE)."""
+    if isinstance(server, GoogleDav):
+        who, secret_file = "--google", server.grant_file(store_path.parent / "signin")
+    else:
+        who, secret_file = server.username, server.password_file(store_path.parent)
+    return subprocess.Popen([sys.executable, "-c", SYNC_SCRIPT, str(store_path), url, who, str(secret_file)],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
@@ -472,12 +510,12 @@ def test_from_the_server_root_the_event_calendars_are_found_and_a_task_list_left
 def test_calendars_are_chosen_by_name_and_an_unknown_name_is_one_line(dav_server: DavServer,
                                                                       store: CalendarStore) -> None:
     work_url = dav_server.make_calendar("Work", "work")
-    account = Account(dav_server.url, dav_server.username, dav_server.password, calendars=("Work",), timeout_s=5)
+    work = account(dav_server, dav_server.url, calendars=("Work",))
     event = store.add_event("standup", T, T + HOUR)
-    assert synced(CalDAVSync(store, account)).pushed == 1
+    assert synced(CalDAVSync(store, work)).pushed == 1
     assert [str(e.icalendar_component["uid"]) for e in dav_server.phone(work_url).events()] == [event.uid]
     assert phone_uids(dav_server) == []  # not in the default calendar
-    wrong = Account(dav_server.url, dav_server.username, dav_server.password, calendars=("Holidays",), timeout_s=5)
+    wrong = account(dav_server, dav_server.url, calendars=("Holidays",))
     report = CalDAVSync(store, wrong).sync()
     assert report.kind == "refused" and "no calendar named 'Holidays'" in report.line() and "Work" in report.line()
 

@@ -1,7 +1,9 @@
 """CalDAV sync as a user meets it: `python -m agent calendar sync|status`, the runtime around a
 turn (the push after it, the approval naming the server, a conflict told once, a dead server not
-waited on), the REPL's banner and /sync. Real Radicale and Xandikos on 127.0.0.1; the model is a
-scripted backend, so every call is forced.
+waited on), the REPL's banner and /sync. Real Radicale and Xandikos on 127.0.0.1, and "Google"
+(Radicale behind a bearer-only front, signed in through a fake Google sign-in server, the grant in
+the data directory as ``calendar login google`` leaves it); the model is a scripted backend, so
+every call is forced.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from agent.backends.scripted import ScriptedBackend
 from agent.config import load_settings
 from agent.formats import format_tool_call
 from agent.repl import banner, handle_command
-from tests.caldav_servers import DavServer, FaultProxy, dav_proxy, dav_server  # noqa: F401 (fixtures)
+from tests.caldav_servers import SERVER_KINDS, DavServer, FaultProxy, dav_proxy, start_server  # noqa: F401 (fixtures)
+from tests.google_fakes import GoogleDav
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.state import SyncState
 
@@ -32,9 +35,34 @@ SEOUL = ZoneInfo("Asia/Seoul")
 DENTIST = {"title": "치과 예약", "date": "2026-12-04", "start_time": "15:00", "end_time": "16:00"}
 
 
+@pytest.fixture(params=(*SERVER_KINDS, "google"))
+def dav_server(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DavServer]:
+    """Each real server in turn, and Google's front over Radicale (its sign-in CA trusted)."""
+    kind = str(request.param)
+    server = GoogleDav(tmp_path / kind) if kind == "google" else start_server(kind, tmp_path / kind)
+    try:
+        if isinstance(server, GoogleDav):
+            monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(server.oauth.ca_bundle))
+        yield server
+    finally:
+        server.close()
+
+
+def provider(server: DavServer) -> str:
+    """The name the user is shown for ``server``: Google by name, a local server by its host."""
+    return "Google" if isinstance(server, GoogleDav) else "127.0.0.1"
+
+
 def caldav_env(tmp_path: Path, server: DavServer, url: str | None = None) -> dict[str, str]:
+    """The settings a user has after setting up ``server``: a password file, or a Google sign-in in
+    the data directory (then only the URL of Google's stand-in, which is on this machine)."""
+    data = tmp_path / "data"
+    if isinstance(server, GoogleDav):
+        server.grant_file(data)
+        return {"AGENT_DATA_DIR": str(data), "AGENT_CALDAV_URL": url or server.calendar_url,
+                "REQUESTS_CA_BUNDLE": str(server.oauth.ca_bundle)}
     return {
-        "AGENT_DATA_DIR": str(tmp_path / "data"),
+        "AGENT_DATA_DIR": str(data),
         "AGENT_CALDAV_URL": url or server.calendar_url,
         "AGENT_CALDAV_USERNAME": server.username,
         "AGENT_CALDAV_PASSWORD_FILE": str(server.password_file(tmp_path)),
@@ -64,7 +92,7 @@ class Recording:
 def test_calendar_sync_prints_one_line_and_exits_0_in_step(dav_server: DavServer, tmp_path: Path) -> None:
     env = caldav_env(tmp_path, dav_server)
     data = tmp_path / "data"
-    data.mkdir()
+    data.mkdir(exist_ok=True)
     with CalendarStore(data / "calendar.sqlite3") as store:
         start = datetime(2026, 12, 4, 15, tzinfo=SEOUL)
         store.add_event("치과", start, start + timedelta(hours=1))
@@ -77,6 +105,8 @@ def test_calendar_sync_prints_one_line_and_exits_0_in_step(dav_server: DavServer
 
 def test_calendar_sync_with_a_refused_password_is_one_line_exit_2_without_the_password(
         dav_server: DavServer, tmp_path: Path) -> None:
+    if isinstance(dav_server, GoogleDav):
+        pytest.skip("a bearer-only server takes no password (test_google_calendar.py: a revoked sign-in)")
     env = caldav_env(tmp_path, dav_server)
     wrong = tmp_path / "wrong"
     wrong.write_text("not-the-password-4711")
@@ -90,7 +120,10 @@ def test_calendar_sync_with_a_refused_password_is_one_line_exit_2_without_the_pa
 
 def test_calendar_sync_to_a_server_that_is_down_exits_2_naming_it(dav_server: DavServer, tmp_path: Path) -> None:
     env = caldav_env(tmp_path, dav_server)
-    dav_server.stop()
+    if isinstance(dav_server, GoogleDav):
+        dav_server.proxy.down()  # Google's front itself unreachable, not a 502 from it
+    else:
+        dav_server.stop()
     done = agent_cli("calendar", "sync", env=env)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "cannot reach 127.0.0.1" in done.stderr
 
@@ -152,7 +185,7 @@ def test_a_turn_that_creates_an_event_puts_it_on_the_server_and_names_it_in_the_
     assert str(dav_server.phone().event_by_uid(uid).icalendar_component["summary"]) == "치과 예약"
     approver = Recording()
     runtime.handle("repl", "delete it", approver)
-    assert approver.shown == ["Delete #1 '치과 예약' Fri 2026-12-04 15:00-16:00 (also in your 127.0.0.1 calendar)"]
+    assert approver.shown == [f"Delete #1 '치과 예약' Fri 2026-12-04 15:00-16:00 (also in your {provider(dav_server)} calendar)"]
     assert dav_server.phone().events() == []
 
 
@@ -171,7 +204,8 @@ def test_a_conflict_is_told_once_after_the_turn(dav_server: DavServer, runtime_w
     obj.save(increase_seqno=False)  # the phone moves it to 16:00 while we move it to 17:00
     moved = runtime.handle("repl", "move it to 5 pm", Recording())
     lines = moved.receipt.splitlines()
-    assert lines[-1] == "📅 '치과 예약' changed on 127.0.0.1 too: kept the phone's time 12-04 16:00; mine was 12-04 17:00"
+    where = "your phone" if isinstance(dav_server, GoogleDav) else "127.0.0.1"
+    assert lines[-1] == f"📅 '치과 예약' changed on {where} too: kept the phone's time 12-04 16:00; mine was 12-04 17:00"
     assert runtime.handle("repl", "thanks", Recording()).receipt is None  # told once
 
 
@@ -188,7 +222,7 @@ def test_a_turn_does_not_wait_for_a_server_that_does_not_answer(
 
 def test_the_banner_and_sync_command_show_the_servers_state(dav_server: DavServer, runtime_with: Any) -> None:
     runtime = runtime_with(dav_server, [])
-    assert any(line.startswith("127.0.0.1 calendar sync: ") for line in banner(runtime, "Asia/Seoul"))
+    assert any(line.startswith(f"{provider(dav_server)} calendar sync: ") for line in banner(runtime, "Asia/Seoul"))
     out = io.StringIO()
     handle_command("/sync", runtime, out)
     assert out.getvalue().startswith("pulled 0, pushed 0, conflicts 0")
@@ -253,4 +287,4 @@ def test_sync_is_offered_only_where_a_server_is_set_up(dav_server: DavServer, ru
     finally:
         plain.close()
     runtime = runtime_with(dav_server, [])
-    assert runtime.domain.descriptions["sync"] == "sync with your 127.0.0.1 calendar now"
+    assert runtime.domain.descriptions["sync"] == f"sync with your {provider(dav_server)} calendar now"

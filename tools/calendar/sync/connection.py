@@ -109,8 +109,8 @@ class Connection:
             return SyncFailed("auth", f"the server sent the sync on to {withheld[0]}, which never gets the login: "
                                       "check caldav_url (it should be your calendar's own server)")
         if isinstance(exc, dav_error.AuthorizationError) and self.account.token is not None:
-            return SyncFailed("signin", "Google refused the calendar's access token although it was just renewed: "
-                                        "run `python -m agent calendar login google`")
+            return SyncFailed("signin", f"Google refused access to the calendar (HTTP {getattr(exc, 'status', None) or 401}) "
+                                        "with a renewed token: run `python -m agent calendar login google` again")
         if isinstance(exc, dav_error.AuthorizationError):
             return SyncFailed("auth", "the server refused the login: check caldav_username and the password "
                                       "(an app-specific password for iCloud and Fastmail)")

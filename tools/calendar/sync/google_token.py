@@ -33,6 +33,7 @@ LOGIN_COMMAND = "python -m agent calendar login google"
 SIGNIN_EXPIRED = f"Google sign-in expired or was revoked: run `{LOGIN_COMMAND}`"
 EARLY = timedelta(seconds=60)  # refresh this long before the token ends: a request in flight must not outlive it
 REFRESH_TIMEOUT_S = 15.0
+REFUSALS = ("invalid_client", "unauthorized_client", "invalid_scope")  # answers only a new sign-in mends
 
 
 @dataclass(frozen=True)
@@ -149,10 +150,14 @@ class GoogleToken:
         try:
             credentials.refresh(_Bounded(Request()))
         except google_errors.RefreshError as exc:
-            if _says_invalid_grant(exc):
+            error = _error_code(exc)
+            if error == "invalid_grant":
                 raise SyncFailed("signin", SIGNIN_EXPIRED) from None
-            raise SyncFailed("signin", f"Google refused to renew the sign-in ({_first_line(exc)}): "
-                                       f"run `{LOGIN_COMMAND}`") from None
+            if error in REFUSALS:  # the client itself was deleted or changed in Google Cloud Console
+                raise SyncFailed("signin", f"Google refused to renew the sign-in ({error}): "
+                                           f"run `{LOGIN_COMMAND}`") from None
+            raise SyncFailed("unreachable", f"Google's sign-in server failed ({_first_line(exc)}); "
+                                            "changes stay queued") from None
         except google_errors.TransportError as exc:
             raise SyncFailed("unreachable", f"cannot reach Google's sign-in server: {_first_line(exc)}; "
                                             "changes stay queued") from None
@@ -179,9 +184,15 @@ class _Bounded:
         return self._request(*args, **kwargs)
 
 
-def _says_invalid_grant(exc: BaseException) -> bool:
+def _error_code(exc: BaseException) -> str:
+    """The OAuth error code of a failed refresh ("invalid_grant", ...); "" when the server said none
+    (a 5xx page, a proxy's answer): then it is an outage, not a verdict on the sign-in."""
     details = exc.args[1] if len(exc.args) > 1 and isinstance(exc.args[1], dict) else {}
-    return details.get("error") == "invalid_grant" or "invalid_grant" in str(exc.args[0] if exc.args else "")
+    code = details.get("error")
+    if isinstance(code, str):
+        return code
+    head = str(exc.args[0] if exc.args else "")
+    return next((c for c in ("invalid_grant", *REFUSALS) if head.startswith(c)), "")
 
 
 def _first_line(exc: BaseException) -> str:
