@@ -26,14 +26,12 @@ from urllib.parse import quote, urlsplit
 
 from agent.apikey import read_secret_file
 from agent.url_policy import is_this_machine, normal_host
-from tools.calendar.sync.google_token import LOGIN_COMMAND, Grant, load_grant, save_grant
+from tools.calendar.sync.google_token import CLIENT_HELP, GOOGLE_HOSTS, Grant, check_endpoint, load_grant, save_grant
 
 SCOPES = ("openid", "https://www.googleapis.com/auth/userinfo.email", "https://www.googleapis.com/auth/calendar")
-GOOGLE_HOSTS = frozenset({"accounts.google.com", "oauth2.googleapis.com", "www.googleapis.com"})
 GOOGLE_REVOKE_URI = "https://oauth2.googleapis.com/revoke"
 CALDAV_HOST = "apidata.googleusercontent.com"
 CALDAV_ROOT = f"https://{CALDAV_HOST}/caldav/v2/"
-CLIENT_HELP = "README: \"Google Calendar\" says how to make a Desktop app client and download its JSON"
 
 
 def primary_calendar_url(account: str) -> str:
@@ -44,16 +42,6 @@ def primary_calendar_url(account: str) -> str:
 def principal_url(account: str) -> str:
     """The account's principal, where its other calendars are found by name."""
     return f"{CALDAV_ROOT}{quote(account, safe='@')}/user"
-
-
-def check_endpoint(url: str, what: str) -> str:
-    """``url`` if it is https on one of Google's sign-in hosts or on this machine; ValueError else."""
-    parts = urlsplit(str(url).strip())
-    host = normal_host(parts.hostname or "")
-    if parts.scheme != "https" or not (host in GOOGLE_HOSTS or is_this_machine(host)):
-        raise ValueError(f"the OAuth client's {what} {url!r} is not Google's (https on "
-                         f"{', '.join(sorted(GOOGLE_HOSTS))}): {CLIENT_HELP}")
-    return str(url).strip()
 
 
 def check_caldav_url(url: str) -> str:

@@ -23,9 +23,11 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from agent.apikey import read_secret_file
 from agent.known_secrets import remember
+from agent.url_policy import is_this_machine, normal_host
 from tools.calendar.sync.report import SyncFailed
 
 GRANT_FILENAME = "google-signin.json"
@@ -33,6 +35,8 @@ LOGIN_COMMAND = "python -m agent calendar login google"
 SIGNIN_EXPIRED = f"Google sign-in expired or was revoked: run `{LOGIN_COMMAND}`"
 EARLY = timedelta(seconds=60)  # refresh this long before the token ends: a request in flight must not outlive it
 REFRESH_TIMEOUT_S = 15.0
+GOOGLE_HOSTS = frozenset({"accounts.google.com", "oauth2.googleapis.com", "www.googleapis.com"})
+CLIENT_HELP = "README: \"Google Calendar\" says how to make a Desktop app client and download its JSON"
 REFUSALS = ("invalid_client", "unauthorized_client", "invalid_scope")  # answers only a new sign-in mends
 
 
@@ -97,6 +101,16 @@ def save_grant(path: Path, grant: Grant) -> None:
     os.replace(temp, path)
 
 
+def check_endpoint(url: str, what: str) -> str:
+    """``url`` if it is https on one of Google's sign-in hosts or on this machine; ValueError else."""
+    parts = urlsplit(str(url).strip())
+    host = normal_host(parts.hostname or "")
+    if parts.scheme != "https" or not (host in GOOGLE_HOSTS or is_this_machine(host)):
+        raise ValueError(f"the OAuth client's {what} {url!r} is not Google's (https on "
+                         f"{', '.join(sorted(GOOGLE_HOSTS))}): {CLIENT_HELP}")
+    return str(url).strip()
+
+
 class GoogleToken:
     """The access token for one grant file: ``bearer()`` for each request, ``refresh()`` after a 401."""
 
@@ -135,8 +149,6 @@ class GoogleToken:
         from google.auth import exceptions as google_errors
         from google.auth.transport.requests import Request
         from google.oauth2.credentials import Credentials
-
-        from tools.calendar.sync.google_signin import check_endpoint
 
         grant = self.grant
         try:  # the file is ours and 0600, but the refresh token must reach Google (or a local stand-in) only
