@@ -127,14 +127,14 @@ def build_parser(lab: Iterable[str] | None = None) -> argparse.ArgumentParser:
     doctor = sub.add_parser("doctor", parents=[shared], help="show the configuration, check the model, run one generation")
     doctor.add_argument("--no-generate", action="store_true", help="skip the smoke generation")
     calendar = sub.add_parser(
-        "calendar", parents=[shared], help="import or export an .ics file; sync with your CalDAV calendar",
+        "calendar", parents=[shared], help="import or export an .ics file; sync with your CalDAV or Google calendar; sign in to Google",
         description="import FILE / export FILE copy events between the calendar and an .ics file (Apple Calendar, "
                     "Google Calendar, Outlook); import updates an event already there (same UID) instead of adding "
                     "a second. sync pulls and pushes once with your CalDAV server (iCloud, Fastmail, Nextcloud: "
-                    "AGENT_CALDAV_URL, AGENT_CALDAV_USERNAME, AGENT_CALDAV_PASSWORD_FILE) and prints one line; "
-                    "status shows what waits to be sent, the last sync and the conflicts kept. login google signs in to "
-                    "Google Calendar (OAuth, with your own Desktop app client: AGENT_GOOGLE_CLIENT_FILE); logout "
-                    "google revokes it.",
+                    "AGENT_CALDAV_URL, AGENT_CALDAV_USERNAME, AGENT_CALDAV_PASSWORD_FILE; Google: after login google) "
+                    "and prints one line; status shows what waits to be sent, the last sync and the conflicts kept. "
+                    "login google signs in to Google Calendar once (OAuth, with your own Desktop app client: "
+                    "AGENT_GOOGLE_CLIENT_FILE); logout google revokes that sign-in.",
     )
     calendar.add_argument("action", choices=("import", "export", "sync", "status", "login", "logout"))
     calendar.add_argument("file", nargs="?", default="",
