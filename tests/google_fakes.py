@@ -35,13 +35,13 @@ from typing import Any, Iterator, NamedTuple
 
 import pytest
 
-from tests.caldav_servers import (_METHODS, HOST, DavServer, FaultProxy, ProxyRequest, _ProxyHandler, _ProxyServer,
+from tests.caldav_servers import (_METHODS, HOST, SERVER_KINDS, DavServer, FaultProxy, ProxyRequest, _ProxyHandler, _ProxyServer,
                                   start_server)
 from tests.fake_google_oauth import (CALDAV_SCOPES, CALENDAR_SCOPE, EVENTS_SCOPE, TESTING_REFRESH_LIFETIME_S,
                                      Answer, FakeBrowser, FakeGoogleOAuth, google_oauth, loopback_redirect, s256)
 
 __all__ = ["CALDAV_SCOPES", "CALENDAR_SCOPE", "EVENTS_SCOPE", "RATE_LIMIT_BODY", "TESTING_REFRESH_LIFETIME_S",
-           "BearerProxy", "BearerRequest", "FakeBrowser", "FakeGoogleOAuth", "GoogleDav", "components", "google_dav",
+           "BearerProxy", "BearerRequest", "FakeBrowser", "FakeGoogleOAuth", "GoogleDav", "components", "dav_server", "google_dav",
            "google_oauth", "loopback_redirect", "s256"]
 
 RATE_LIMIT_BODY = json.dumps({"error": {"errors": [{"domain": "usageLimits", "reason": "rateLimitExceeded",
@@ -315,6 +315,21 @@ class GoogleDav(DavServer):
 
 
 # --------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(params=(*SERVER_KINDS, "google"))
+def dav_server(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DavServer]:
+    """``tests.caldav_servers.dav_server`` with "Google" as a third server: each real server in
+    turn, then Google's front over Radicale (its sign-in CA trusted). A sync test module imports
+    this one instead to run once more in bearer mode."""
+    kind = str(request.param)
+    server = GoogleDav(tmp_path / kind) if kind == "google" else start_server(kind, tmp_path / kind)
+    try:
+        if isinstance(server, GoogleDav):
+            monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(server.oauth.ca_bundle))
+        yield server
+    finally:
+        server.close()
 
 
 @pytest.fixture

@@ -23,8 +23,8 @@ from zoneinfo import ZoneInfo
 import icalendar
 import pytest
 
-from tests.caldav_servers import SERVER_KINDS, DavServer, FaultProxy, dav_proxy, start_server  # noqa: F401 (fixtures)
-from tests.google_fakes import GoogleDav
+from tests.caldav_servers import DavServer, FaultProxy, dav_proxy  # noqa: F401 (fixtures)
+from tests.google_fakes import GoogleDav, dav_server  # noqa: F401 (fixture: the servers and Google)
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.engine import CalDAVSync
 from tools.calendar.sync.google_token import GoogleToken
@@ -43,17 +43,6 @@ def store(tmp_path: Path) -> Iterator[CalendarStore]:
         yield s
 
 
-@pytest.fixture(params=(*SERVER_KINDS, "google"))
-def dav_server(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DavServer]:
-    """Each real server in turn, and Google's front over Radicale (its sign-in CA trusted)."""
-    kind = str(request.param)
-    server = GoogleDav(tmp_path / kind) if kind == "google" else start_server(kind, tmp_path / kind)
-    try:
-        if isinstance(server, GoogleDav):
-            monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(server.oauth.ca_bundle))
-        yield server
-    finally:
-        server.close()
 
 
 def account(server: DavServer, url: str | None = None, password: str | None = None, **options: Any) -> Account:

@@ -25,8 +25,8 @@ from agent.backends.scripted import ScriptedBackend
 from agent.config import load_settings
 from agent.formats import format_tool_call
 from agent.repl import banner, handle_command
-from tests.caldav_servers import SERVER_KINDS, DavServer, FaultProxy, dav_proxy, start_server  # noqa: F401 (fixtures)
-from tests.google_fakes import GoogleDav
+from tests.caldav_servers import DavServer, FaultProxy, dav_proxy  # noqa: F401 (fixtures)
+from tests.google_fakes import GoogleDav, dav_server  # noqa: F401 (fixture: the servers and Google)
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.state import SyncState
 
@@ -35,17 +35,6 @@ SEOUL = ZoneInfo("Asia/Seoul")
 DENTIST = {"title": "치과 예약", "date": "2026-12-04", "start_time": "15:00", "end_time": "16:00"}
 
 
-@pytest.fixture(params=(*SERVER_KINDS, "google"))
-def dav_server(request: pytest.FixtureRequest, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[DavServer]:
-    """Each real server in turn, and Google's front over Radicale (its sign-in CA trusted)."""
-    kind = str(request.param)
-    server = GoogleDav(tmp_path / kind) if kind == "google" else start_server(kind, tmp_path / kind)
-    try:
-        if isinstance(server, GoogleDav):
-            monkeypatch.setenv("REQUESTS_CA_BUNDLE", str(server.oauth.ca_bundle))
-        yield server
-    finally:
-        server.close()
 
 
 def provider(server: DavServer) -> str:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -50,10 +50,6 @@ def user_env(google: GoogleDav, tmp_path: Path) -> dict[str, str]:
             "REQUESTS_CA_BUNDLE": str(google.oauth.ca_bundle)}
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[CalendarStore]:
-    with CalendarStore(tmp_path / "calendar.sqlite3", tz="Asia/Seoul") as s:
-        yield s
 
 
 def signed_in(google: GoogleDav, directory: Path, **options: Any) -> Account:

@@ -28,7 +28,7 @@ import subprocess
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
 
@@ -79,11 +79,6 @@ def grant_file(directory: Path, grant: Grant | None = None) -> Path:
     return path
 
 
-@pytest.fixture
-def store(tmp_path: Path) -> Iterator[CalendarStore]:
-    s = CalendarStore(tmp_path / "calendar.sqlite3", tz="Asia/Seoul")
-    yield s
-    s.close()
 
 
 def shows_no_secret(text: str) -> bool:
