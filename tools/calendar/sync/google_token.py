@@ -150,7 +150,7 @@ class GoogleToken:
         from google.auth.transport.requests import Request
         from google.oauth2.credentials import Credentials
 
-        grant = self.grant
+        grant = self.grant = self._as_on_disk()
         try:  # the file is ours and 0600, but the refresh token must reach Google (or a local stand-in) only
             check_endpoint(grant.token_uri, "token_uri")
         except ValueError:
@@ -182,6 +182,21 @@ class GoogleToken:
         except OSError:  # a read-only data dir costs one refresh per process, not the sync
             pass
         return self.grant.access_token
+
+    def _as_on_disk(self) -> Grant:
+        """The grant as the file holds it now. ``calendar login google`` in another process may have
+        replaced it (the new refresh token that "sign in again" asked for) and ``logout`` may have
+        removed it: a running bot follows both, and never writes the old grant back over them."""
+        try:
+            on_disk = load_grant(self.path)
+        except (ValueError, OSError):  # unreadable now: keep the grant read at the start (rewritten below)
+            return self.grant
+        if on_disk is None:
+            raise SyncFailed("signin", f"signed out of Google (no {self.path}): run `{LOGIN_COMMAND}` to sync again")
+        if on_disk.account != self.grant.account:
+            raise SyncFailed("signin", "the Google sign-in file now names another account: restart the chat "
+                                       "or the bot to sync that account's calendar")
+        return on_disk
 
 
 class _Bounded:

@@ -1,0 +1,48 @@
+"""A Google sign-in changed by another process while the chat or the bot runs.
+
+The bot holds its grant for days. ``calendar login google`` (what "sign in again" asks for) and
+``calendar logout google`` run beside it, in another process, and change only the file: the bot
+must sync with the new grant, and must never write the grant it held back over a sign-out.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from tests.google_fakes import GoogleDav, google_dav  # noqa: F401 (fixture)
+from tools.calendar.store import CalendarStore
+from tools.calendar.sync.engine import CalDAVSync
+from tools.calendar.sync.google_token import GoogleToken, load_grant
+from tools.calendar.sync.settings import Account
+
+T = datetime(2026, 12, 7, 10, tzinfo=timezone.utc)
+HOUR = timedelta(hours=1)
+
+
+def test_a_sign_in_renewed_by_another_process_is_used_without_a_restart(google_dav: GoogleDav, tmp_path: Path) -> None:
+    token = GoogleToken(google_dav.grant_file(tmp_path))
+    account = Account(google_dav.calendar_url, google_dav.email, "", timeout_s=5, token=token)
+    with CalendarStore(tmp_path / "calendar.sqlite3", tz="Asia/Seoul") as store:
+        sync = CalDAVSync(store, account)
+        google_dav.oauth.revoke_all()  # the sign-in lapsed
+        store.add_event("치과", T, T + HOUR)
+        lapsed = sync.sync()
+        assert not lapsed.ok and lapsed.kind == "signin", (lapsed.kind, lapsed.error)
+        renewed = load_grant(google_dav.grant_file(tmp_path))  # `calendar login google`, in another process
+        report = sync.sync()
+    assert report.ok and report.pushed == 1, report.error
+    assert renewed is not None and token.grant.refresh_token == renewed.refresh_token
+
+
+def test_a_running_sync_never_brings_back_a_sign_in_removed_by_logout(google_dav: GoogleDav, tmp_path: Path) -> None:
+    path = google_dav.grant_file(tmp_path, with_access=False)  # the next request must renew the token
+    token = GoogleToken(path)
+    path.unlink()  # `calendar logout google` in another process, Google not reached
+    with CalendarStore(tmp_path / "calendar.sqlite3", tz="Asia/Seoul") as store:
+        store.add_event("치과", T, T + HOUR)
+        report = CalDAVSync(store, Account(google_dav.calendar_url, google_dav.email, "", timeout_s=5,
+                                           token=token)).sync()
+    assert not report.ok and report.kind == "signin" and "signed out" in (report.error or "")
+    assert google_dav.oauth.token_requests == []  # the forgotten refresh token was not used
+    assert not path.exists()
