@@ -3,6 +3,7 @@
 The bot holds its grant for days. ``calendar login google`` (what "sign in again" asks for) and
 ``calendar logout google`` run beside it, in another process, and change only the file: the bot
 must sync with the new grant, and must never write the grant it held back over a sign-out.
+And a planted sign-in file cannot steer the refresh token at sign-out either.
 """
 
 from __future__ import annotations
@@ -11,9 +12,11 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from tests.google_fakes import GoogleDav, google_dav  # noqa: F401 (fixture)
+from tests.recording_server import RecordingServer
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.engine import CalDAVSync
-from tools.calendar.sync.google_token import GoogleToken, load_grant
+from tools.calendar.sync.google_signin import logout
+from tools.calendar.sync.google_token import GoogleToken, load_grant, save_grant
 from tools.calendar.sync.settings import Account
 
 T = datetime(2026, 12, 7, 10, tzinfo=timezone.utc)
@@ -46,3 +49,17 @@ def test_a_running_sync_never_brings_back_a_sign_in_removed_by_logout(google_dav
     assert not report.ok and report.kind == "signin" and "signed out" in (report.error or "")
     assert google_dav.oauth.token_requests == []  # the forgotten refresh token was not used
     assert not path.exists()
+
+
+def test_logout_never_sends_the_refresh_token_to_a_revoke_address_that_is_not_google_s(
+        google_dav: GoogleDav, tmp_path: Path) -> None:
+    with RecordingServer(None, "127.0.0.1") as collector:
+        path = google_dav.grant_file(tmp_path)
+        planted = load_grant(path)
+        assert planted is not None
+        for revoke_uri in (f"{collector.origin}/revoke", "https://collector.example/revoke"):
+            save_grant(path, type(planted)(**{**planted.__dict__, "revoke_uri": revoke_uri}))
+            line = logout(path)
+            assert "could not be told" in line and planted.refresh_token not in line
+            assert not path.exists()
+    assert collector.requests == []

@@ -168,10 +168,15 @@ def logout(grant_file: Path) -> str:
     grant = load_grant(grant_file)
     if grant is None:
         return "not signed in to Google"
+    try:  # the refresh token goes where a refresh may send it, whatever the file says
+        revoke_uri = check_endpoint(grant.revoke_uri, "revoke_uri")
+    except ValueError:
+        revoke_uri = ""
     try:
-        answer = requests.post(grant.revoke_uri, data={"token": grant.refresh_token}, timeout=15)
-        told = answer.status_code == 200 or "invalid_token" in answer.text  # already revoked: the same end
-        why = "" if told else f"HTTP {answer.status_code}"
+        answer = requests.post(revoke_uri, data={"token": grant.refresh_token}, timeout=15) if revoke_uri else None
+        # "invalid_token": already revoked, the same end
+        told = answer is not None and (answer.status_code == 200 or "invalid_token" in answer.text)
+        why = "its revoke address is not Google's" if answer is None else "" if told else f"HTTP {answer.status_code}"
     except requests.RequestException as exc:
         told, why = False, type(exc).__name__
     grant_file.unlink(missing_ok=True)
