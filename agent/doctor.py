@@ -58,21 +58,24 @@ def run_doctor(settings: Settings, *, demo: bool = False, generate: bool = True)
 
 def print_remote(settings: Settings) -> None:
     """Where the domain's data is kept in step (the calendar's server, its sign-in, the last sync):
-    the same lines as the domain's own status command. A setting that cannot work is shown as the
-    one line that says so; the model checks go on."""
+    the same lines as the domain's own status command. Whatever is broken (a setting, a sign-in
+    file, a store that is not a database) is shown as one line and the model checks go on: doctor
+    is what a user runs when something is broken."""
     from agent.domain import load_domain
     from agent.visible import visible_line, visible_text
 
     try:
         domain = load_domain(settings)
-    except (ValueError, OSError) as exc:
-        print(visible_line(f"{settings.domain}: error: {exc}", None))
+    except Exception as exc:  # noqa: BLE001 - see above; sqlite3.DatabaseError is neither ValueError nor OSError
+        print(visible_line(f"{settings.domain}: error: {exc} ({type(exc).__name__})", None))
         return
     try:
         if domain.remote is not None:
             print(f"{domain.name} sync:")
             for line in visible_text(domain.remote.describe()).splitlines():
                 print(f"  {line}")
+    except Exception as exc:  # noqa: BLE001
+        print(visible_line(f"{domain.name} sync: error: {exc} ({type(exc).__name__})", None))
     finally:
         domain.close()
 
