@@ -41,7 +41,7 @@ from tests.fake_google_oauth import (CALDAV_SCOPES, CALENDAR_SCOPE, EVENTS_SCOPE
                                      Answer, FakeBrowser, FakeGoogleOAuth, google_oauth, loopback_redirect, s256)
 
 __all__ = ["CALDAV_SCOPES", "CALENDAR_SCOPE", "EVENTS_SCOPE", "RATE_LIMIT_BODY", "TESTING_REFRESH_LIFETIME_S",
-           "BearerProxy", "BearerRequest", "FakeBrowser", "FakeGoogleOAuth", "GoogleDav", "components", "dav_server", "google_dav",
+           "BearerProxy", "BearerRequest", "FakeBrowser", "FakeGoogleOAuth", "GoogleDav", "components", "dav_server", "google_dav", "sync_account",
            "google_oauth", "loopback_redirect", "s256"]
 
 RATE_LIMIT_BODY = json.dumps({"error": {"errors": [{"domain": "usageLimits", "reason": "rateLimitExceeded",
@@ -312,6 +312,24 @@ class GoogleDav(DavServer):
         path = grant_path(Path(directory))
         save_grant(path, grant)
         return path
+
+
+def sync_account(server: DavServer, url: str | None = None, password: str | None = None, **options: Any) -> Any:
+    """The account a user would have set up for ``server``: a password, or a Google sign-in (its
+    grant file in the server's own directory, as ``calendar login google`` leaves it)."""
+    from tools.calendar.sync.settings import Account
+
+    options.setdefault("timeout_s", 5)
+    if isinstance(server, GoogleDav):
+        if password is not None:
+            pytest.skip("a bearer-only server takes no password (test_google_calendar.py: a refused token)")
+        grant = server.root / "signin" / "google-signin.json"
+        from tools.calendar.sync.google_token import GoogleToken
+
+        token = GoogleToken(grant if grant.exists() else server.grant_file(grant.parent))
+        return Account(url or server.calendar_url, server.email, "", token=token, **options)
+    return Account(url or server.calendar_url, server.username, password or server.password, **options)
+
 
 
 # --------------------------------------------------------------------------- fixtures

@@ -13,11 +13,11 @@ from zoneinfo import ZoneInfo
 import icalendar
 import pytest
 
-from tests.caldav_servers import DavServer, dav_server  # noqa: F401 (fixture)
+from tests.caldav_servers import DavServer
+from tests.google_fakes import dav_server, sync_account  # noqa: F401 (fixture: the servers and Google)
 from tools.calendar.limits import IMPORT_ATTENDEES, IMPORT_NOTES
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.engine import CalDAVSync
-from tools.calendar.sync.settings import Account
 
 T = datetime(2026, 12, 7, 10, tzinfo=ZoneInfo("Asia/Seoul"))
 NOTES = "안건 " + "y" * 200_000
@@ -47,7 +47,7 @@ def test_an_oversized_event_edited_here_reaches_the_server_whole(dav_server: Dav
         vevent.add("attendee", guest, encode=False)
     cal.add_component(vevent)
     dav_server.phone().save_event(ical=cal.to_ical().decode())
-    sync = CalDAVSync(store, Account(dav_server.calendar_url, dav_server.username, dav_server.password, timeout_s=10))
+    sync = CalDAVSync(store, sync_account(dav_server, timeout_s=10))
     assert sync.sync().ok
     local = store.find_uid("all-hands@example.com")
     assert local is not None and len(local.notes or "") == IMPORT_NOTES and len(local.attendees) == IMPORT_ATTENDEES

@@ -24,10 +24,9 @@ import icalendar
 import pytest
 
 from tests.caldav_servers import DavServer, FaultProxy, dav_proxy  # noqa: F401 (fixtures)
-from tests.google_fakes import GoogleDav, dav_server  # noqa: F401 (fixture: the servers and Google)
+from tests.google_fakes import GoogleDav, dav_server, sync_account as account  # noqa: F401 (fixture: the servers and Google)
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.engine import CalDAVSync
-from tools.calendar.sync.google_token import GoogleToken
 from tools.calendar.sync.settings import Account
 from tools.calendar.sync.state import SyncState
 
@@ -43,19 +42,6 @@ def store(tmp_path: Path) -> Iterator[CalendarStore]:
         yield s
 
 
-
-
-def account(server: DavServer, url: str | None = None, password: str | None = None, **options: Any) -> Account:
-    """The account a user would have set up for ``server``: a password, or a Google sign-in (its
-    grant file in the server's own directory, as ``calendar login google`` leaves it)."""
-    options.setdefault("timeout_s", 5)
-    if isinstance(server, GoogleDav):
-        if password is not None:
-            pytest.skip("a bearer-only server takes no password (test_google_calendar.py: a refused token)")
-        grant = server.root / "signin" / "google-signin.json"
-        token = GoogleToken(grant if grant.exists() else server.grant_file(grant.parent))
-        return Account(url or server.calendar_url, server.email, "", token=token, **options)
-    return Account(url or server.calendar_url, server.username, password or server.password, **options)
 
 
 def engine(store: CalendarStore, server: DavServer, url: str | None = None, password: str | None = None) -> CalDAVSync:
