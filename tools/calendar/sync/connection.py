@@ -17,7 +17,7 @@ from caldav.lib import error as dav_error
 from caldav.lib.url import URL
 
 from tools.calendar.sync.auth import dav_client
-from tools.calendar.sync.google_limits import answered
+from tools.calendar.sync.google_limits import answered, refusal
 from tools.calendar.sync.identity import url_key as _key
 from tools.calendar.sync.report import SyncFailed
 from tools.calendar.sync.settings import Account
@@ -109,8 +109,7 @@ class Connection:
             return SyncFailed("auth", f"the server sent the sync on to {withheld[0]}, which never gets the login: "
                                       "check caldav_url (it should be your calendar's own server)")
         if isinstance(exc, dav_error.AuthorizationError) and self.account.token is not None:
-            return SyncFailed("signin", f"Google refused access to the calendar (HTTP {getattr(exc, 'status', None) or 401}) "
-                                        "with a renewed token: run `python -m agent calendar login google` again")
+            return refusal(getattr(exc, "status", None), getattr(exc, "body", None))
         if isinstance(exc, dav_error.AuthorizationError):
             return SyncFailed("auth", "the server refused the login: check caldav_username and the password "
                                       "(an app-specific password for iCloud and Fastmail)")

@@ -9,6 +9,9 @@ can come to any of them, and caldav knows neither.
   not a refusal. It is sent again after 1, 2 and 4 seconds, as Google asks (exponential backoff);
   if the limit holds, the sync stops with kind ``limited`` and the changes stay queued. The service
   then waits for its interval (or /sync) rather than trying again at every turn.
+- **other 403s** are no lapsed sign-in (no renewal mends them): the project's CalDAV API is off,
+  or the sign-in left out calendar access, or the calendar is not the user's to change. Each is
+  told as its own fix (``refusal``), so a user is not sent to sign in again for nothing.
 """
 
 from __future__ import annotations
@@ -16,11 +19,14 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
+from tools.calendar.sync.google_token import LOGIN_COMMAND
 from tools.calendar.sync.report import SyncFailed
 from tools.calendar.sync.settings import Account
 
 RATE_LIMIT_WAITS: tuple[float, ...] = (1.0, 2.0, 4.0)
 LIMIT_REASONS = (b"ratelimitexceeded", b"userratelimitexceeded", b"quotaexceeded")
+DISABLED_MARKS = ("service_disabled", "accessnotconfigured", "has not been used in project")
+SCOPE_MARKS = ("insufficientpermissions", "insufficient authentication scopes", "access_token_scope_insufficient")
 LIMITED = ("Google's rate limit was reached (HTTP 403 rateLimitExceeded): changes stay queued and go out "
            "at the next sync")
 
@@ -53,3 +59,20 @@ def _bearer_of(response: Any) -> str | None:
     request = getattr(response, "request", None)
     value = str((getattr(request, "headers", None) or {}).get("Authorization", ""))
     return value[len("Bearer "):] if value.startswith("Bearer ") else None
+
+
+def refusal(status: Any, body: bytes | str | None) -> SyncFailed:
+    """What a 401 or 403 from Google's CalDAV (a bearer token sent, renewed once on a 401) asks the
+    user to do; ``body`` is Google's JSON error, read for its reason only, never shown."""
+    text = (body.decode("utf-8", "replace") if isinstance(body, bytes) else body or "")[:4096].lower()
+    if str(status) != "403":
+        return SyncFailed("signin", f"Google refused access to the calendar (HTTP 401) with a renewed token: "
+                                    f"run `{LOGIN_COMMAND}` again")
+    if any(mark in text for mark in DISABLED_MARKS):
+        return SyncFailed("refused", "Google's CalDAV API is off for your OAuth client's project: enable "
+                                     "\"CalDAV API\" in Google Cloud Console (README: \"Google Calendar\", step 1)")
+    if any(mark in text for mark in SCOPE_MARKS):
+        return SyncFailed("signin", f"your Google sign-in does not allow calendar access: run `{LOGIN_COMMAND}` "
+                                    "again and allow access to your calendar")
+    return SyncFailed("refused", "Google refused access to the calendar (HTTP 403): check that caldav_calendars "
+                                 "names a calendar of yours")
