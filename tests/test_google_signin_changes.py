@@ -17,7 +17,9 @@ from tools.calendar.store import CalendarStore
 from tools.calendar.sync.engine import CalDAVSync
 from tools.calendar.sync.google_signin import logout
 from tools.calendar.sync.google_token import GoogleToken, load_grant, save_grant
-from tools.calendar.sync.settings import Account
+from tools.calendar.sync.service import SyncService
+from tools.calendar.sync.settings import Account, CalDAVSettings
+from tools.calendar.sync.state import SyncState
 
 T = datetime(2026, 12, 7, 10, tzinfo=timezone.utc)
 HOUR = timedelta(hours=1)
@@ -63,3 +65,23 @@ def test_logout_never_sends_the_refresh_token_to_a_revoke_address_that_is_not_go
             assert "could not be told" in line and planted.refresh_token not in line
             assert not path.exists()
     assert collector.requests == []
+
+
+def test_once_the_sign_in_is_mended_the_next_turn_pushes_without_waiting_for_the_interval(
+        google_dav: GoogleDav, tmp_path: Path) -> None:
+    account = Account(google_dav.calendar_url, google_dav.email, "", timeout_s=5,
+                      token=GoogleToken(google_dav.grant_file(tmp_path)))
+    with CalendarStore(tmp_path / "calendar.sqlite3", tz="Asia/Seoul") as store:
+        service = SyncService(store, account, CalDAVSettings(caldav_interval_s=3600, caldav_refresh_wait_s=20))
+        try:
+            google_dav.oauth.revoke_all()
+            store.add_event("치과", T, T + HOUR)
+            service.before_turn()
+            assert service.after_turn() and SyncState(store).status().queued == 1  # lapsed: told, held off
+            google_dav.grant_file(tmp_path)  # `calendar login google`, in another process
+            assert "pushed 1" in service.sync_now(wait_s=30)  # /sync
+            store.add_event("점심", T + 3 * HOUR, T + 4 * HOUR)
+            service.after_turn()  # the turn that added it
+            assert SyncState(store).status().queued == 0
+        finally:
+            service.close()

@@ -171,6 +171,8 @@ class SyncService:
                 report = SyncReport(error="internal error (see the log)", kind="unreachable")
             if report.kind in HOLD_OFF:
                 self._last_auth_failure = time.monotonic()
+            elif report.ok:  # mended (a new login, /sync after the limit): turns sync again at once
+                self._last_auth_failure = 0.0
             if not report.ok:
                 log.warning("calendar sync: %s", report.error)
             with self._cond:
