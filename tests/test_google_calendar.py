@@ -212,7 +212,7 @@ def test_google_down_during_a_refresh_is_an_outage_not_a_sign_in_to_renew(
 def test_a_rate_limit_is_backed_off_and_a_lasting_one_keeps_the_changes_queued(
         google_dav: GoogleDav, store: CalendarStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     waits: list[float] = []
-    monkeypatch.setattr(google_limits.time, "sleep", waits.append)
+    monkeypatch.setattr(google_limits, "sleep", waits.append)
     sync = CalDAVSync(store, signed_in(google_dav, tmp_path))
     store.add_event("치과", T, T + HOUR)
     google_dav.proxy.rate_limit(2)

@@ -16,7 +16,7 @@ can come to any of them, and caldav knows neither.
 
 from __future__ import annotations
 
-import time
+from time import sleep  # by name: a test replaces this one, not every sleep in the process
 from typing import Any, Callable
 
 from tools.calendar.sync.google_token import LOGIN_COMMAND
@@ -41,7 +41,7 @@ def answered(send: Callable[..., Any], account: Account, method: str, url: str, 
     for wait in RATE_LIMIT_WAITS:
         if not rate_limited(response):
             return response
-        time.sleep(wait)
+        sleep(wait)
         response = send(method, url, *args, **kwargs)
     if rate_limited(response):
         raise SyncFailed("limited", LIMITED)
