@@ -13,6 +13,7 @@ import os
 import stat
 import subprocess
 import sys
+import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -57,6 +58,17 @@ def signed_in(google: GoogleDav, directory: Path, **options: Any) -> Account:
     return Account(google.calendar_url, google.email, "", timeout_s=5, token=token)
 
 
+def browser_steps(log: Path, count: int, within_s: float = 30.0) -> list[str]:
+    """The fake browser's log once it holds ``count`` lines: its forked child writes the last one
+    after the login's server answered, which may be after the login process has exited."""
+    deadline = time.monotonic() + within_s
+    while True:
+        lines = log.read_text().splitlines() if log.exists() else []
+        if len(lines) >= count or time.monotonic() > deadline:
+            return lines
+        time.sleep(0.05)
+
+
 # -- signing in ----------------------------------------------------------------------------------------
 
 
@@ -68,7 +80,8 @@ def test_login_in_a_browser_keeps_a_0600_grant_and_then_sync_status_and_doctor_w
     done = agent_cli("calendar", "login", "google", env=env)
     assert done.returncode == 0, done.stderr
     assert f"signed in to Google as {google_dav.email}" in done.stdout
-    assert log.read_text().splitlines() == ["authorize 302 " + log.read_text().split()[2], "redirect 200"]
+    steps = browser_steps(log, 2)
+    assert steps[0].startswith("authorize 302 http://127.0.0.1:") and steps[1] == "redirect 200", steps
     [asked] = google_dav.oauth.authorizations
     assert asked["code_challenge_method"] == "S256" and asked["redirect_uri"].startswith("http://127.0.0.1:")
     assert asked["access_type"] == "offline"
