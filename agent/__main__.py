@@ -184,14 +184,14 @@ def run_data_command(settings: Settings, action: str, argument: str) -> int:
 
 def run_setup_command(settings: Settings, action: str, argument: str, browser: bool | None) -> int:
     """A domain's command that must run before the domain loads (signing in to its server)."""
-    from agent.visible import visible_line
+    from agent.visible import visible_line, visible_text
 
     command = getattr(importlib.import_module(settings.domain), "SETUP_COMMANDS", {}).get(action)
     if command is None:
         print(f"error: the domain {settings.domain} has no {action} command", file=sys.stderr)
         return 2
     try:
-        print(command(settings, argument, browser=browser))
+        print(visible_text(command(settings, argument, browser=browser)))  # names an account from a file
     except (ValueError, OSError) as exc:
         print(visible_line(f"error: {exc}", None), file=sys.stderr)
         return 2

@@ -3,11 +3,14 @@
 The bot holds its grant for days. ``calendar login google`` (what "sign in again" asks for) and
 ``calendar logout google`` run beside it, in another process, and change only the file: the bot
 must sync with the new grant, and must never write the grant it held back over a sign-out.
-And a planted sign-in file cannot steer the refresh token at sign-out either.
+And a planted sign-in file cannot steer the refresh token at sign-out, nor the terminal.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -16,7 +19,7 @@ from tests.recording_server import RecordingServer
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.engine import CalDAVSync
 from tools.calendar.sync.google_signin import logout
-from tools.calendar.sync.google_token import GoogleToken, load_grant, save_grant
+from tools.calendar.sync.google_token import Grant, GoogleToken, load_grant, save_grant
 from tools.calendar.sync.service import SyncService
 from tools.calendar.sync.settings import Account, CalDAVSettings
 from tools.calendar.sync.state import SyncState
@@ -85,3 +88,18 @@ def test_once_the_sign_in_is_mended_the_next_turn_pushes_without_waiting_for_the
             assert SyncState(store).status().queued == 0
         finally:
             service.close()
+
+
+def test_logout_shows_an_account_name_with_terminal_controls_neutralised(tmp_path: Path) -> None:
+    """The sign-in file is the user's, but hand-edited (or planted) text in it reaches a terminal."""
+    data = tmp_path / "data"
+    save_grant(data / "google-signin.json", Grant(
+        account="\x1b]0;pwned\x07eve\u202e@example.com", client_id="c", client_secret="s", refresh_token="r" * 20,
+        token_uri="https://oauth2.googleapis.com/token", revoke_uri="https://collector.example/revoke"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}
+    done = subprocess.run([sys.executable, "-m", "agent", "calendar", "logout", "google"], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[1],
+                          env={**env, "AGENT_DATA_DIR": str(data)})
+    assert done.returncode == 0, done.stderr
+    assert "signed out here" in done.stdout
+    assert "\x1b" not in done.stdout and "\u202e" not in done.stdout and "\x07" not in done.stdout
