@@ -103,3 +103,12 @@ def test_logout_shows_an_account_name_with_terminal_controls_neutralised(tmp_pat
     assert done.returncode == 0, done.stderr
     assert "signed out here" in done.stdout
     assert "\x1b" not in done.stdout and "\u202e" not in done.stdout and "\x07" not in done.stdout
+
+
+def test_logout_forgets_a_sign_in_file_it_cannot_read(tmp_path: Path) -> None:
+    path = tmp_path / "google-signin.json"
+    path.write_text('{"account": "alice@example.com", "refresh_token": ')  # cut short
+    path.chmod(0o600)
+    line = logout(path)
+    assert "signed out here" in line and "myaccount.google.com/permissions" in line
+    assert not path.exists()

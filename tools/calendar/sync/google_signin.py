@@ -165,7 +165,12 @@ def logout(grant_file: Path) -> str:
     """Tell Google to revoke the grant, then forget it here (even if Google cannot be reached)."""
     import requests
 
-    grant = load_grant(grant_file)
+    try:
+        grant = load_grant(grant_file)
+    except ValueError:  # broken, or readable by others: signing out is what mends it, so it must not stop here
+        grant_file.unlink(missing_ok=True)
+        return ("signed out here (the sign-in file could not be read, so Google was not told): remove iljeong's "
+                "access at https://myaccount.google.com/permissions")
     if grant is None:
         return "not signed in to Google"
     try:  # the refresh token goes where a refresh may send it, whatever the file says
