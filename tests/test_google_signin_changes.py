@@ -14,6 +14,8 @@ import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+import pytest
+
 from tests.google_fakes import GoogleDav, google_dav  # noqa: F401 (fixture)
 from tests.recording_server import RecordingServer
 from tools.calendar.store import CalendarStore
@@ -112,3 +114,14 @@ def test_logout_forgets_a_sign_in_file_it_cannot_read(tmp_path: Path) -> None:
     line = logout(path)
     assert "signed out here" in line and "myaccount.google.com/permissions" in line
     assert not path.exists()
+
+
+
+def test_a_grant_that_cannot_be_put_in_place_leaves_no_copy_of_its_secrets(tmp_path: Path) -> None:
+    path = tmp_path / "google-signin.json"
+    (path / "in-the-way").mkdir(parents=True)  # the rename cannot replace a directory that holds something
+    with pytest.raises(OSError):
+        save_grant(path, Grant(account="alice@example.com", client_id="c", client_secret="s" * 12,
+                               refresh_token="r" * 20, token_uri="https://oauth2.googleapis.com/token",
+                               revoke_uri="https://oauth2.googleapis.com/revoke"))
+    assert [p.name for p in tmp_path.iterdir()] == ["google-signin.json"]

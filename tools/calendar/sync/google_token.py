@@ -94,11 +94,16 @@ def save_grant(path: Path, grant: Grant) -> None:
     temp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
     fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        os.fchmod(fd, 0o600)
-        os.write(fd, (json.dumps({**asdict(grant), "scopes": list(grant.scopes)}, indent=1) + "\n").encode())
-    finally:
-        os.close(fd)
-    os.replace(temp, path)
+        try:
+            os.fchmod(fd, 0o600)
+            os.write(fd, (json.dumps({**asdict(grant), "scopes": list(grant.scopes)}, indent=1) + "\n").encode())
+            os.fsync(fd)  # on disk before the rename: a power cut leaves the old grant, not an empty file
+        finally:
+            os.close(fd)
+        os.replace(temp, path)
+    except BaseException:
+        temp.unlink(missing_ok=True)  # a full disk leaves no half-written copy of the secrets beside the grant
+        raise
 
 
 def check_endpoint(url: str, what: str) -> str:
