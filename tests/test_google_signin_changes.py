@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import sys
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -125,3 +126,23 @@ def test_a_grant_that_cannot_be_put_in_place_leaves_no_copy_of_its_secrets(tmp_p
                                refresh_token="r" * 20, token_uri="https://oauth2.googleapis.com/token",
                                revoke_uri="https://oauth2.googleapis.com/revoke"))
     assert [p.name for p in tmp_path.iterdir()] == ["google-signin.json"]
+
+
+def test_threads_that_meet_the_same_401_renew_the_token_once(google_dav: GoogleDav, tmp_path: Path) -> None:
+    """The bot's sync thread and a /sync can both be refused the same token: one renewal, one new token."""
+    token = GoogleToken(google_dav.grant_file(tmp_path))
+    rejected = token.grant.access_token
+    start = threading.Barrier(4)
+    got: list[str] = []
+
+    def renew() -> None:
+        start.wait(timeout=30)
+        got.append(token.refresh(rejected=rejected))
+
+    threads = [threading.Thread(target=renew) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert len(got) == 4 and len(set(got)) == 1 and rejected not in got
+    assert [kind for kind, _form in google_dav.oauth.token_requests] == ["refresh_token"]
