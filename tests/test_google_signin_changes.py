@@ -21,7 +21,7 @@ from tests.google_fakes import GoogleDav, google_dav  # noqa: F401 (fixture)
 from tests.recording_server import RecordingServer
 from tools.calendar.store import CalendarStore
 from tools.calendar.sync.engine import CalDAVSync
-from tools.calendar.sync.google_signin import logout
+from tools.calendar.sync.google_signin import login, logout
 from tools.calendar.sync.google_token import Grant, GoogleToken, load_grant, save_grant
 from tools.calendar.sync.service import SyncService
 from tools.calendar.sync.settings import Account, CalDAVSettings
@@ -146,3 +146,20 @@ def test_threads_that_meet_the_same_401_renew_the_token_once(google_dav: GoogleD
         thread.join(timeout=60)
     assert len(got) == 4 and len(set(got)) == 1 and rejected not in got
     assert [kind for kind, _form in google_dav.oauth.token_requests] == ["refresh_token"]
+
+
+def test_a_calendar_box_left_unticked_at_sign_in_says_to_allow_calendar_access(
+        google_dav: GoogleDav, tmp_path: Path) -> None:
+    """Google's consent page lets each permission be unticked; oauthlib then raises a bare
+    "Scope has changed" Warning, which must reach the user as what to do."""
+    shown: list[str] = []
+
+    def paste(_prompt: str) -> str:
+        [url] = [line for text in shown for line in text.splitlines() if line.startswith(google_dav.oauth.auth_uri)]
+        return google_dav.oauth.browser_approve(url, scopes=("openid", "https://www.googleapis.com/auth/userinfo.email"))
+
+    grant = tmp_path / "data" / "google-signin.json"
+    with pytest.raises(ValueError) as failed:
+        login(google_dav.oauth.client_file(tmp_path), grant, browser=False, read_line=paste, say=shown.append)
+    assert "allow access to your calendar" in str(failed.value) and "Scope has changed" not in str(failed.value)
+    assert not grant.exists()

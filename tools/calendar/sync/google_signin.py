@@ -223,6 +223,9 @@ def _reason(exc: BaseException) -> str:
     name = type(exc).__name__
     if name == "MismatchingStateError":
         return "the pasted address belongs to another sign-in attempt: run the command again"
+    if isinstance(exc, Warning) and str(exc).startswith("Scope has changed"):  # oauthlib: fewer boxes ticked
+        return ("Google's page was left with a permission unticked (calendar or e-mail): run the command again "
+                "and allow access to your calendar")
     if name == "WSGITimeoutError":
         return "no answer from the browser within 5 minutes: run the command again (or add --no-browser)"
     error = getattr(exc, "error", None) or getattr(exc, "description", None)
