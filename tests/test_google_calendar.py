@@ -10,9 +10,11 @@ runs it: ``python -m agent calendar login google`` in a child process.
 from __future__ import annotations
 
 import os
+import queue
 import stat
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -117,14 +119,26 @@ def test_login_without_a_browser_takes_the_pasted_address(google_dav: GoogleDav,
         env={**{k: v for k, v in os.environ.items() if not k.startswith("AGENT_")}, **env},
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert process.stdout is not None and process.stdin is not None
+    lines: queue.Queue[str] = queue.Queue()  # read in a thread: a child that hangs fails here, at a deadline
+    threading.Thread(target=lambda: [lines.put(line) for line in iter(process.stdout.readline, "")],
+                     daemon=True).start()
     url = ""
     while not url:
-        line = process.stdout.readline()
-        assert line, process.stderr.read() if process.stderr else ""
+        try:
+            line = lines.get(timeout=120)
+        except queue.Empty:
+            process.kill()
+            pytest.fail("the login printed no sign-in address within 120 s")
         url = line.strip() if line.startswith(google_dav.oauth.auth_uri) else ""
     landing = google_dav.oauth.browser_approve(url)  # on a phone: the page that does not load
-    out, err = process.communicate(landing + "\n", timeout=60)
-    assert process.returncode == 0, err
+    process.stdin.write(landing + "\n")
+    process.stdin.close()
+    assert process.wait(timeout=60) == 0, process.stderr.read() if process.stderr else ""
+    out = ""
+    while not lines.empty() or not out.endswith("\n"):
+        out += lines.get(timeout=30)
+        if f"signed in to Google as {google_dav.email}" in out:
+            break
     assert f"signed in to Google as {google_dav.email}" in out
     assert load_grant(grant_path(tmp_path / "data")) is not None
 

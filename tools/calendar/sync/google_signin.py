@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sys
 import webbrowser
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -80,8 +81,13 @@ def read_client(path: Path) -> dict[str, str]:
 
 def has_browser() -> bool:
     """A browser that would open on the user's screen: not over ssh (a Mac would open it on the
-    console of a machine nobody is looking at), and one that Python can find."""
+    console of a machine nobody is looking at), on Linux not without a display (``webbrowser``
+    would pick lynx or w3m, where Google's page cannot work), unless ``BROWSER`` names one; and
+    one that Python can find."""
     if os.environ.get("SSH_CONNECTION") or os.environ.get("SSH_TTY"):
+        return False
+    if (sys.platform.startswith("linux") and not os.environ.get("BROWSER")
+            and not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))):
         return False
     try:
         webbrowser.get()

@@ -205,8 +205,10 @@ class GoogleToken:
 
 
 class _Bounded:
-    """google-auth's transport with a timeout of our own: it waits 120 s by default, and a turn
-    must never wait on a sign-in server longer than it waits on the calendar."""
+    """google-auth's transport with a timeout of our own per request (it waits 120 s by default).
+    google-auth tries a failing refresh up to three times, so a renewal against a dead sign-in
+    server can take about a minute: a turn never waits on it (the service waits
+    ``caldav_refresh_wait_s`` at most), only ``calendar sync`` and the background thread do."""
 
     def __init__(self, request: Any) -> None:
         self._request = request
