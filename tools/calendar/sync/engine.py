@@ -24,8 +24,6 @@ import time
 from typing import Any
 from urllib.parse import quote
 
-from caldav.lib import error as dav_error
-
 from tools.calendar import ics
 from tools.calendar.store import CalendarStore, Event
 from tools.calendar.sync import identity, objects
@@ -304,8 +302,6 @@ class CalDAVSync:
     def _refused(self, uid: str, href: str, status: int, report: SyncReport) -> None:
         """A status that is not the precondition's: the server's trouble stops the push (the
         queue waits); an object it will not take is named and the rest go on."""
-        if status == 401 and self.account.token is not None:
-            raise self.connection.classify(dav_error.AuthorizationError(href))
         if status == 401:
             raise SyncFailed("auth", "the server refused the login (HTTP 401): check caldav_username and the password")
         if status == 507:
