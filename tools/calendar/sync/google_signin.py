@@ -27,7 +27,8 @@ from urllib.parse import quote, urlsplit
 
 from agent.apikey import read_secret_file
 from agent.url_policy import is_this_machine, normal_host
-from tools.calendar.sync.google_token import CLIENT_HELP, GOOGLE_HOSTS, Grant, check_endpoint, load_grant, save_grant
+from tools.calendar.sync.google_token import (CLIENT_HELP, GOOGLE_HOSTS, Grant, check_endpoint, expiry_text,
+                                               load_grant, save_grant)
 
 SCOPES = ("openid", "https://www.googleapis.com/auth/userinfo.email", "https://www.googleapis.com/auth/calendar")
 GOOGLE_REVOKE_URI = "https://oauth2.googleapis.com/revoke"
@@ -153,11 +154,10 @@ def _keep(flow: object, client: dict[str, str], grant_file: Path) -> str:
     now = datetime.now(timezone.utc)
     lifetime = token.get("refresh_token_expires_in")
     signin_ends = now + timedelta(seconds=int(lifetime)) if isinstance(lifetime, (int, float, str)) and str(lifetime).isdigit() else None
-    expiry = credentials.expiry.replace(tzinfo=timezone.utc) if credentials.expiry else None
     grant = Grant(account=account, client_id=client["client_id"], client_secret=client["client_secret"],
                   refresh_token=credentials.refresh_token, token_uri=client["token_uri"],
                   revoke_uri=_revoke_uri(client["token_uri"]), scopes=tuple(credentials.granted_scopes or SCOPES),
-                  access_token=credentials.token or "", expiry=expiry.isoformat() if expiry else "",
+                  access_token=credentials.token or "", expiry=expiry_text(credentials),
                   refresh_expiry=signin_ends.isoformat() if signin_ends else "")
     save_grant(grant_file, grant)
     line = f"signed in to Google as {account}; calendar sync is on: try `python -m agent calendar sync`"
@@ -179,17 +179,19 @@ def logout(grant_file: Path) -> str:
                 "access at https://myaccount.google.com/permissions")
     if grant is None:
         return "not signed in to Google"
+    told, why = False, "its revoke address is not Google's"
     try:  # the refresh token goes where a refresh may send it, whatever the file says
         revoke_uri = check_endpoint(grant.revoke_uri, "revoke_uri")
     except ValueError:
         revoke_uri = ""
-    try:
-        answer = requests.post(revoke_uri, data={"token": grant.refresh_token}, timeout=15) if revoke_uri else None
-        # "invalid_token": already revoked, the same end
-        told = answer is not None and (answer.status_code == 200 or "invalid_token" in answer.text)
-        why = "its revoke address is not Google's" if answer is None else "" if told else f"HTTP {answer.status_code}"
-    except requests.RequestException as exc:
-        told, why = False, type(exc).__name__
+    if revoke_uri:
+        try:
+            answer = requests.post(revoke_uri, data={"token": grant.refresh_token}, timeout=15)
+            # "invalid_token": already revoked, the same end
+            told = answer.status_code == 200 or "invalid_token" in answer.text
+            why = f"HTTP {answer.status_code}"
+        except requests.RequestException as exc:
+            why = type(exc).__name__
     grant_file.unlink(missing_ok=True)
     if told:
         return f"signed out of Google ({grant.account}): access revoked and forgotten here"

@@ -178,9 +178,7 @@ class GoogleToken:
         except google_errors.TransportError as exc:
             raise SyncFailed("unreachable", f"cannot reach Google's sign-in server: {_first_line(exc)}; "
                                             "changes stay queued") from None
-        expiry = credentials.expiry.replace(tzinfo=timezone.utc) if credentials.expiry else None
-        self.grant = replace(grant, access_token=credentials.token or "",
-                             expiry=expiry.isoformat() if expiry else "")
+        self.grant = replace(grant, access_token=credentials.token or "", expiry=expiry_text(credentials))
         remember(self.grant.access_token, "<google token>")
         try:
             save_grant(self.path, self.grant)
@@ -216,6 +214,13 @@ class _Bounded:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         kwargs["timeout"] = REFRESH_TIMEOUT_S
         return self._request(*args, **kwargs)
+
+
+def expiry_text(credentials: Any) -> str:
+    """When google-auth's ``credentials.token`` ends, as the grant keeps it: ISO 8601 in UTC, ""
+    if unknown (google-auth's ``expiry`` is a naive UTC datetime)."""
+    expiry = credentials.expiry
+    return expiry.replace(tzinfo=timezone.utc).isoformat() if expiry else ""
 
 
 def _error_code(exc: BaseException) -> str:
