@@ -751,12 +751,16 @@ class FaultProxy:
         with self._lock:
             if self._httpd is not None:
                 return
-            httpd = _ProxyServer(self, self.port)
+            httpd = self._new_server(self.port)
             self.port = int(httpd.server_address[1])
             thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                      name=f"fault-proxy-{self.port}", daemon=True)
+                                      name=f"{type(self).__name__}-{self.port}", daemon=True)
             self._httpd, self._thread = httpd, thread
         thread.start()
+
+    def _new_server(self, port: int) -> _ProxyServer:
+        """The listening server ``up`` starts; a proxy that checks requests itself brings its own."""
+        return _ProxyServer(self, port)
 
     @property
     def is_up(self) -> bool:

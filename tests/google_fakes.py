@@ -109,19 +109,9 @@ class BearerProxy(FaultProxy):
         self._seen = threading.local()  # the auth scheme of the request this handler thread answers
         super().__init__(server, port=port)
 
-    def up(self) -> None:
-        """Listen (again) on the proxy's port, with the bearer check from the first request on."""
-        if self._closing.is_set():
-            raise RuntimeError("this BearerProxy is closed")
-        with self._lock:
-            if self._httpd is not None:
-                return
-            httpd = _BearerServer(self, self.port)
-            self.port = int(httpd.server_address[1])
-            thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.1},
-                                      name=f"bearer-proxy-{self.port}", daemon=True)
-            self._httpd, self._thread = httpd, thread
-        thread.start()
+    def _new_server(self, port: int) -> _ProxyServer:
+        """The bearer check from the first request on (``FaultProxy.up`` starts it)."""
+        return _BearerServer(self, port)
 
     def rate_limit(self, times: int) -> None:
         self.fail(403, times=times, body=RATE_LIMIT_BODY, headers={"Content-Type": "application/json; charset=UTF-8"})
