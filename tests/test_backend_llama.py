@@ -171,12 +171,13 @@ def greedy_call_by_fast_paths_and_by_full_mask(model: LlamaBackend, monkeypatch)
     return used, fast.text, slow.text
 
 
-@pytest.mark.parametrize("path, share", [("narrowed", 1.0), ("top", 0.0)])
-def test_fast_grammar_paths_choose_what_the_full_mask_chooses(backend, tiny_qwen3, monkeypatch, path, share):
+@pytest.mark.parametrize("path, share, tries", [("narrowed", 1.0, 4), ("next", 0.0, 4), ("top", 0.0, 0)])
+def test_fast_grammar_paths_choose_what_the_full_mask_chooses(backend, tiny_qwen3, monkeypatch, path, share, tries):
     """The fast paths are an optimisation only: under greedy sampling the call must be token for
     token the one the full-vocabulary mask gives. Each path is forced in turn, on SmolLM2 (49k)
     and on the random-weight Qwen3 fixture (151k), whose first choice is rarely valid JSON."""
     monkeypatch.setattr("agent.backends.llama.decode.NARROWED_MAX_SHARE", share)
+    monkeypatch.setattr("agent.backends.llama.decode.NEXT_BEST_TRIES", tries)
     for model in (backend, LlamaBackend(tiny_qwen3, n_ctx=2048, n_threads=2)):
         used, fast, slow = greedy_call_by_fast_paths_and_by_full_mask(model, monkeypatch)
         assert used[path] > 0, used

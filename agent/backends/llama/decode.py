@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +27,7 @@ import llama_cpp
 import numpy as np
 
 from agent.backends.base import TextSink
-from agent.backends.candidates import CandidateIndex, grammar_keeps
+from agent.backends.candidates import CandidateIndex, best_allowed, grammar_keeps
 from agent.backends.llama.engine import Engine
 from agent.backends.sampling import Sampling
 from agent.formats import HERMES
@@ -41,6 +42,7 @@ opens_call = FORMAT.call_opened  # end index of the tag that opens an unclosed c
 # -------------------------------------------------------------------------------------------------
 
 TOP_CANDIDATES = 256  # most likely tokens offered to the grammar inside a free string
+NEXT_BEST_TRIES = 4  # inside a free string, tokens asked one at a time (most likely first) before those
 NARROWED_MAX_SHARE = 1 / 8  # above this share of the vocabulary, narrowing by characters does not pay
 
 
@@ -64,9 +66,12 @@ class Decoder:
         # on the random-weight Qwen3 fixture; to be checked on the real model before it is turned on.
         self.jump_forward = False
         # how constrained tokens were found beyond the model's first choice (see sample_constrained)
-        self.grammar_paths: dict[str, int] = {"top": 0, "narrowed": 0, "full_mask": 0}
+        self.grammar_paths: dict[str, int] = {"next": 0, "top": 0, "narrowed": 0, "full_mask": 0}
         self._candidates = candidates  # the vocabulary index, shareable between engines of one model
         self._grammars: dict[str, str] = {}  # tool schemas (JSON) -> their call grammar
+        # GBNF text -> that grammar parsed, never advanced: each call starts from a copy of it
+        self._parsed: dict[str, Any] = {}
+        weakref.finalize(self, _free_all, self._parsed)
 
     def sampler(self, gbnf: str | None = None, settings: Sampling | None = None) -> tuple[Any, Any]:
         """Greedy, or seeded temperature/top-p sampling (``settings``, else the decoder's default),
@@ -79,9 +84,7 @@ class Decoder:
         sampler = self.engine.sampler_chain()
         grammar = None
         if gbnf is not None:
-            grammar = llama_cpp.llama_sampler_init_grammar(self.engine.vocab, gbnf.encode("utf-8"), b"root")
-            if not grammar:
-                raise ValueError("tool-call grammar does not parse")
+            grammar = llama_cpp.llama_sampler_clone(self._compiled(gbnf))
             llama_cpp.llama_sampler_chain_add(sampler.sampler, grammar)  # the chain owns it now
         settings = settings or self.default
         if settings.greedy:
@@ -104,9 +107,11 @@ class Decoder:
         151k. So: (1) offer the unconstrained choice alone to the grammar (what llama.cpp's
         common sampler does; for seeded sampling this is exact rejection sampling). Greedy only:
         (2) where the grammar allows few characters (between keys, in numbers), the tokens that
-        start with one of them (``CandidateIndex``); inside a free string, the
-        ``TOP_CANDIDATES`` most likely tokens; the most likely one the grammar keeps is exactly
-        the greedy constrained choice, because every token left out has a lower logit or is one
+        start with one of them (``CandidateIndex``), the most likely first; inside a free string,
+        where nearly any token may follow, the next most likely tokens one at a time
+        (``NEXT_BEST_TRIES``), then the ``TOP_CANDIDATES`` most likely. The most likely token the
+        grammar keeps (the lowest id among equals, as llama.cpp's greedy sampler breaks ties) is
+        exactly the greedy constrained choice: every token left out has a lower logit or is one
         the grammar rejects. (3) The full mask.
         """
         engine = self.engine
@@ -117,18 +122,33 @@ class Decoder:
                 llama_cpp.llama_sampler_accept(grammar, token)
                 return token
             if greedy:  # the argmax over grammar-kept tokens; a sampled step goes to the full mask
-                logits = engine.logits()
-                stage, candidates = "narrowed", self.candidate_index().candidates(grammar)
-                if len(candidates) > NARROWED_MAX_SHARE * engine.n_vocab:  # a free string: nearly any token may follow
-                    stage, candidates = "top", np.argpartition(logits, -TOP_CANDIDATES)[-TOP_CANDIDATES:].astype(np.int32)
-                kept = grammar_keeps(grammar, candidates)
-                if kept.size:
-                    token = int(kept[np.argmax(logits[kept])])
-                    llama_cpp.llama_sampler_accept(grammar, token)
+                stage, found = self._greedy_allowed(grammar, token)
+                if found is not None:
+                    llama_cpp.llama_sampler_accept(grammar, found)
                     self.grammar_paths[stage] += 1
-                    return token
+                    return found
         self.grammar_paths["full_mask"] += 1
         return engine.sample(chain)  # masks, samples, and advances the grammar
+
+    def _greedy_allowed(self, grammar: Any, rejected: int) -> tuple[str, int | None]:
+        """The greedy choice among the tokens ``grammar`` allows, found without the full mask, and
+        how (see ``sample_constrained``); None where the cheap stages find none. ``rejected`` is the
+        unconstrained choice, which the grammar refused."""
+        logits = self.engine.logits()
+        candidates = self.candidate_index().candidates(grammar)
+        if len(candidates) <= NARROWED_MAX_SHARE * self.engine.n_vocab:
+            return "narrowed", best_allowed(grammar, candidates, logits)
+        scores = logits.copy()  # never write into llama.cpp's buffer: the full mask reads it
+        scores[rejected] = -np.inf
+        for _ in range(NEXT_BEST_TRIES):
+            token = int(np.argmax(scores))
+            if not np.isfinite(scores[token]):
+                break
+            if grammar_keeps(grammar, np.array([token], dtype=np.int32)).size:
+                return "next", token
+            scores[token] = -np.inf
+        top = np.argpartition(scores, -TOP_CANDIDATES)[-TOP_CANDIDATES:].astype(np.int32)
+        return "top", best_allowed(grammar, top, logits, exact_below=scores[top].min())
 
     def forced_tokens(self, grammar: Any, budget: int, greedy: bool | None = None) -> list[int]:
         """Jump-forward (SGLang's compressed-FSM decoding): where the grammar admits exactly one
@@ -196,6 +216,19 @@ class Decoder:
             self._candidates = CandidateIndex((engine.read_piece(t) for t in range(engine.n_vocab)), engine.is_eog)
         return self._candidates
 
+    def _compiled(self, gbnf: str) -> Any:
+        """``gbnf`` parsed once: parsing the calendar's grammar takes ~6 ms, a copy of the parsed
+        one ~0.2 ms, and a call opens one per step (two tokens of a small model)."""
+        grammar = self._parsed.get(gbnf)
+        if grammar is None:
+            grammar = llama_cpp.llama_sampler_init_grammar(self.engine.vocab, gbnf.encode("utf-8"), b"root")
+            if not grammar:
+                raise ValueError("tool-call grammar does not parse")
+            if len(self._parsed) >= 8:  # as grammar_for: tools rarely change; never grow without bound
+                _free_all(self._parsed)
+            self._parsed[gbnf] = grammar
+        return grammar
+
     def grammar_for(self, tools: list[dict[str, Any]]) -> str:
         """The tool-call GBNF, built once per set of tools (every step would rebuild it otherwise)."""
         key = json.dumps(tools, sort_keys=True)
@@ -204,6 +237,13 @@ class Decoder:
                 self._grammars.clear()
             self._grammars[key] = FORMAT.call_gbnf(tools)
         return self._grammars[key]
+
+
+def _free_all(parsed: dict[str, Any]) -> None:
+    """Free the parsed grammars a decoder kept (when it is collected, or when they are too many)."""
+    for grammar in parsed.values():
+        llama_cpp.llama_sampler_free(grammar)
+    parsed.clear()
 
 
 @dataclass
