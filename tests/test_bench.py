@@ -39,6 +39,7 @@ EXPECTED = {
     "rss_runtime_minus_model_mb", "rss_bare_minus_model_mb", "kv_cache_mb", "state_kb_per_token",
     "long_chat_reuse", "long_chat_reuse_sliding", "jump_forward_49k", "jump_forward_same_text_49k",
     "jump_forward_151k", "jump_forward_same_text_151k", "jump_forward_cpu_49k", "jump_forward_decodes_49k",
+    "jump_forward_floor_49k", "jump_forward_floor_151k",
     "valid_call_rate_llama_server", "seconds_per_episode_llama_server", "seconds_per_episode_ratio_llama_server",
     "calls_per_episode_llama_server", "success_rate_llama_server", "evaluated_per_step_runtime",
     "evaluated_after_call_runtime", "evaluated_per_step_llama_server", "evaluated_after_call_llama_server",

@@ -62,8 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only build llama.cpp's llama-server for the peers figure from the installed "
                              "llama-cpp-python's sdist, into ~/.cache/iljeong (~40 min on one core; skipped "
                              "when already built), then exit")
-    parser.add_argument("--only", choices=("peers", "jump"),
-                        help="only one figure family: peers (figure 4) or jump (jump-forward, both vocabularies)")
+    parser.add_argument("--only", choices=("peers", "grammar", "jump"),
+                        help="only one figure family: peers (figure 4), grammar (constrained decoding and "
+                             "jump-forward, both vocabularies) or jump (jump-forward alone)")
     parser.add_argument("--peer-scenarios", type=int, metavar="N",
                         help="how many dev scenarios the peers play (default 6; --quick 1)")
     parser.add_argument("--peers", type=_peer_keys, metavar="KEYS",

@@ -24,7 +24,7 @@ class BenchConfig:
     quick: bool
     settings: Any  # agent.config.Settings (data_dir replaced by temp dirs)
     grammar_model: str | None = None  # a 151k-vocabulary GGUF for the grammar figure; None: test fixture
-    only: str | None = None  # one family ("peers", "jump"); None: all
+    only: str | None = None  # one family ("peers", "grammar", "jump"); None: all
     peer_scenarios: int | None = None  # None: the plan's (6, quick 1)
     peers: tuple[str, ...] | None = None  # which peers of figure 4 play (keys of ``peers.PEERS``); None: all
     # A LoRA adapter that passed ``models.check.check_pair`` with ``model_path``: every peer of

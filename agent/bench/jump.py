@@ -8,7 +8,10 @@ jump-forward may split a forced run into other tokens than token-by-token decodi
 
 Besides wall time (the target's figure), the process's CPU time (what a loaded machine hardly
 changes) and the number of ``llama_decode`` calls: the decode ratio is the floor the time ratio
-would reach if a batch cost no more than one token.
+would reach if a batch cost no more than one token. On a CPU a batch costs more (each token's
+attention over the context is its own work), so the *floor* figure replays the very batches both
+runs evaluated on llama.cpp alone, with nothing of the runtime between them: what this CPU allows
+for these tokens, and, set against the figure, what the runtime adds.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ class SteeredEngine:
         self.target = target
         self.written = b""
         self.decodes = 0  # llama_decode calls for the written tokens (a batch is one)
+        self.batches: list[list[int]] = []  # the tokens of each call, for the floor's replay
         end = engine.tokenize(END.encode(), add_bos=False)
         self._end = end[0] if len(end) == 1 and engine.is_eog(end[0]) else None
 
@@ -47,6 +51,7 @@ class SteeredEngine:
     def eval(self, tokens: Sequence[int]) -> None:
         self.written += b"".join(self._engine.piece(t) for t in tokens)
         self.decodes += 1
+        self.batches.append(list(tokens))
         self._engine.eval(tokens)
 
     def sample(self, sampler: Any) -> int:
@@ -67,6 +72,8 @@ class Written:
     sampled: int
     cpu_seconds: float = 0.0  # the process's CPU time: what a shared machine's load hardly changes
     decodes: int = 0
+    prompt: list[int] | None = None  # what the context held before the call
+    batches: list[list[int]] | None = None  # what each llama_decode call evaluated
 
 
 def write_call(backend: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]], call: str,
@@ -86,7 +93,20 @@ def write_call(backend: Any, messages: list[dict[str, Any]], tools: list[dict[st
     t, cpu = time.perf_counter(), time.process_time()
     out = generate(steered, decoder, gbnf, 256, HERMES.call_open)
     seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
-    return Written(out.text, seconds, out.tokens, out.forced, out.tokens - out.forced, cpu, steered.decodes)
+    return Written(out.text, seconds, out.tokens, out.forced, out.tokens - out.forced, cpu, steered.decodes,
+                   prompt, steered.batches)
+
+
+def replay(backend: Any, written: Written) -> float:
+    """Seconds llama.cpp alone takes to evaluate ``written``'s batches after its prompt (the
+    ``Llama.eval`` calls only: no sampling, no grammar, no Python of the runtime between them)."""
+    from agent.bench.recording import hold
+
+    hold(backend.engine.llm, written.prompt)
+    t = time.perf_counter()
+    for batch in written.batches:
+        backend.engine.llm.eval(batch)
+    return time.perf_counter() - t
 
 
 def figure(bench: Bench, backend: Any, tag: str, label: str) -> None:
@@ -101,6 +121,7 @@ def figure(bench: Bench, backend: Any, tag: str, label: str) -> None:
     messages = [{"role": "system", "content": "You manage a calendar."}, {"role": "user", "content": USER_TEXT}]
     ratios: list[float] = []
     cpu_ratios: list[float] = []
+    floors: list[float] = []
     last: dict[bool, Written] = {}
     for i in range(bench.config.repeats + 1):  # round 0 warms up
         progress(f"jump-forward ({label}): round {i + 1}/{bench.config.repeats + 1}")
@@ -109,6 +130,7 @@ def figure(bench: Bench, backend: Any, tag: str, label: str) -> None:
         if i > 0 or bench.config.repeats == 1:
             ratios.append(last[True].seconds / last[False].seconds)
             cpu_ratios.append(last[True].cpu_seconds / last[False].cpu_seconds)
+            floors.append(replay(backend, last[True]) / replay(backend, last[False]))
     on, off = last[True], last[False]
     bench.report.add(f"jump_forward_{tag}", f"{label}: valid create_event call, jump-forward ÷ token by token",
                      statistics.median(ratios), "<= 0.6",
@@ -120,5 +142,9 @@ def figure(bench: Bench, backend: Any, tag: str, label: str) -> None:
                      on.decodes / off.decodes if off.decodes else None,
                      note=f"{on.decodes} vs {off.decodes}: the time ratio's floor if a batch cost no more than "
                           "one token (on a CPU it costs more: a small model's decode is compute-bound)")
+    bench.report.add(f"jump_forward_floor_{tag}", f"{label}: the same batches on llama.cpp alone, ratio",
+                     statistics.median(floors),
+                     note="each run's llama_decode batches replayed by a bare Llama.eval after the same prompt: "
+                          "what this CPU allows for these tokens; the figure minus this is the runtime's share")
     bench.report.add(f"jump_forward_same_text_{tag}", f"{label}: jump-forward call == token-by-token call (1 = yes)",
                      float(on.text == off.text), ">= 1")

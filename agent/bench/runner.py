@@ -20,10 +20,12 @@ def run_all(bench: Bench) -> Report:
     if cfg.only == "peers":
         peers.peers(bench, bench.build_peer_backend())
         return bench.report
-    if cfg.only == "jump":
+    if cfg.only in ("grammar", "jump"):
         backend = bench.build_backend(cfg.model_path)
+        if cfg.only == "grammar":
+            grammar.constrained(bench, backend, "49k", f"vocab {backend.engine.n_vocab}")
         jump.figure(bench, backend, "49k", f"vocab {backend.engine.n_vocab}")
-        grammar.qwen3(bench, constrained_figures=False)
+        grammar.qwen3(bench, constrained_figures=cfg.only == "grammar")
         return bench.report
     backend = memory.startup(bench)
     memory.isolated(bench)  # two child processes; this one waits
