@@ -56,10 +56,12 @@ def test_non_ascii_tokens_follow_the_probe(allow) -> None:
     assert {6, 7} <= found and not found & {0, 1}
 
 
-def test_end_of_generation_and_empty_pieces_are_always_offered(allow) -> None:
+def test_end_of_generation_is_always_offered_and_an_empty_piece_never(allow) -> None:
+    """llama.cpp's grammar refuses a token with an empty piece (a vocabulary's padding) whatever its
+    state, so asking about one would only cost time; an end-of-generation token it may allow."""
     allow()
     found = set(CandidateIndex(PIECES, lambda t: t == 1).candidates(None).tolist())
-    assert {1, 8} <= found
+    assert 1 in found and 8 not in found
 
 
 # ----------------------------------------------------------------------------- llama.cpp's grammar
