@@ -129,9 +129,9 @@ def stage_times(backend: Any, tools: list[dict[str, Any]], length: int = 40) -> 
     llama_cpp.llama_sampler_accept = clocked("accept", originals["accept"])  # restored below
     try:
         while tokens < length:
-            engine.sample = clocked("unconstrained", sample)
+            engine.sample = clocked("unconstrained", sample)  # this instance's, for this call only
             token = decoder.sample_constrained(free, chain, grammar)
-            engine.sample = sample
+            del engine.sample
             if engine.is_eog(token):
                 break
             tokens += 1
@@ -142,12 +142,14 @@ def stage_times(backend: Any, tools: list[dict[str, Any]], length: int = 40) -> 
         decode.grammar_keeps, decode.best_allowed = originals["keeps"], originals["best"]
         candidates.CandidateIndex.candidates = originals["candidates"]
         llama_cpp.llama_sampler_accept = originals["accept"]
-        engine.sample = sample
+        vars(engine).pop("sample", None)
     tokens = max(tokens, 1)
     return {k: round(1e6 * v / tokens, 1) for k, v in spent.items()}, 1e6 * decode_s / tokens
 
 
-def schema_sets(files: list[Path]) -> dict[str, list[dict[str, Any]]]:
+def schema_sets(files: list[Path], one_tool: str | None = None) -> dict[str, list[dict[str, Any]]]:
+    """Today's schemas (from the domain), ``one_tool`` of them alone (what a grammar per tool would
+    be once the name is written), and each file's."""
     import tempfile
 
     from agent.config import Settings
@@ -158,6 +160,12 @@ def schema_sets(files: list[Path]) -> dict[str, list[dict[str, Any]]]:
         sets = {"today": domain.registry.schemas()}
     finally:
         domain.close()
+    if one_tool is not None:
+        alone = [t for t in sets["today"] if t.get("function", t).get("name") == one_tool]
+        if not alone:
+            raise SystemExit(f"error: no tool named {one_tool!r} (today's: "
+                             f"{', '.join(t.get('function', t)['name'] for t in sets['today'])})")
+        sets[f"{one_tool} alone"] = alone
     for path in files:
         sets[path.stem] = json.loads(path.read_text(encoding="utf-8"))
     return sets
@@ -169,6 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--grammar-model", help="a 151k-vocabulary GGUF (default: the tiny qwen3 test fixture)")
     parser.add_argument("--tools", type=Path, action="append", default=[],
                         help="a JSON list of tool schemas to set beside today's (repeatable)")
+    parser.add_argument("--one-tool", metavar="NAME", help="also today's schema of this tool alone")
     parser.add_argument("--json", action="store_true", help="one JSON list of rows")
     args = parser.parse_args(argv)
     from agent.backends.llama import LlamaBackend
@@ -185,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
             models.append(str(model_fixtures.tiny_qwen3_path()))
         except ImportError:
             print("no --grammar-model and no tiny qwen3 fixture (a checkout's tests/): 151k skipped", file=sys.stderr)
-    sets = schema_sets(args.tools)
+    sets = schema_sets(args.tools, args.one_tool)
     rows: list[Row] = []
     for path in models:
         backend = LlamaBackend(path, n_ctx=4096, n_threads=1)
