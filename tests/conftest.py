@@ -37,6 +37,18 @@ def store(tmp_path: Path) -> Iterator[CalendarStore]:
     opened.close()
 
 
+@pytest.fixture(scope="session")
+def calendar_tools(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
+    """The calendar's tool schemas, as the registry gives them to a model (read once; do not edit)."""
+    from tools.calendar.tools import build_registry
+
+    opened = CalendarStore(tmp_path_factory.mktemp("calendar-tools") / "calendar.sqlite3")
+    try:
+        return build_registry(opened).schemas()
+    finally:
+        opened.close()
+
+
 # --------------------------------------------------------------------------- real models
 
 

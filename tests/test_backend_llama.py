@@ -501,22 +501,15 @@ def test_jump_forward_writes_the_oracles_calls_as_token_by_token_decoding_does(b
     ('\n{"name": "find_', "", False),  # find_free_slots or find_common_free_time
     ('\n{"name": "create_event", "arguments": {"title": "Dentist', "", False),  # a free string
 ])
-def test_the_call_grammar_forces_everything_but_the_choices(backend, tiny_qwen3, tmp_path, written, forced, closes):
+def test_the_call_grammar_forces_everything_but_the_choices(backend, tiny_qwen3, calendar_tools, written, forced,
+                                                           closes):
     """With ``json.dumps`` separators the grammar admits one spelling of a call, so between the
     model's choices (a tool, a value, whether an optional key follows) the text is forced: what
     jump-forward appends without sampling. Asked of llama.cpp's grammar on both vocabularies."""
     import llama_cpp
 
-    from tools.calendar.store import CalendarStore
-    from tools.calendar.tools import build_registry
-
-    store = CalendarStore(tmp_path / "calendar.sqlite3")
-    try:
-        tools = build_registry(store).schemas()
-    finally:
-        store.close()
     for model in (backend, LlamaBackend(tiny_qwen3, n_ctx=512, n_threads=1)):
-        chain, grammar = model.decoder.sampler(model.decoder.grammar_for(tools))
+        chain, grammar = model.decoder.sampler(model.decoder.grammar_for(calendar_tools))
         for token in model.engine.tokenize(written.encode(), add_bos=False):
             llama_cpp.llama_sampler_accept(grammar, token)
         assert model.decoder.candidate_index().forced_run(grammar) == (forced, closes), model.model_path

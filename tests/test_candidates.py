@@ -75,18 +75,6 @@ CALLS = [  # text after the opening tag, with blanks and non-ASCII inside string
 ]
 
 
-@pytest.fixture(scope="module")
-def calendar_tools(tmp_path_factory) -> list[dict]:
-    from tools.calendar.store import CalendarStore
-    from tools.calendar.tools import build_registry
-
-    store = CalendarStore(tmp_path_factory.mktemp("tools") / "calendar.sqlite3")
-    try:
-        return build_registry(store).schemas()
-    finally:
-        store.close()
-
-
 @pytest.mark.parametrize("vocabulary", ["smollm2", "tiny_qwen3"])
 def test_candidates_hold_every_token_the_grammar_allows_and_the_best_is_the_full_masks(
         vocabulary, calendar_tools, request) -> None:

@@ -287,18 +287,6 @@ def test_the_calendar_domains_real_tools_give_a_grammar_llama_cpp_parses(llm: Ll
 
 
 @pytest.fixture(scope="module")
-def calendar_tools(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:
-    from tools.calendar.store import CalendarStore
-    from tools.calendar.tools import build_registry
-
-    store = CalendarStore(tmp_path_factory.mktemp("calendar") / "calendar.sqlite3")
-    try:
-        return build_registry(store).schemas()
-    finally:
-        store.close()
-
-
-@pytest.fixture(scope="module")
 def calendar_gbnf(calendar_tools: list[dict[str, Any]]) -> str:
     return tool_call_gbnf(calendar_tools)
 
