@@ -16,6 +16,17 @@ from typing import Any
 from agent.bench.report import Report
 
 
+def domain_tools(settings: Any, data_dir: Path) -> list[dict[str, Any]]:
+    """The configured domain's tool schemas, from the domain loaded on a throwaway ``data_dir``."""
+    from agent.domain import load_domain
+
+    domain = load_domain(replace(settings, data_dir=data_dir))
+    try:
+        return domain.registry.schemas()
+    finally:
+        domain.close()
+
+
 @dataclass
 class BenchConfig:
     model_path: str

@@ -44,13 +44,9 @@ class Decoder:
     """Decodes a fixed number of tokens after ``<tool_call>`` on the backend's own context."""
 
     def __init__(self, bench: Bench, backend: Any, tag: str) -> None:
-        from dataclasses import replace
+        from agent.bench.context import domain_tools
 
-        from agent.domain import load_domain
-
-        domain = load_domain(replace(bench.config.settings, data_dir=bench.tmp / f"constrained-{tag}"))
-        tools = domain.registry.schemas()
-        domain.close()
+        tools = domain_tools(bench.config.settings, bench.tmp / f"constrained-{tag}")
         messages = [{"role": "system", "content": "You manage a calendar."}, {"role": "user", "content": USER_TEXT}]
         self.backend = backend
         self.prompt = backend.prompt_tokens(messages, tools, HERMES.call_open)

@@ -152,14 +152,10 @@ def schema_sets(files: list[Path], one_tool: str | None = None) -> dict[str, lis
     be once the name is written), and each file's."""
     import tempfile
 
+    from agent.bench.context import domain_tools
     from agent.config import Settings
-    from agent.domain import load_domain
 
-    domain = load_domain(Settings(data_dir=Path(tempfile.mkdtemp(prefix="iljeong-profile-"))))
-    try:
-        sets = {"today": domain.registry.schemas()}
-    finally:
-        domain.close()
+    sets = {"today": domain_tools(Settings(), Path(tempfile.mkdtemp(prefix="iljeong-profile-")))}
     if one_tool is not None:
         alone = [t for t in sets["today"] if t.get("function", t).get("name") == one_tool]
         if not alone:

@@ -110,14 +110,10 @@ def replay(backend: Any, written: Written) -> float:
 
 
 def figure(bench: Bench, backend: Any, tag: str, label: str) -> None:
+    from agent.bench.context import domain_tools
     from agent.bench.episode import USER_TEXT, VALID_CALL
-    from dataclasses import replace
 
-    from agent.domain import load_domain
-
-    domain = load_domain(replace(bench.config.settings, data_dir=bench.tmp / f"jump-{tag}"))
-    tools = domain.registry.schemas()
-    domain.close()
+    tools = domain_tools(bench.config.settings, bench.tmp / f"jump-{tag}")
     messages = [{"role": "system", "content": "You manage a calendar."}, {"role": "user", "content": USER_TEXT}]
     ratios: list[float] = []
     cpu_ratios: list[float] = []
