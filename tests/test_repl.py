@@ -206,6 +206,16 @@ class Terminal:
             self._read(0.5)
         return self.seen.decode(errors="replace")
 
+    def wait_any(self, *wanted: tuple[str, int], timeout: float = 300) -> str:
+        """Wait until one of the (text, count) pairs has been shown that many times in all: for a
+        real model, whose turn may end at the prompt or stop at an approval question first."""
+        deadline = time.monotonic() + timeout
+        while not any(self.seen.count(text.encode()) >= count for text, count in wanted):
+            if time.monotonic() > deadline or self.proc.poll() is not None and not self._read(0.1):
+                raise AssertionError(f"never saw any of {wanted!r}; screen:\n{self.seen.decode(errors='replace')}")
+            self._read(0.5)
+        return self.seen.decode(errors="replace")
+
     def _read(self, wait: float) -> bool:
         ready, _, _ = select.select([self.master], [], [], wait)
         if not ready:
