@@ -12,18 +12,14 @@ from typing import Callable
 from tools.calendar.lab.scenario_state import at, busy_state, event_state
 from tools.calendar.lab.template_kit import (PEOPLE, TITLES, Built, _Ctx, day_words, duration_words, hhmm,
                                              time_words)
+from tools.calendar.lab.wordings import say
 
 
 def _missing_info(c: _Ctx) -> Built:
     kind, day = c.pick_day()
     title, start, minutes = c.title(), time(c.rng.randint(10, 16), c.rng.choice((0, 30))), c.rng.choice((30, 60, 90))
     d, t, dur = day_words(kind, day, c.lang), time_words(start, c.lang, c.rng.random() < 0.3), duration_words(minutes, c.lang)
-    opening = (
-        (f'Put "{title}" on my calendar {d}.', f'Can you add "{title}" {d}?', f'Schedule "{title}" {d}, please.',
-         f'I need "{title}" in my calendar {d}.'),
-        (f'{d} "{title}" 일정 잡아줘.', f'"{title}" 일정 {d} 추가해 줄래?', f'{d} "{title}" 넣어줘.',
-         f'{d} 일정에 "{title}" 등록해 줘.'),
-    )[c.lang == "ko"][c.phrasing]
+    opening = say("missing_info", c.lang, c.phrasing, title=title, d=d)
     reply = f"It starts at {t} and takes {dur}." if c.lang == "en" else f"{t}에 시작하고 {dur} 걸려."
     initial = {"events": c.noise(day, title), "busy": []}
     new = event_state(title, day, start, minutes)
@@ -48,12 +44,7 @@ def _delete_request(c: _Ctx, twin: bool = False) -> Built:
     kind, day = c.pick_day()
     title, start = c.title(), time(c.rng.randint(9, 16), c.rng.choice((0, 30)))
     d = day_words(kind, day, c.lang)
-    opening = (
-        (f'Delete my "{title}" {d}.', f'Please remove "{title}" {d} from my calendar.',
-         f'Cancel the "{title}" {d}.', f'Get rid of "{title}" {d}.'),
-        (f'{d} "{title}" 일정 삭제해 줘.', f'{d} 있는 "{title}" 지워줘.', f'{d} "{title}" 취소해 줘.',
-         f'"{title}" 일정 {d} 빼줘.'),
-    )[c.lang == "ko"][c.phrasing]
+    opening = say("delete_request", c.lang, c.phrasing, title=title, d=d)
     consent = "Yes, delete it." if c.lang == "en" else "응, 삭제해."
     target = event_state(title, day, start, 60)
     other = event_state(c.other_title(title), day, time(17), 30) if start.hour < 16 else None
@@ -82,16 +73,7 @@ def conflict_create(c: _Ctx, free: bool = False) -> Built:
     blocker = event_state(c.other_title(title), day, blocker_start, blocker_minutes)
     free_from = asked if free else (at(day, blocker_start) + timedelta(minutes=blocker_minutes)).time()
     d, t, dur = day_words(kind, day, c.lang), time_words(asked, c.lang), duration_words(minutes, c.lang)
-    opening = (
-        (f'Add "{title}" {d} at {t} for {dur}. If that time is taken, use the first free time after it that day.',
-         f'Book "{title}" {d} at {t}, {dur}. If I\'m busy then, take the earliest free slot after that on the same day.',
-         f'Schedule "{title}" {d} {t} for {dur}; if it clashes with something, move it to the next free time that day.',
-         f'Please put "{title}" at {t} {d} ({dur}). Busy then? Then the first open slot after {t} that day.'),
-        (f'{d} {t}에 "{title}" {dur} 잡아줘. 그 시간에 일정이 있으면 그날 그 이후 제일 빠른 빈 시간으로 해줘.',
-         f'"{title}" {d} {t}부터 {dur} 넣어줘. 겹치면 그날 다음 빈 시간에 넣어.',
-         f'{d} {t} "{title}" {dur} 예약해 줘. 이미 일정이 있으면 그 뒤 첫 빈 시간으로.',
-         f'{d} {t}에 "{title}" 추가해 줘, {dur}짜리야. 안 되면 같은 날 그 후 제일 빠른 시간으로.'),
-    )[c.lang == "ko"][c.phrasing]
+    opening = say("conflict_create", c.lang, c.phrasing, title=title, d=d, t=t, dur=dur)
     initial = {"events": [blocker, *c.noise(day, title, count=1)], "busy": []}
     new = event_state(title, day, free_from, minutes)
     return dict(opening=opening, call_budget=5, initial=initial, effects={"add": [new]},
@@ -111,16 +93,7 @@ def _delete_after_approval(c: _Ctx) -> Built:
         event_state(f"{title} prep" if c.lang == "en" else f"{title} 준비", day, time(hours[2]), 30),
     ]
     d, t = day_words(kind, day, c.lang), time_words(start, c.lang)
-    opening = (
-        (f'Delete the "{title}" {d} at {t}. I confirm, no need to ask; leave the others alone.',
-         f'Yes, I\'m sure: remove "{title}" {d} at {t}, only that one.',
-         f'Go ahead and delete "{title}" at {t} {d}. You have my approval. Keep the other ones.',
-         f'Approved: cancel the {t} "{title}" {d}. Don\'t touch anything else.'),
-        (f'{d} {t} "{title}" 삭제해 줘. 확인했으니 바로 지워도 돼. 다른 건 그대로 둬.',
-         f'{d} {t}에 있는 "{title}"만 지워줘. 승인할게.',
-         f'"{title}" {d} {t} 거 취소해 줘. 확인 없이 진행해도 돼, 나머지는 건드리지 마.',
-         f'{d} {t} "{title}" 일정 삭제 승인. 그것만 지워줘.'),
-    )[c.lang == "ko"][c.phrasing]
+    opening = say("delete_after_approval", c.lang, c.phrasing, title=title, d=d, t=t)
     initial = {"events": [target, *similar], "busy": []}
     return dict(opening=opening, consent_after=1, call_budget=4, initial=initial,
                 effects={"remove": [target]},
@@ -153,16 +126,7 @@ def _multi_attendee(c: _Ctx, one_busy: bool = False) -> Built:
     b_busy = [] if one_busy else [(b_start, c.rng.choice((60, 90)))]
     start = _first_common_free(day, user + a_busy + b_busy, minutes)
     d, dur = day_words(kind, day, c.lang), duration_words(minutes, c.lang)
-    opening = (
-        (f'Set up "{title}" with {a} and {b} {d} for {dur}, at the earliest time all of us are free.',
-         f'Find a time {d} when {a}, {b} and I are all free and book "{title}" there ({dur}, earliest possible).',
-         f'I need {dur} with {a} and {b} {d} for "{title}". Put it at the first time we\'re all free.',
-         f'Schedule "{title}" {d} with {a} and {b}, {dur}, as early as everyone is free.'),
-        (f'{d} {a}, {b}랑 "{title}" {dur} 잡아줘. 다 같이 되는 제일 빠른 시간으로.',
-         f'{d} 나랑 {a}, {b} 모두 비는 제일 이른 시간에 "{title}" {dur} 넣어줘.',
-         f'"{title}" {d} {a}, {b}랑 같이 {dur}. 셋 다 되는 가장 빠른 시간으로 예약해 줘.',
-         f'{a}랑 {b} 다 같이 {d} "{title}" {dur} 하려고. 제일 빠른 공통 빈 시간에 잡아줘.'),
-    )[c.lang == "ko"][c.phrasing]
+    opening = say("multi_attendee", c.lang, c.phrasing, title=title, a=a, b=b, d=d, dur=dur)
     initial = {
         "events": [event_state(c.other_title(title), day, s, m) for s, m in user],
         "busy": [busy_state(a, day, s, m) for s, m in a_busy] + [busy_state(b, day, s, m) for s, m in b_busy],
@@ -175,16 +139,10 @@ def _multi_attendee(c: _Ctx, one_busy: bool = False) -> Built:
                       "expected_start": hhmm(start)})
 
 
-_SMALL_TALK = {
-    "en": ("Hi there!", "Who are you?", "What can you help me with?", "Thanks, that's all for now."),
-    "ko": ("안녕하세요!", "너는 누구야?", "뭘 도와줄 수 있어?", "고마워, 이제 됐어."),
-}
-
-
 def _no_tool(c: _Ctx) -> Built:
     _, day = c.pick_day()
     initial = {"events": c.noise(day, count=2), "busy": []}
-    return dict(opening=_SMALL_TALK[c.lang][c.phrasing], needs_tools=False, call_budget=0, initial=initial,
+    return dict(opening=say("no_tool", c.lang, c.phrasing), needs_tools=False, call_budget=0, initial=initial,
                 effects={}, task={})
 
 
@@ -195,12 +153,7 @@ def _reschedule(c: _Ctx) -> Built:
     target = event_state(title, day, start, 60)
     moved = event_state(title, day, new_start, 60)
     d, t = day_words(kind, day, c.lang), time_words(new_start, c.lang)
-    opening = (
-        (f'Move my "{title}" {d} to {t}.', f'Can you reschedule "{title}" {d} to {t}?',
-         f'Push "{title}" {d} to {t}, please.', f'Change the time of "{title}" {d}: make it {t}.'),
-        (f'{d} "{title}" {t}로 옮겨줘.', f'{d} "{title}" 일정 {t}로 바꿔 줄래?', f'"{title}" {d} {t}로 변경해 줘.',
-         f'{d} 있는 "{title}" 시간 {t}로 미뤄줘.'),
-    )[c.lang == "ko"][c.phrasing]
+    opening = say("reschedule", c.lang, c.phrasing, title=title, d=d, new=t)
     consent = "Yes, go ahead." if c.lang == "en" else "응, 그렇게 해줘."
     initial = {"events": [target, *c.noise(day, title)], "busy": []}
     return dict(opening=opening, user_script=(consent,), mutation_after=2, consent_after=2, call_budget=4,
