@@ -14,10 +14,14 @@ message and one sentinel tool, ``add_generation_prompt=True``, ``enable_thinking
   thinking off the generation prompt ends in an empty ``<think>\\n\\n</think>\\n\\n``, which the
   history form of the same turn does not have.
 - ``chatml``: ChatML that ignores ``tools`` (SmolLM2): the runtime writes its own tool block.
+- ``gemma``: Gemma 3's turns (``<start_of_turn>user\\n…<end_of_turn>``) that ignore ``tools``: the
+  runtime writes its own tool block, as for ``chatml``.
 - ``unknown``: anything else, including a template that does not compile or raises.
 
 ``renders_tools`` is whether the template shows the tool schemas itself; when it does not, the
-runtime writes the chat format's tool block into the system message (``agent.formats``).
+runtime writes the chat format's tool block into the system message (``agent.formats``). Which
+chat format a family is served with is decided in ``agent.formats.chat_format`` (``models`` may
+not import ``agent``; the family names are the contract between the two).
 """
 
 from __future__ import annotations
@@ -31,15 +35,17 @@ import jinja2.ext
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 SENTINEL_TOOL = "ij_sentinel_tool_7f3a"
-FAMILIES = ("2507", "hybrid", "chatml", "unknown")
+FAMILIES = ("2507", "hybrid", "chatml", "gemma", "unknown")
 _DESCRIPTIONS = {
     "2507": "Qwen3-Instruct-2507 (no think block at the generation prompt)",
     "hybrid": "hybrid Qwen3 (an empty think block at the generation prompt with thinking off)",
     "chatml": "ChatML without tool support",
+    "gemma": "Gemma 3 turns without tool support",
     "unknown": "not a template family the runtime knows",
 }
 _ASSISTANT = "<|im_start|>assistant\n"
 _EMPTY_THINK = "<think>\n\n</think>\n\n"
+_GEMMA_USER = "<start_of_turn>user\n"
 
 
 class _IgnoreGenerationTags(jinja2.ext.Extension):
@@ -117,6 +123,9 @@ def family_of(compiled: jinja2.Template) -> TemplateFamily:
     except Exception:  # a template that raises on the probe is one the runtime cannot use
         return TemplateFamily("unknown", False)
     renders_tools = SENTINEL_TOOL in text
+    if _GEMMA_USER in text and "hi<end_of_turn>\n" in text:
+        # a Gemma template that renders tools writes them in a format of its own: not ours
+        return TemplateFamily("unknown" if renders_tools else "gemma", renders_tools)
     if "<|im_start|>user\nhi<|im_end|>\n" not in text:
         return TemplateFamily("unknown", renders_tools)
     if not renders_tools:

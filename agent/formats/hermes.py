@@ -1,10 +1,14 @@
 """The Hermes / Qwen3 tool-call format, owned by one object: ``HERMES``.
 
+Callers do not import it: the backend chooses a model's format (``chat_format.format_for``) and
+everything else takes it from there. Other formats that write Hermes calls subclass it (``gemma``).
+
 Everything that depends on how this model family writes a call lives here and nowhere else:
 the tags (``<tool_call>``, ``<tool_response>``, ``<think>``), the tool block a template without
 tool support gets in its system message, the canonical text of one call, the parser, the GBNF
 that constrains a call once its tag is written, the grammar trigger, and the text that ends a
-turn. A second model family is one new file beside this one with the same methods.
+turn. A second model family is one new file beside this one with the same methods
+(``chat_format.ChatFormat``).
 
 The parser (``parse_reply``) and the trigger (``call_opened``) are one scanner: ``<tool_call>``
 text is only a call in visible text: not inside ``<think>`` reasoning, not in code fences or
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from agent.formats.gbnf import json_call_gbnf
@@ -43,12 +47,22 @@ class HermesFormat:
     fence: str = "```"
     # Text that ends the turn for models whose EOS token differs from the turn end (ChatML).
     stop_markers: tuple[str, ...] = ("<|im_end|>",)
+    # The chat template this format brings for a GGUF that carries none (None: such a GGUF
+    # cannot be served; every Hermes model here carries its own).
+    template: str | None = field(default=None, repr=False)
 
     @property
     def own_tags(self) -> tuple[str, ...]:
         """The tags the model itself writes, read back as the tokens it produced when its turns
         are rendered again; anything else in a turn is data (``agent.segments``)."""
         return (self.call_open, self.call_close, self.think_open, self.think_close)
+
+    @property
+    def control_tags(self) -> tuple[str, ...]:
+        """Every spelling of this format a tokenizer may make a control token of: its tags and
+        the text that ends its turns. Data sent to a remote server has them broken (``wire_text``)."""
+        return (self.call_open, self.call_close, self.response_open, self.response_close,
+                self.think_open, self.think_close, *self.stop_markers)
 
     # -- writing ------------------------------------------------------------------------------
 

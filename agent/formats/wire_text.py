@@ -26,15 +26,14 @@ import json
 import re
 from typing import Any, Callable, Iterable
 
-from agent.formats.hermes import HERMES
+from agent.formats.chat_format import FORMATS
 
 WORD_JOINER = "\u2060"
 
-# Known control-token spellings that are not of the ``<|…|>`` form.
-TAGS: tuple[str, ...] = (
-    HERMES.call_open, HERMES.call_close, HERMES.response_open, HERMES.response_close,  # Qwen / Hermes
-    HERMES.think_open, HERMES.think_close,
-    "<start_of_turn>", "<end_of_turn>", "<bos>", "<eos>",  # Gemma
+# Known control-token spellings that are not of the ``<|…|>`` form: every chat format's own
+# (Qwen / Hermes tags, Gemma's turns: ``ChatFormat.control_tags``), then other families'.
+TAGS: tuple[str, ...] = tuple(dict.fromkeys(tag for fmt in FORMATS.values() for tag in fmt.control_tags)) + (
+    "<bos>", "<eos>",  # Gemma
     "<start_function_call>", "<end_function_call>", "<start_function_response>", "<end_function_response>",
     "<s>", "</s>", "[INST]", "[/INST]",  # Llama 2 / Mistral
     "[TOOL_CALLS]", "[AVAILABLE_TOOLS]", "[/AVAILABLE_TOOLS]", "[TOOL_RESULTS]", "[/TOOL_RESULTS]",
