@@ -12,10 +12,14 @@ prompt for step k is therefore a textual prefix of every later prompt, by constr
 any template. The price: when a template would rewrite an earlier turn (e.g. strip its
 reasoning), we keep what the model really saw and wrote instead. That is deliberate.
 
-Templates that ignore ``tools`` (SmolLM2's plain ChatML) get the chat format's own rendering
-(``HERMES.plain_chat``: its tool block written into the system message, ``tool`` messages as
-user turns in its result tags, as Qwen's template does). Which tools are shown, and how
-(``full`` or ``compact``), is ``agent.formats.tool_view``'s decision.
+Templates that ignore ``tools`` (SmolLM2's plain ChatML, Gemma 3's turns) get the chat format's
+own rendering (``ChatFormat.plain_chat``: its tool block written into the system message, ``tool``
+messages as user turns in its result tags, as Qwen's template does). Which tools are shown, and
+how (``full`` or ``compact``), is ``agent.formats.tool_view``'s decision.
+
+The renderer is where a model's chat format is chosen (``agent.formats.chat_format.format_for``):
+from the family of its template, or, for a GGUF without one, from its architecture, whose format
+then brings the template (Gemma 3's). The backend hands that one format to everything else.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from zoneinfo import ZoneInfo
 
 import jinja2
 
-from agent.formats.hermes import HERMES, HermesFormat
+from agent.formats.chat_format import ChatFormat, format_for
 from agent.formats.tool_view import shown_tools
 from agent.language import ENGLISH, DateLabels, Language
 from agent.segments import Rendered, mark, mark_except
@@ -55,7 +59,9 @@ class PromptRenderer:
 
     def __init__(self, template: str, *, bos_token: str = "", eos_token: str = "",
                  enable_thinking: bool = False, tool_block: str = "full",
-                 chat_format: HermesFormat = HERMES) -> None:
+                 chat_format: ChatFormat | None = None, architecture: str = "") -> None:
+        """``chat_format``: the format to serve with (None: the one ``format_for`` gives this
+        template's family and the model's ``architecture``)."""
         if not template:
             raise PromptError("the model has no chat template (tokenizer.chat_template is empty)")
         try:
@@ -68,18 +74,26 @@ class PromptRenderer:
         self.enable_thinking = enable_thinking
         shown_tools([], tool_block)  # refuse an unknown setting here, not at the first turn
         self.tool_block = tool_block
-        self.chat_format = chat_format
         # Which template this is (``models.templates``), and whether it renders ``tools``: the
         # same probe that ``models verify`` and ``agent doctor`` report.
         self.family = family_of(self._template)
         self.native_tools = self.family.renders_tools
+        self.chat_format: ChatFormat = chat_format or format_for(self.family.name, architecture)
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, str], token_text: Any, *,
-                      enable_thinking: bool = False, tool_block: str = "full",
-                      chat_format: HermesFormat = HERMES) -> PromptRenderer:
-        """Build from GGUF metadata (``Llama.metadata``); ``token_text(id) -> str`` names specials."""
+                      enable_thinking: bool = False, tool_block: str = "full") -> PromptRenderer:
+        """Build from GGUF metadata (``Llama.metadata``); ``token_text(id) -> str`` names specials.
+
+        A GGUF without ``tokenizer.chat_template`` is served with the template its architecture's
+        chat format brings (Gemma 3's); for any other architecture it stays a ``PromptError``."""
         template = metadata.get("tokenizer.chat_template", "")
+        architecture = str(metadata.get("general.architecture") or "")
+        if not template:
+            template = format_for("unknown", architecture).template or ""
+            if not template:
+                raise PromptError(f"the model has no chat template (tokenizer.chat_template is empty) and no "
+                                  f"chat format here brings one for its architecture {architecture or '(none)'!r}")
 
         def special(key: str) -> str:
             value = metadata.get(key)
@@ -87,7 +101,7 @@ class PromptRenderer:
 
         return cls(template, bos_token=special("tokenizer.ggml.bos_token_id"),
                    eos_token=special("tokenizer.ggml.eos_token_id"), enable_thinking=enable_thinking,
-                   tool_block=tool_block, chat_format=chat_format)
+                   tool_block=tool_block, architecture=architecture)
 
     # -- template calls -------------------------------------------------------------------
 
@@ -112,7 +126,7 @@ class PromptRenderer:
 
         Assistant turns keep only their raw ``content`` (calls are already in it as text), marked
         but for the tags the model wrote. For templates without tool support, see
-        ``HermesFormat.plain_chat`` (its tool block and result tags stay scaffolding).
+        ``ChatFormat.plain_chat`` (its tool block and result tags stay scaffolding).
         """
         own_tags = self.chat_format.own_tags
         marked: list[dict[str, Any]] = []

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from agent.backends.sampling import Sampling
+from agent.formats.chat_format import ChatFormat
 
 # How a remote backend's error line starts when the server refused the key (HTTP 401/403);
 # frontends recognise it to tell the user what to fix instead of "try again".
@@ -38,9 +39,14 @@ class Backend(Protocol):
     prefix of earlier steps stays byte-identical. ``session_id`` lets a backend keep per-session
     state (saved KV caches) across interleaved conversations. ``sampling`` sets this step's
     temperature/top-p/seed (None: the backend's default, greedy); see ``agent.backends.sampling``.
+
+    ``chat_format`` is the model's format, chosen once when the backend is made
+    (``agent.formats.chat_format``): the loop parses with it, eval and export record its name in
+    ``identity()["chat_format"]``, and nothing downstream picks a format of its own.
     """
 
     name: str
+    chat_format: ChatFormat
 
     def complete(
         self,

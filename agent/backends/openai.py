@@ -16,7 +16,7 @@ history into what a server is sent, in one of two wire formats:
 - ``text``: for a server whose chat template ignores tools (SmolLM2's plain ChatML on
   llama-server renders an assistant turn that carries only ``tool_calls`` as empty, so the call
   is lost from the prompt). The messages are what the in-process runtime renders for such a
-  template (``HERMES.plain_chat``): the Hermes tool block in the system message, each
+  template (``ChatFormat.plain_chat``): the Hermes tool block in the system message, each
   assistant turn's exact text, tool results as user turns in ``<tool_response>`` tags; no
   ``tools`` field. Strict APIs accept this too, but their models then see calls as plain text.
 
@@ -26,7 +26,9 @@ special tokens parsed, so every chat-control spelling in message data (``<|im_en
 (``agent.formats.wire_text``); the model's own ``<tool_call>``/``<think>`` tags in its turns stay.
 
 Reading the answer back: native ``tool_calls`` are also written into ``Completion.text`` in
-Hermes form, so the history renders and exports the same way whichever backend produced it.
+the backend's chat format (Hermes unless told otherwise: a remote server renders its own template,
+so the format here is only the text form of calls, tool block and results), so the history
+renders and exports the same way whichever backend produced it.
 
 Remote faults are results, never exceptions: 401/403 is one line and is not retried; 429 waits
 as long as ``Retry-After`` asks, within ``max_retry_wait``; 5xx, timeouts and connection errors
@@ -52,7 +54,7 @@ import httpx
 
 from agent.backends.base import KEY_REFUSED, Completion
 from agent.backends.sampling import Sampling
-from agent.formats import HERMES, parse_reply
+from agent.formats.chat_format import DEFAULT_FORMAT, ChatFormat, format_named
 from agent.formats.wire_text import data_safe_messages
 from agent.url_policy import credentials_problem, plain_http_problem
 
@@ -93,6 +95,7 @@ class OpenAIBackend:
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] = time.sleep,
         allow_plain_http_hosts: Iterable[str] = (),
+        chat_format: str = DEFAULT_FORMAT,
     ) -> None:
         if wire_format not in WIRE_FORMATS:
             raise ValueError(f"wire_format must be one of {', '.join(WIRE_FORMATS)}, got {wire_format!r}")
@@ -104,6 +107,7 @@ class OpenAIBackend:
             self.base_url += "/v1"
         self.model = model
         self.wire_format = wire_format
+        self.chat_format = format_named(chat_format)
         self.tool_choice = tool_choice  # None: not sent (the server's default, "auto" for OpenAI)
         self.max_retries = max_retries
         self.backoff = backoff
@@ -136,7 +140,7 @@ class OpenAIBackend:
         it samples; without it the body is the backend's fixed temperature alone, as before."""
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": wire_messages(messages, tools, self.wire_format),
+            "messages": wire_messages(messages, tools, self.wire_format, self.chat_format),
             "max_tokens": max_tokens,
             "temperature": self.temperature if sampling is None else sampling.temperature,
         }
@@ -165,7 +169,7 @@ class OpenAIBackend:
         if error is not None:
             return Completion(text="", finish_reason="error", error=error, seconds=seconds)
         try:
-            result = completion_from(data)
+            result = completion_from(data, self.chat_format)
         except (KeyError, IndexError, TypeError, ValueError, AttributeError) as exc:
             shown = self._scrub(json.dumps(data, ensure_ascii=False))[:BODY_IN_LOG]
             log.warning("%s answered in a shape this backend does not know (%s: %s): %s",
@@ -177,7 +181,7 @@ class OpenAIBackend:
 
     def identity(self) -> dict[str, Any]:
         return {"backend": self.name, "model_path": f"{self.base_url}#{self.model}", "wire_format": self.wire_format,
-                "adapter_path": None, "adapter_sha256": None, "lora_scale": None}
+                "adapter_path": None, "adapter_sha256": None, "lora_scale": None, "chat_format": self.chat_format.name}
 
     # -- HTTP with retries ------------------------------------------------------------------
 
@@ -278,18 +282,20 @@ def _one_line(text: str) -> str:
 
 
 def wire_messages(messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None,
-                  wire_format: str = "openai") -> list[dict[str, Any]]:
+                  wire_format: str = "openai", chat_format: ChatFormat | None = None) -> list[dict[str, Any]]:
     """The stored history as a server is sent it (see the module docstring).
 
     Data goes out with its chat-control spellings broken (``agent.formats.wire_text``): before the
-    tool block and ``<tool_response>`` tags are added in ``text``, after the calls are read in ``openai``."""
+    tool block and ``<tool_response>`` tags are added in ``text``, after the calls are read in ``openai``.
+    ``chat_format``: the backend's (None: the default, Hermes)."""
+    fmt = chat_format or format_named(DEFAULT_FORMAT)
     if wire_format == "text":
-        safe = data_safe_messages(messages, HERMES.own_tags)
-        return [{"role": m["role"], "content": m["content"]} for m in HERMES.plain_chat(safe, list(tools or []))]
-    return data_safe_messages(openai_messages(messages), HERMES.own_tags)
+        safe = data_safe_messages(messages, fmt.own_tags)
+        return [{"role": m["role"], "content": m["content"]} for m in fmt.plain_chat(safe, list(tools or []))]
+    return data_safe_messages(openai_messages(messages, fmt), fmt.own_tags)
 
 
-def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def openai_messages(messages: list[dict[str, Any]], chat_format: ChatFormat | None = None) -> list[dict[str, Any]]:
     """OpenAI's sequence: calls as ``tool_calls``, each answered by one ``tool`` message, in order.
 
     Whatever the stored history holds, the result obeys the rules strict APIs check:
@@ -302,7 +308,9 @@ def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     - call ids are unique within the request (a repeated one gets a ``_2``, ``_3``, ... suffix;
       the loop numbers calls per turn, so ids repeat across turns);
     - reasoning (``<think>``) is not sent back (DeepSeek refuses ``reasoning_content`` in input).
+    ``chat_format`` reads the stored turns (None: the default, Hermes).
     """
+    fmt = chat_format or format_named(DEFAULT_FORMAT)
     out: list[dict[str, Any]] = []
     pending: dict[str, str] = {}  # stored id -> wire id, calls of the last assistant turn not yet answered
     used: dict[str, int] = {}
@@ -335,8 +343,8 @@ def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if not calls:
             # No readable call: the text as written (an unreadable block stays visible, so the
             # correction that follows refers to something the model can see), minus reasoning.
-            parsed = parse_reply(content)
-            text = content if HERMES.call_open in content else parsed.content
+            parsed = fmt.parse_reply(content)
+            text = content if fmt.call_open in content else parsed.content
             out.append({"role": "assistant", "content": text})
             continue
         wire_calls = []
@@ -349,7 +357,7 @@ def openai_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "name": str(fn.get("name", "")), "arguments": arguments_text(fn.get("arguments"))}})
         # "" rather than null when there is no visible text: OpenAI and DeepSeek take either, but
         # llama_cpp.server 0.3's request model requires a string (null fails validation, HTTP 500).
-        out.append({"role": "assistant", "content": parse_reply(content).content, "tool_calls": wire_calls})
+        out.append({"role": "assistant", "content": fmt.parse_reply(content).content, "tool_calls": wire_calls})
     close_pending()
     return out
 
@@ -364,8 +372,9 @@ def arguments_text(arguments: Any) -> str:
 # -- wire -> Completion -------------------------------------------------------------------------
 
 
-def completion_from(data: dict[str, Any]) -> Completion:
-    """A Completion from a chat-completions answer; raises on a shape it does not know."""
+def completion_from(data: dict[str, Any], chat_format: ChatFormat | None = None) -> Completion:
+    """A Completion from a chat-completions answer; raises on a shape it does not know. Native
+    calls are written in ``chat_format``'s text (None: the default, Hermes)."""
     choice = data["choices"][0]
     message = choice["message"]
     content = message.get("content") or ""
@@ -383,7 +392,8 @@ def completion_from(data: dict[str, Any]) -> Completion:
             except ValueError:
                 parsed = text  # left as the string; the loop reports invalid arguments to the model
             native.append({"id": call.get("id"), "name": str(fn["name"]), "arguments": parsed, "arguments_text": text})
-        calls_text = "\n".join(HERMES.call_text(c["name"], c["arguments_text"]) for c in native)
+        fmt = chat_format or format_named(DEFAULT_FORMAT)
+        calls_text = "\n".join(fmt.call_text(c["name"], c["arguments_text"]) for c in native)
         content = f"{content}\n{calls_text}" if content else calls_text
     finish = choice.get("finish_reason") or "stop"
     if finish == "tool_calls":

@@ -6,6 +6,7 @@ from typing import Any, Callable
 
 from agent.backends.base import Completion
 from agent.backends.sampling import Sampling
+from agent.formats.chat_format import DEFAULT_FORMAT, format_named
 
 Script = list[str] | Callable[[list[dict[str, Any]]], str]
 
@@ -20,7 +21,9 @@ class ScriptedBackend:
 
     name = "scripted"
 
-    def __init__(self, outputs: Script) -> None:
+    def __init__(self, outputs: Script, chat_format: str = DEFAULT_FORMAT) -> None:
+        """``chat_format``: the format the scripted outputs are written in (a format's name)."""
+        self.chat_format = format_named(chat_format)
         self._outputs = outputs if callable(outputs) else list(outputs)
         self._index = 0
         self.calls: list[list[dict[str, Any]]] = []
@@ -52,4 +55,4 @@ class ScriptedBackend:
 
     def identity(self) -> dict[str, Any]:
         return {"backend": "scripted", "model_path": None, "adapter_path": None,
-                "adapter_sha256": None, "lora_scale": None}
+                "adapter_sha256": None, "lora_scale": None, "chat_format": self.chat_format.name}

@@ -11,6 +11,7 @@ from typing import Any
 
 from agent.backends.base import Backend, Completion
 from agent.backends.sampling import Sampling
+from agent.formats.chat_format import format_of
 
 
 class SeededBackend:
@@ -25,6 +26,7 @@ class SeededBackend:
         self.sampling = sampling
         self.steps = 0
         self.name = inner.name
+        self.chat_format = format_of(inner)
 
     def complete(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **kwargs: Any) -> Completion:
         step = self.sampling.for_step(self.steps)

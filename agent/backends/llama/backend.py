@@ -79,11 +79,14 @@ class LlamaBackend:
         self.model_path, self.lora_path, self.lora_scale = files.model_path, files.lora_path, lora_scale
         self.n_ctx = self.engine.n_ctx
         self.use_grammar = grammar
-        # ``temperature``/``seed``: the steps that bring no ``Sampling`` of their own (greedy by default)
-        self.decoder = Decoder(self.engine, temperature=temperature, seed=seed)
         self.renderer = PromptRenderer.from_metadata(
             self.engine.metadata, self.engine.token_text, enable_thinking=enable_thinking, tool_block=tool_block,
         )
+        # The model's chat format, chosen once by the renderer from its template's family (or, for a
+        # GGUF without a template, its architecture): decoding, the loop, eval and export use it.
+        self.chat_format = self.renderer.chat_format
+        # ``temperature``/``seed``: the steps that bring no ``Sampling`` of their own (greedy by default)
+        self.decoder = Decoder(self.engine, temperature=temperature, seed=seed, chat_format=self.chat_format)
         disk = None
         if state_dir is not None and state_disk_mb > 0:
             disk = DiskStates(Path(state_dir), self.engine.state_key(), int(state_disk_mb * 2**20),
@@ -122,7 +125,7 @@ class LlamaBackend:
         """The rendered prompt, with ``assistant_prefix`` read as the model's own text."""
         prompt = self.renderer.render_parts(messages, tools)
         if assistant_prefix:
-            prompt = prompt + Rendered.split(mark_except(assistant_prefix, self.renderer.chat_format.own_tags))
+            prompt = prompt + Rendered.split(mark_except(assistant_prefix, self.chat_format.own_tags))
         return prompt
 
     def detokenize(self, tokens: Sequence[int]) -> str:
@@ -273,8 +276,9 @@ class LlamaBackend:
     # -- identity and sessions ------------------------------------------------------------
 
     def identity(self) -> dict[str, Any]:
-        """Model path and fingerprint, adapter path, sha256 and scale (see ``Engine.identity``)."""
-        return {"backend": self.name, **self.engine.identity()}
+        """Model path and fingerprint, adapter path, sha256 and scale (see ``Engine.identity``), and
+        the chat format's name (what eval and export read the recorded turns with)."""
+        return {"backend": self.name, **self.engine.identity(), "chat_format": self.chat_format.name}
 
     def forget_session(self, session_id: str) -> None:
         with self._lock:

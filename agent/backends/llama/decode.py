@@ -30,14 +30,7 @@ from agent.backends.base import TextSink
 from agent.backends.candidates import CandidateIndex, best_allowed, grammar_keeps
 from agent.backends.llama.engine import Engine
 from agent.backends.sampling import Sampling
-from agent.formats import HERMES
-
-# The chat format is the one object that knows its tags, turn-end text, grammar and trigger; the
-# loop asks it. The trigger is the parser's own scanner, so a tag inside a code fence, inline
-# code, reasoning or a quoted tool result is read as text here exactly as the parser reads it.
-FORMAT = HERMES
-END_MARKERS = FORMAT.stop_markers  # stop text for models whose EOS differs from the turn end
-opens_call = FORMAT.call_opened  # end index of the tag that opens an unclosed call, or None
+from agent.formats.chat_format import ChatFormat
 
 # -------------------------------------------------------------------------------------------------
 
@@ -50,11 +43,17 @@ class Decoder:
     """How tokens are chosen on one engine: the samplers for a step's ``Sampling`` (greedy, or
     seeded temperature/top-p), with or without a grammar, and the constrained fast paths.
 
-    (Not ``Sampling``: that name is the per-step settings in ``agent.backends.sampling``.)"""
+    (Not ``Sampling``: that name is the per-step settings in ``agent.backends.sampling``.)
+
+    ``chat_format`` is the model's (the backend's, chosen once per model): the one object that
+    knows its tags, turn-end text, grammar and trigger; ``generate`` asks it. The trigger is the
+    parser's own scanner, so a tag inside a code fence, inline code, reasoning or a quoted tool
+    result is read as text here exactly as the parser reads it."""
 
     def __init__(self, engine: Engine, temperature: float = 0.0, seed: int = 0,
-                 candidates: CandidateIndex | None = None) -> None:
+                 candidates: CandidateIndex | None = None, *, chat_format: ChatFormat) -> None:
         self.engine = engine
+        self.chat_format = chat_format
         self.default = Sampling(temperature=temperature, seed=seed)  # a step that brings no settings
         # False: every constrained token by the full mask, the reference the fast paths must match
         self.fast_paths = True
@@ -235,7 +234,7 @@ class Decoder:
         if key not in self._grammars:
             if len(self._grammars) >= 8:  # tools rarely change; never grow without bound
                 self._grammars.clear()
-            self._grammars[key] = FORMAT.call_gbnf(tools)
+            self._grammars[key] = self.chat_format.call_gbnf(tools)
         return self._grammars[key]
 
 
@@ -269,6 +268,8 @@ def generate(engine: Engine, decoder: Decoder, gbnf: str | None, budget: int, as
     temperature/top-p/seed (None: the decoder's default).
     """
     settings = settings or decoder.default
+    fmt = decoder.chat_format
+    opens_call = fmt.call_opened  # end index of the tag that opens an unclosed call, or None
     free, _ = decoder.sampler(None, settings)
     # Decoded piece by piece (a multi-byte character split across tokens waits for its end),
     # not by detokenizing the whole output after every token.
@@ -309,7 +310,7 @@ def generate(engine: Engine, decoder: Decoder, gbnf: str | None, budget: int, as
             out.append(token)
             scan += utf8.decode(engine.piece(token))
         if constrained is None and gbnf is not None:
-            end = opens_call(scan, max(0, len(before) - len(FORMAT.call_open)))
+            end = opens_call(scan, max(0, len(before) - len(fmt.call_open)))
             if end is not None:
                 if end < len(scan):
                     # The token ran past "<tool_call>": keep only the tag; the grammar writes the rest.
@@ -318,7 +319,7 @@ def generate(engine: Engine, decoder: Decoder, gbnf: str | None, budget: int, as
                     scan = scan[:end]
                     utf8.reset()
                 constrained, call_start = decoder.sampler(gbnf, settings), end
-        elif constrained is not None and len(scan) > call_start and scan.endswith(FORMAT.call_close):
+        elif constrained is not None and len(scan) > call_start and scan.endswith(fmt.call_close):
             constrained = None
             if stop_after_call:
                 finish = "stop"  # the caller wants the call only: end once it has streamed
@@ -326,7 +327,7 @@ def generate(engine: Engine, decoder: Decoder, gbnf: str | None, budget: int, as
             stream.text(scan[len(before):])
         if finish == "stop":
             break
-        marker = next((m for m in END_MARKERS if scan.endswith(m)), None)
+        marker = next((m for m in fmt.stop_markers if scan.endswith(m)), None)  # EOS is not the turn end
         if marker is not None:
             scan, finish = scan[: -len(marker)], "stop"
             break
