@@ -1,7 +1,8 @@
 """The agent loop: model step → parse → the call gate (``agent.gate``) → results back → repeat.
 
 Reads top to bottom like the diagram in DESIGN.md. The message list it appends to is the
-conversation itself and, later, the training record; nothing here knows about calendars.
+conversation itself and, later, the training record; nothing here knows about calendars, nor
+about a chat format: replies are read with the backend's (``agent.formats.chat_format.format_of``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from typing import Any, Callable
 
 from agent.approval import Approver
 from agent.backends.base import Backend, Completion
-from agent.formats import HERMES, ParsedReply, ToolCall
+from agent.formats.chat_format import ChatFormat, format_of
+from agent.formats.reply import ParsedReply, ToolCall
 from agent.gate import TurnLedger, call_key, run_call
 from agent.records import StepRecord, StopReason, Turn
 from agent.tools import Registry, ToolResult
@@ -50,6 +52,7 @@ class Agent:
         log = _TurnLog(messages, on_message, Turn(session_id=session_id, user_text=str(messages[-1].get("content", ""))))
         ledger = TurnLedger(max_tool_calls=self.budgets.max_tool_calls)
         tools = self.registry.schemas()
+        fmt = format_of(self.backend)  # the model's format, chosen by the backend when it loaded it
         for index in range(self.budgets.max_steps):
             if cancel is not None and cancel.is_set():
                 return log.finish(StopReason.INTERRUPTED)
@@ -57,16 +60,16 @@ class Agent:
             if (failure := _backend_failure(completion)) is not None:
                 return log.finish(failure[0], error=failure[1])
 
-            parsed = HERMES.parse_reply(completion.text)
+            parsed = fmt.parse_reply(completion.text)
             step = log.add_step(_step_record(index, completion, parsed))
             ids = [f"call_{index}_{i}" for i in range(len(parsed.tool_calls))]
             log.emit(_assistant_message(completion.text, parsed.tool_calls, ids, completion.native_tool_calls))
 
             if not parsed.tool_calls:
-                if not _unreadable_call(completion.text, parsed):
+                if not _unreadable_call(completion.text, parsed, fmt):
                     return log.finish(*_reply_end(completion, parsed))
                 stop = ledger.unreadable_call()  # tell the model what went wrong, let it try again
-                log.emit(_tool_message("call_unreadable", "invalid_call", _unreadable(parsed.problems)))
+                log.emit(_tool_message("call_unreadable", "invalid_call", _unreadable(parsed.problems, fmt)))
                 if stop is not None:
                     return log.finish(stop)
                 continue
@@ -141,9 +144,9 @@ def _step_record(index: int, completion: Completion, parsed: ParsedReply) -> Ste
     )
 
 
-def _unreadable_call(text: str, parsed: ParsedReply) -> bool:
+def _unreadable_call(text: str, parsed: ParsedReply, fmt: ChatFormat) -> bool:
     """The model wrote a call tag, but the parser could read no call from it."""
-    return not parsed.tool_calls and bool(parsed.problems) and HERMES.call_open in text
+    return not parsed.tool_calls and bool(parsed.problems) and fmt.call_open in text
 
 
 def _reply_end(completion: Completion, parsed: ParsedReply) -> tuple[StopReason, str]:
@@ -200,9 +203,9 @@ def _tool_message(call_id: str, name: str, content: str) -> dict[str, Any]:
     return {"role": "tool", "tool_call_id": call_id, "name": name, "content": content}
 
 
-def _unreadable(problems: list[str]) -> str:
+def _unreadable(problems: list[str], fmt: ChatFormat) -> str:
     return ToolResult.failure(
         "invalid_call",
         "Your tool call could not be read: " + "; ".join(problems)
-        + f". Write {HERMES.call_example} with valid JSON.",
+        + f". Write {fmt.call_example} with valid JSON.",
     ).to_text()

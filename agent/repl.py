@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import IO, Any, Callable
 
 from agent.approval import ApprovalRequest, ApproveAll, Approver, Decision, DenyAll
-from agent.formats import HERMES
+from agent.formats.chat_format import DEFAULT_FORMAT, ChatFormat, format_named, format_of
 from agent.language import ENGLISH
 from agent.records import CallStatus, StopReason, Turn
 from agent.repl_help import help_text
@@ -81,9 +81,6 @@ def format_turn(turn: Turn) -> str:
     return visible_text("\n".join(lines))
 
 
-# Spans the user never sees: reasoning and tool-call JSON (the call is shown as its own line).
-HIDDEN_SPANS = {HERMES.think_open: HERMES.think_close, HERMES.call_open: HERMES.call_close}
-STRAY_TAGS = tuple(HIDDEN_SPANS.values())
 
 
 class VisibleText:
@@ -91,10 +88,16 @@ class VisibleText:
 
     Drops ``<think>…</think>``, ``<tool_call>…</tool_call>`` and special tokens written as text
     (``<|im_end|>``); holds back a ``<`` until it is clear whether a tag starts there. Leading
-    whitespace of a step is dropped. Never raises, whatever the pieces are.
+    whitespace of a step is dropped. Never raises, whatever the pieces are. The tags are the
+    model's chat format's (the backend's); the spans the user never sees are its reasoning and its
+    call JSON (a call is shown as its own line), and its turn-end text is dropped like a stray tag.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, chat_format: ChatFormat | None = None) -> None:
+        fmt = chat_format or format_named(DEFAULT_FORMAT)
+        self.call_open = fmt.call_open
+        self.hidden = {fmt.think_open: fmt.think_close, fmt.call_open: fmt.call_close}
+        self.stray = (*self.hidden.values(), *fmt.stop_markers)
         self.reset()
 
     def reset(self) -> None:
@@ -121,15 +124,15 @@ class VisibleText:
                 break
             out.append(self._pending[:lt])
             rest = self._pending[lt:]
-            opened = next((tag for tag in HIDDEN_SPANS if rest.startswith(tag)), None)
-            stray = next((tag for tag in STRAY_TAGS if rest.startswith(tag)), None)
+            opened = next((tag for tag in self.hidden if rest.startswith(tag)), None)
+            stray = next((tag for tag in self.stray if rest.startswith(tag)), None)
             if opened is not None:
-                self._closing, self._pending = HIDDEN_SPANS[opened], rest[len(opened):]
+                self._closing, self._pending = self.hidden[opened], rest[len(opened):]
             elif stray is not None:
                 self._pending = rest[len(stray):]
             elif rest.startswith("<|") and "|>" in rest:
                 self._pending = rest[rest.index("|>") + 2:]
-            elif len(rest) < 16 and any(t.startswith(rest) for t in (*HIDDEN_SPANS, *STRAY_TAGS, "<|")) or (
+            elif len(rest) < 16 and any(t.startswith(rest) for t in (*self.hidden, *self.stray, "<|")) or (
                 rest.startswith("<|") and len(rest) < 32
             ):
                 self._pending = rest  # might still become a tag: wait for the next piece
@@ -160,9 +163,10 @@ class LiveView:
     ``observe`` hook; the approver calls ``pause`` before it asks.
     """
 
-    def __init__(self, out: IO[str]) -> None:
+    def __init__(self, out: IO[str], chat_format: ChatFormat | None = None) -> None:
         self.out = out
-        self.filter = VisibleText()
+        self.filter = VisibleText(chat_format)
+        self.call_open = self.filter.call_open
         self._indicator = False
         self._line_open = False
         self.step_shown = False  # the current step's text reached the screen
@@ -199,7 +203,7 @@ class LiveView:
         self._show_indicator()
 
     def text(self, piece: str) -> None:
-        if HERMES.call_open in piece and not self._line_open:
+        if self.call_open in piece and not self._line_open:
             self.pause()
             self._show_indicator("calling a tool")
         self._emit(self.filter.feed(piece))
@@ -336,7 +340,7 @@ def run_repl(
 ) -> int:
     """Read lines until EOF, /quit or Ctrl-C at the prompt (all exit 0)."""
     interactive = stdin.isatty()
-    live = LiveView(out) if interactive else None
+    live = LiveView(out, format_of(runtime.agent.backend)) if interactive else None
     approver: Approver
     if yes:
         approver = ApproveAll()

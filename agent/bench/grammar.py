@@ -16,10 +16,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from agent.bench.episode import USER_TEXT, VALID_CALL
+from agent.bench.episode import USER_TEXT, valid_call
 from agent.bench.recording import hold
 from agent.bench.report import progress
-from agent.formats import HERMES
 
 if TYPE_CHECKING:
     from agent.bench.context import Bench
@@ -49,9 +48,10 @@ class Decoder:
         tools = domain_tools(bench.config.settings, bench.tmp / f"constrained-{tag}")
         messages = [{"role": "system", "content": "You manage a calendar."}, {"role": "user", "content": USER_TEXT}]
         self.backend = backend
-        self.prompt = backend.prompt_tokens(messages, tools, HERMES.call_open)
-        self.gbnf = HERMES.call_gbnf(tools)
-        self.valid_call = backend.tokenize(VALID_CALL, add_bos=False)
+        fmt = backend.chat_format
+        self.prompt = backend.prompt_tokens(messages, tools, fmt.call_open)
+        self.gbnf = fmt.call_gbnf(tools)
+        self.valid_call = backend.tokenize(valid_call(fmt), add_bos=False)
         t = time.perf_counter()
         backend.decoder.candidate_index()  # built once per process, on the first token that needs it
         self.index_build_s = time.perf_counter() - t

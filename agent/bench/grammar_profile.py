@@ -68,10 +68,9 @@ def _along_call(backend: Any, gbnf: str, call: str, measure: Callable[[Any], Non
 
 def grammar_row(backend: Any, name: str, tools: list[dict[str, Any]]) -> Row:
     from agent.backends.candidates import grammar_keeps
-    from agent.bench.episode import VALID_CALL
-    from agent.formats import HERMES
+    from agent.bench.episode import valid_call
 
-    gbnf = HERMES.call_gbnf(tools)
+    gbnf = backend.chat_format.call_gbnf(tools)
     engine = backend.engine
     start = time.perf_counter()
     parsed = llama_cpp.llama_sampler_init_grammar(engine.vocab, gbnf.encode(), b"root")
@@ -89,7 +88,7 @@ def grammar_row(backend: Any, name: str, tools: list[dict[str, Any]]) -> Row:
         if len(copies) % 8 == 1:  # the full mask is slow: every 8th position
             full.append(timed(lambda: grammar_keeps(grammar, vocab), 1))
 
-    _along_call(backend, gbnf, VALID_CALL, measure)
+    _along_call(backend, gbnf, valid_call(backend.chat_format), measure)
     return Row(name, engine.n_vocab, len(gbnf.encode()), gbnf.count("::="), gbnf.count("|"), parse_us,
                statistics.median(copies), statistics.median(ask_one), statistics.median(full))
 
@@ -100,7 +99,6 @@ def stage_times(backend: Any, tools: list[dict[str, Any]], length: int = 40) -> 
     from agent.backends.llama import decode
     from agent.bench.episode import USER_TEXT
     from agent.bench.recording import hold
-    from agent.formats import HERMES
 
     engine, decoder = backend.engine, backend.decoder
     spent = dict.fromkeys(STAGES, 0.0)
@@ -117,10 +115,11 @@ def stage_times(backend: Any, tools: list[dict[str, Any]], length: int = 40) -> 
         return run
 
     messages = [{"role": "system", "content": "You manage a calendar."}, {"role": "user", "content": USER_TEXT}]
-    prompt = backend.prompt_tokens(messages, tools, HERMES.call_open)
+    fmt = backend.chat_format
+    prompt = backend.prompt_tokens(messages, tools, fmt.call_open)
     hold(engine.llm, prompt)
     free, _ = decoder.sampler()
-    chain, grammar = decoder.sampler(HERMES.call_gbnf(tools))
+    chain, grammar = decoder.sampler(fmt.call_gbnf(tools))
     sample, evaluate = engine.sample, engine.eval
     tokens, decode_s = 0, 0.0
     decode.grammar_keeps = clocked("first_choice", originals["keeps"])

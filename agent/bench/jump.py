@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from agent.bench.report import progress
-from agent.formats import HERMES
 
 if TYPE_CHECKING:
     from agent.bench.context import Bench
@@ -83,15 +82,17 @@ def write_call(backend: Any, messages: list[dict[str, Any]], tools: list[dict[st
     from agent.backends.llama.decode import Decoder, generate
 
     engine = backend.engine
-    prompt = backend.prompt_tokens(messages, tools, HERMES.call_open)
+    fmt = backend.chat_format
+    prompt = backend.prompt_tokens(messages, tools, fmt.call_open)
     engine.reset()
     engine.eval(prompt)
     steered = SteeredEngine(engine, call)
-    decoder = Decoder(steered, candidates=backend.decoder.candidate_index())  # built once per vocabulary
+    decoder = Decoder(steered, candidates=backend.decoder.candidate_index(),  # built once per vocabulary
+                      chat_format=fmt)
     decoder.jump_forward = jump_forward
     gbnf = backend.decoder.grammar_for(tools)
     t, cpu = time.perf_counter(), time.process_time()
-    out = generate(steered, decoder, gbnf, 256, HERMES.call_open)
+    out = generate(steered, decoder, gbnf, 256, fmt.call_open)
     seconds, cpu = time.perf_counter() - t, time.process_time() - cpu
     return Written(out.text, seconds, out.tokens, out.forced, out.tokens - out.forced, cpu, steered.decodes,
                    prompt, steered.batches)
@@ -111,7 +112,7 @@ def replay(backend: Any, written: Written) -> float:
 
 def figure(bench: Bench, backend: Any, tag: str, label: str) -> None:
     from agent.bench.context import domain_tools
-    from agent.bench.episode import USER_TEXT, VALID_CALL
+    from agent.bench.episode import USER_TEXT, valid_call
 
     tools = domain_tools(bench.config.settings, bench.tmp / f"jump-{tag}")
     messages = [{"role": "system", "content": "You manage a calendar."}, {"role": "user", "content": USER_TEXT}]
@@ -122,7 +123,7 @@ def figure(bench: Bench, backend: Any, tag: str, label: str) -> None:
     for i in range(bench.config.repeats + 1):  # round 0 warms up
         progress(f"jump-forward ({label}): round {i + 1}/{bench.config.repeats + 1}")
         for jump in (True, False):
-            last[jump] = write_call(backend, messages, tools, VALID_CALL, jump)
+            last[jump] = write_call(backend, messages, tools, valid_call(backend.chat_format), jump)
         if i > 0 or bench.config.repeats == 1:
             ratios.append(last[True].seconds / last[False].seconds)
             cpu_ratios.append(last[True].cpu_seconds / last[False].cpu_seconds)

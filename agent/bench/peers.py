@@ -226,14 +226,13 @@ def _after_a_forced_call(suite: EvalSuite, scenarios: list[Scenario], backend: A
     from agent.bench.client_loop import run_client_episode
     from agent.bench.recording import RecordingBackend
     from agent.eval.dialogue import run_episode
-    from agent.formats import HERMES
     from agent.loop import Budgets
 
     budgets = Budgets(max_steps=2, max_tool_calls=16, max_tokens=MAX_TOKENS)
     for i, scenario in enumerate(scenarios):
         progress(f"peers: after a forced call, scenario {i + 1}/{len(scenarios)}")
         recorder = RecordingBackend(backend)
-        recorder.prefixes = [HERMES.call_open + "\n"]
+        recorder.prefixes = [backend.chat_format.call_open + "\n"]
         plays: dict[str, EpisodeFn] = {
             "runtime": lambda s, env: run_episode(s, recorder, env, budgets=budgets, session_id=f"after-call-{s.id}",
                                                   max_user_turns=1),

@@ -7,29 +7,34 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
-from agent.bench.episode import DAY, EPISODE_PREFIXES
+from agent.bench.episode import DAY, episode_prefixes
 from agent.bench.recording import RecordingBackend, StepTrace
 from agent.bench.report import Report, progress
-from agent.formats import HERMES
+from agent.formats.chat_format import ChatFormat, format_of
 
 if TYPE_CHECKING:
     from agent.bench.context import Bench
 
-# Two chats interleaved turn by turn; each turn is one scripted call and one free reply.
-CHAT_TURNS: dict[str, list[tuple[str, str]]] = {
-    "chat-a": [
-        ("What do I have on 2026-12-01?", EPISODE_PREFIXES[1]),
-        ("Add 'Dentist' at 15:00 for an hour that day.", EPISODE_PREFIXES[2]),
-        ("Any 30 minutes free that day?", EPISODE_PREFIXES[3]),
-    ],
-    "chat-b": [
-        ("Is there anything called Dentist on 2026-12-01?", EPISODE_PREFIXES[4]),
-        ("Add 'Team sync' at 10:00 that day, 30 minutes.",
-         HERMES.format_tool_call("create_event", {"title": "Team sync", "date": DAY, "start_time": "10:00",
-                                                  "duration_minutes": 30})),
-        ("What is on that day now?", EPISODE_PREFIXES[1]),
-    ],
-}
+
+
+def chat_turns(fmt: ChatFormat) -> dict[str, list[tuple[str, str]]]:
+    """Two chats interleaved turn by turn; each turn is one scripted call (in the model's format)
+    and one free reply."""
+    prefixes = episode_prefixes(fmt)
+    return {
+        "chat-a": [
+            ("What do I have on 2026-12-01?", prefixes[1]),
+            ("Add 'Dentist' at 15:00 for an hour that day.", prefixes[2]),
+            ("Any 30 minutes free that day?", prefixes[3]),
+        ],
+        "chat-b": [
+            ("Is there anything called Dentist on 2026-12-01?", prefixes[4]),
+            ("Add 'Team sync' at 10:00 that day, 30 minutes.",
+             fmt.format_tool_call("create_event", {"title": "Team sync", "date": DAY, "start_time": "10:00",
+                                                   "duration_minutes": 30})),
+            ("What is on that day now?", prefixes[1]),
+        ],
+    }
 
 
 def episode_reuse(report: Report, steps: list[StepTrace]) -> None:
@@ -53,7 +58,8 @@ def interleaved(bench: Bench, backend: Any) -> None:
         backend.max_saved_sessions = keep
         recorder = RecordingBackend(backend)
         runtime = bench.build_runtime(recorder, max_steps=2)
-        for a, b in zip(CHAT_TURNS["chat-a"], CHAT_TURNS["chat-b"]):
+        turns = chat_turns(format_of(backend))
+        for a, b in zip(turns["chat-a"], turns["chat-b"]):
             for chat, (text, call) in (("chat-a", a), ("chat-b", b)):
                 recorder.prefixes = [call, ""]
                 runtime.handle(f"{chat}-{mode}-{bench.runs}", text, ApproveAll())

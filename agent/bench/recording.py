@@ -68,6 +68,13 @@ class RecordingBackend:
     def identity(self) -> dict[str, Any]:
         return self.backend.identity()
 
+    @property
+    def chat_format(self) -> Any:
+        """The wrapped backend's chat format (the loop parses the replies with it)."""
+        from agent.formats.chat_format import format_of
+
+        return format_of(self.backend)
+
 
 class LlamaClock:
     """Accumulates wall time spent inside ``Llama.eval`` and ``LlamaSampler.sample``.

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from agent.bench.report import progress
-from agent.formats import HERMES
+from agent.formats.chat_format import ChatFormat, format_of
 
 if TYPE_CHECKING:
     from agent.bench.context import Bench
@@ -29,9 +29,9 @@ def _domain_tools(bench: Bench) -> list[dict[str, Any]]:
         domain.close()
 
 
-def _count(bench: Bench, tokenize: Any, tag: str, label: str) -> None:
+def _count(bench: Bench, fmt: ChatFormat, tokenize: Any, tag: str, label: str) -> None:
     tools = _domain_tools(bench)
-    full, compact = (len(tokenize(HERMES.tool_block(tools, block))) for block in ("full", "compact"))
+    full, compact = (len(tokenize(fmt.tool_block(tools, block))) for block in ("full", "compact"))
     bench.report.add(f"tool_block_full_tokens_{tag}", f"{label}: tool block tokens, full", full)
     bench.report.add(f"tool_block_compact_tokens_{tag}", f"{label}: tool block tokens, compact", compact)
     bench.report.add(f"tool_block_compact_share_{tag}", f"{label}: compact ÷ full tool block", compact / full, "<= 0.4")
@@ -40,7 +40,8 @@ def _count(bench: Bench, tokenize: Any, tag: str, label: str) -> None:
 def sizes(bench: Bench, backend: Any) -> None:
     """Both renderings in the loaded model's vocabulary, then in Qwen3's (``--grammar-model`` or the fixture)."""
     progress("tool block: counting tokens, full and compact")
-    _count(bench, lambda text: backend.tokenize(text, add_bos=False), "49k", f"vocab {backend.engine.n_vocab}")
+    fmt = format_of(backend)  # the loaded model's block, counted in both vocabularies
+    _count(bench, fmt, lambda text: backend.tokenize(text, add_bos=False), "49k", f"vocab {backend.engine.n_vocab}")
     path = bench.config.grammar_model
     if path is None:
         try:
@@ -56,7 +57,7 @@ def sizes(bench: Bench, backend: Any) -> None:
 
     vocab = Llama(path, vocab_only=True, verbose=False)
     try:
-        _count(bench, lambda text: vocab.tokenize(text.encode("utf-8"), add_bos=False, special=True), "151k",
+        _count(bench, fmt, lambda text: vocab.tokenize(text.encode("utf-8"), add_bos=False, special=True), "151k",
                f"vocab {vocab.n_vocab()}")
     finally:
         vocab.close()

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.eval.types import Scenario
-from agent.formats import HERMES
+from agent.formats.chat_format import DEFAULT_FORMAT, ChatFormat, format_named
 from agent.loop import QUESTION_ENDINGS
 from agent.records import CallStatus, StopReason, Turn
 
@@ -58,6 +58,8 @@ class EpisodeTrace:
     tool_names: tuple[str, ...]
     error: str | None = None  # the runner itself failed (not the model)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    # the format the agent was served with (the backend's); a hand-made trace is in the default one
+    chat_format: ChatFormat = field(default_factory=lambda: format_named(DEFAULT_FORMAT))
 
     def calls(self) -> list[TracedCall]:
         out: list[TracedCall] = []
@@ -87,7 +89,7 @@ class EpisodeTrace:
             1
             for exchange in self.exchanges
             for step in exchange.turn.steps
-            if not step.calls and step.problems and HERMES.call_open in step.raw_output
+            if not step.calls and step.problems and self.chat_format.call_open in step.raw_output
         )
 
     def final_reply(self) -> str:

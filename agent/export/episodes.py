@@ -56,6 +56,9 @@ class Episode:
     # The (history_turns, history_block) of each user turn, where they are known per turn (the
     # trajectory log); the turns it does not cover had history_turns/history_block.
     turn_windows: list[HistoryWindow] | None = None
+    # The chat format it was played in (the backend identity's ``chat_format``); records written
+    # before backends named theirs were all played in Hermes.
+    chat_format: str = "hermes"
 
 
 def _producer(backend: dict[str, Any]) -> str:
@@ -80,6 +83,7 @@ def episode_from_record(record: EpisodeRecord, source: str = "") -> Episode:
         extra={"sample": record.sample, "variant": record.variant, "language": record.language},
         history_turns=record.history_turns,
         history_block=record.history_block,
+        chat_format=str(record.backend.get("chat_format") or "hermes"),
     )
 
 
@@ -126,19 +130,21 @@ def read_trajectory_log(path: Path, history_turns: int = DEFAULT_HISTORY_TURNS,
     configured = (history_turns, history_block)
     sessions: dict[str, list[dict[str, Any]]] = {}
     windows: dict[str, list[HistoryWindow]] = {}
+    formats: dict[str, str] = {}  # the chat format each session was served in (its first turn's)
     try:
         for row in log.turns():
             key = str(row.get("session_id") or f"turn-{row['id']}")
             sessions.setdefault(key, []).append({"role": "user", "content": row.get("user_text", "")})
             sessions[key].extend(row.get("new_messages") or [])
             windows.setdefault(key, []).append(served_window(row) or configured)
+            formats.setdefault(key, str((row.get("model") or {}).get("chat_format") or "hermes"))
     finally:
         log.close()
     for key, messages in sessions.items():  # first-seen order, as the log has them
         yield from as_served(Episode(messages=messages, scenario_id=key, template="log", split="log",
                                      calls=sum(1 for m in messages if m.get("role") == "tool"), source=str(path),
                                      history_turns=history_turns, history_block=history_block,
-                                     turn_windows=windows[key]))
+                                     turn_windows=windows[key], chat_format=formats[key]))
 
 
 def read_episodes(source: Path, history_turns: int = DEFAULT_HISTORY_TURNS,

@@ -12,6 +12,10 @@ runtime shows the model at inference:
   prepares them for such a template — the Hermes tool block appended to the system message,
   each assistant turn's exact raw text in ``content``, tool results as user turns in
   ``<tool_response>`` tags — so rendering the row with the plain template gives the runtime's prompt.
+
+Each episode is read and written in the chat format it was played with: its record names it
+(``Episode.chat_format``, from the backend's ``identity()``; records from before formats were
+named were all Hermes), and each row names it too (``chat_format``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from agent.export.episodes import Episode
-from agent.formats import HERMES, format_tool_call, parse_reply
+from agent.formats.chat_format import DEFAULT_FORMAT, ChatFormat, format_named
 from agent.formats.tool_view import shown_tools
 from agent.prompt import date_grounding_of, prompt_style_of
 
@@ -44,22 +48,30 @@ def _arguments(raw: Any) -> Any:
     return raw
 
 
-def canonical_text(content: str, calls: list[tuple[str, Any]]) -> str:
-    """How a Qwen-style template re-renders (content, tool_calls): content, then one block per call."""
-    return "\n".join(([content] if content else []) + [format_tool_call(n, a) for n, a in calls])
+def _format(chat_format: ChatFormat | None) -> ChatFormat:
+    return chat_format or format_named(DEFAULT_FORMAT)
 
 
-def to_structured(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+def canonical_text(content: str, calls: list[tuple[str, Any]], chat_format: ChatFormat | None = None) -> str:
+    """How a Qwen-style template re-renders (content, tool_calls): content, then one block per call
+    (in ``chat_format``'s tags; None: the default format's)."""
+    fmt = _format(chat_format)
+    return "\n".join(([content] if content else []) + [fmt.format_tool_call(n, a) for n, a in calls])
+
+
+def to_structured(messages: list[dict[str, Any]],
+                  chat_format: ChatFormat | None = None) -> tuple[list[dict[str, Any]], int]:
     """OpenAI-format messages with parsed calls; also the number of non-canonical assistant turns."""
+    fmt = _format(chat_format)
     out: list[dict[str, Any]] = []
     noncanonical = 0
     for m in messages:
         role = m.get("role")
         content = m.get("content") or ""
         if role == "assistant":
-            parsed = parse_reply(content)
+            parsed = fmt.parse_reply(content)
             listed = m.get("tool_calls")
-            if listed is None and HERMES.call_open in content and not parsed.tool_calls and parsed.problems:
+            if listed is None and fmt.call_open in content and not parsed.tool_calls and parsed.problems:
                 raise NotRepresentable("an assistant turn holds a tool call the parser could not read")
             if listed is not None:
                 calls = [(c["function"]["name"], _arguments(c["function"]["arguments"])) for c in listed]
@@ -75,7 +87,7 @@ def to_structured(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
                     {"id": i, "type": "function", "function": {"name": n, "arguments": a}}
                     for i, (n, a) in zip(ids, calls)
                 ]
-            if parsed.reasoning or content.strip() != canonical_text(parsed.content, calls):
+            if parsed.reasoning or content.strip() != canonical_text(parsed.content, calls, fmt):
                 noncanonical += 1
             out.append(message)
         elif role == "tool":
@@ -86,7 +98,7 @@ def to_structured(messages: list[dict[str, Any]]) -> tuple[list[dict[str, Any]],
     return out, noncanonical
 
 
-def served_messages(structured: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def served_messages(structured: list[dict[str, Any]], chat_format: ChatFormat | None = None) -> list[dict[str, Any]]:
     """The inverse of ``to_structured``: each assistant turn back as the raw text the runtime keeps.
 
     The runtime's history holds what the model wrote (reasoning, content, call blocks), and its
@@ -94,24 +106,25 @@ def served_messages(structured: list[dict[str, Any]]) -> list[dict[str, Any]]:
     renderer (``agent.train.sft.assistant_spans``), so it needs the same text back. For the
     turns ``to_structured`` found canonical (``noncanonical_turns`` counts the others) this is
     byte for byte what the model wrote."""
+    fmt = _format(chat_format)
     out: list[dict[str, Any]] = []
     for m in structured:
         if m.get("role") != "assistant":
             out.append(dict(m))
             continue
         calls = [(c["function"]["name"], _arguments(c["function"]["arguments"])) for c in m.get("tool_calls") or []]
-        text = canonical_text(str(m.get("content") or ""), calls)
+        text = canonical_text(str(m.get("content") or ""), calls, fmt)
         reasoning = m.get("reasoning_content")
         if reasoning:
-            text = f"{HERMES.think_open}\n{reasoning}\n{HERMES.think_close}\n\n{text}"
+            text = f"{fmt.think_open}\n{reasoning}\n{fmt.think_close}\n\n{text}"
         out.append({"role": "assistant", "content": text})
     return out
 
 
 def to_exact(messages: list[dict[str, Any]], tools: list[dict[str, Any]],
-             tool_block: str = "full") -> list[dict[str, Any]]:
+             tool_block: str = "full", chat_format: ChatFormat | None = None) -> list[dict[str, Any]]:
     """The messages a tool-less template must see to render exactly the runtime's prompt."""
-    return HERMES.plain_chat(messages, tools, tool_block)
+    return _format(chat_format).plain_chat(messages, tools, tool_block)
 
 
 @dataclass
@@ -190,11 +203,12 @@ def build_rows(episodes: Iterable[Episode], selection: Selection, assistant_form
             report.dropped[reason] += 1
             continue
         tools = episode.tools if episode.tools is not None else list(default_tools or [])
+        fmt = format_named(episode.chat_format)
         try:
             if assistant_format == "structured":
-                messages, noncanonical = to_structured(episode.messages)
+                messages, noncanonical = to_structured(episode.messages, fmt)
             else:
-                messages, noncanonical = to_exact(episode.messages, tools, tool_block), 0
+                messages, noncanonical = to_exact(episode.messages, tools, tool_block, fmt), 0
         except NotRepresentable:
             report.dropped["not representable as structured"] += 1
             continue
@@ -215,6 +229,7 @@ def build_rows(episodes: Iterable[Episode], selection: Selection, assistant_form
             "prompt_style": prompt_style_of(episode.messages),
             "date_grounding": date_grounding_of(episode.messages),
             "assistant_format": assistant_format,
+            "chat_format": fmt.name,
             "split": episode.split,
             "template": episode.template,
             "scenario_id": episode.scenario_id,

@@ -139,7 +139,7 @@ def row_text(renderer: Any, row: dict[str, Any]) -> str:
     for m in row["messages"]:
         if m.get("tool_calls"):
             calls = [(c["function"]["name"], c["function"]["arguments"]) for c in m["tool_calls"]]
-            m = {"role": "assistant", "content": canonical_text(m.get("content") or "", calls)}
+            m = {"role": "assistant", "content": canonical_text(m.get("content") or "", calls, renderer.chat_format)}
         messages.append(m)
     return str(renderer.render(messages, tools if renderer.native_tools else None, add_generation_prompt=False))
 

@@ -109,7 +109,7 @@ def assistant_spans(tokenizer: Any, messages: list[dict[str, Any]], tools: list[
     renderer = _renderer(tokenizer.chat_template or "", tokenizer.bos_token or "", tokenizer.eos_token or "",
                          enable_thinking)
     if renderer.native_tools:  # structured rows: the calls back as the text the model wrote
-        messages, shown = served_messages(messages), list(tools or [])
+        messages, shown = served_messages(messages, renderer.chat_format), list(tools or [])
     else:  # exact rows already hold the tool block and results as the runtime writes them
         shown = []
 

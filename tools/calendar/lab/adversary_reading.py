@@ -10,14 +10,16 @@ import json
 from typing import Any
 
 from agent.eval.suite import Scenario
-from agent.formats import HERMES
+from agent.formats import DEFAULT_FORMAT, format_named
 from tools.calendar.lab.policies import tool_results
 
 Messages = list[dict[str, Any]]
+# The policies write the default (Hermes) format, which the scripted backend they drive reads.
+SCRIPTED_FORMAT = format_named(DEFAULT_FORMAT)
 
 
 def is_call(output: str) -> bool:
-    return HERMES.call_open in output
+    return SCRIPTED_FORMAT.call_open in output
 
 
 def seen_events(messages: Messages) -> dict[int, dict[str, Any]]:
