@@ -1,4 +1,4 @@
-"""Writes what a run leaves behind besides the episodes: summary.txt/json and errors.csv."""
+"""Writes what a run leaves behind besides the episodes: summary.txt/json, errors.csv and by_wording.txt/json."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from agent.eval.by_wording import write_by_wording
 from agent.eval.metrics import Row, format_table, rows_to_json, summarize
 from agent.eval.record import EpisodeRecord
 
@@ -55,4 +56,5 @@ def write_reports(
         writer = csv.DictWriter(fh, fieldnames=columns)
         writer.writeheader()
         writer.writerows(csv_rows)
+    write_by_wording(out_dir, records)  # success per wording beside it (by_wording.txt/json)
     return rows
