@@ -350,11 +350,12 @@ def test_checked_files_carry_their_adapter(smollm2: Path, smollm2_lora: Path) ->
         LlamaBackend(files, lora_path=smollm2_lora)
 
 
-def test_tool_call_trigger_ignores_reasoning_and_closed_calls() -> None:
-    """The decode loop's trigger is the format's (``HERMES.call_opened``)."""
-    from agent.backends.llama.decode import opens_call
-
-    assert opens_call == HERMES.call_opened
+def test_decoding_uses_the_format_the_renderer_chose_for_the_model(qwen: LlamaBackend) -> None:
+    """The decode loop's trigger, stops and grammar are the backend's one format (``call_opened``)."""
+    assert qwen.decoder.chat_format is qwen.chat_format is qwen.renderer.chat_format
+    assert qwen.identity()["chat_format"] == qwen.chat_format.name == "hermes"
+    assert qwen.chat_format.stop_markers == ("<|im_end|>",)
+    opens_call = qwen.decoder.chat_format.call_opened
     assert opens_call("ok <tool_call>", 0) == len("ok <tool_call>")
     assert opens_call("<think>maybe <tool_call></think>", 0) is None
     assert opens_call("<tool_call>{}</tool_call>", 0) is None

@@ -240,3 +240,41 @@ def test_the_layer_checks_can_fail(tmp_path: Path) -> None:
     assert import_cycle(tmp_path) == []  # tools.calendar importing its store, which names the package, is no circle
     assert sorted(set(package_cycle(tmp_path))) == ["bot", "launchd"]
     assert long_modules(tmp_path) == ["agent.words: 451 lines"]
+
+
+# -- the chat format travels with the model ------------------------------------------------------
+
+# What serves, records and trains a model takes its chat format from the backend (or the record the
+# backend wrote): none of it may name a concrete format, so a new format (Gemma's) is its module
+# plus its line in the registry, ``agent/formats/chat_format.py``, and nothing here.
+FORMAT_USERS = ("agent/loop.py", "agent/repl.py", "agent/eval", "agent/export", "agent/train", "agent/backends",
+                "agent/bench")
+CONCRETE_FORMATS = ("agent.formats.hermes", "agent.formats.gemma")
+# the default (Hermes) format's names that ``agent.formats`` re-exports for scripted policies
+CONCRETE_NAMES = {f"agent.formats.{n}" for n in ("HERMES", "HermesFormat", "GEMMA", "GemmaFormat",
+                                                 "parse_reply", "format_tool_call")}
+
+
+def concrete_format_imports(root: Path = REPO) -> list[str]:
+    found = []
+    for place in FORMAT_USERS:
+        path = root / place
+        for file in sorted(path.rglob("*.py") if path.is_dir() else [path] if path.exists() else []):
+            found += [f"{file.relative_to(root)}:{line}: imports {module}" for line, module in imported_modules(file, root)
+                      if _hits(module, CONCRETE_FORMATS) or module in CONCRETE_NAMES]
+    return found
+
+
+def test_the_loop_backends_eval_export_and_training_import_no_concrete_chat_format() -> None:
+    assert concrete_format_imports() == []
+
+
+def test_the_format_check_finds_a_concrete_format_import(tmp_path: Path) -> None:
+    (tmp_path / "agent" / "backends").mkdir(parents=True)
+    (tmp_path / "agent" / "loop.py").write_text("from agent.formats.chat_format import format_of\n"
+                                                "from agent.formats import ToolCall\n", encoding="utf-8")
+    (tmp_path / "agent" / "backends" / "x.py").write_text(
+        "def f():\n    from agent.formats.gemma import GEMMA\n    from agent.formats import HERMES\n", encoding="utf-8")
+    assert concrete_format_imports(tmp_path) == [
+        "agent/backends/x.py:2: imports agent.formats.gemma", "agent/backends/x.py:2: imports agent.formats.gemma.GEMMA",
+        "agent/backends/x.py:3: imports agent.formats.HERMES"]

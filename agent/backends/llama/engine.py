@@ -93,7 +93,10 @@ class Engine:
     """One ``llama_cpp.Llama`` with its context, and the per-token facts the decoder needs."""
 
     def __init__(self, files: ModelFiles, lora_scale: float = 1.0, n_ctx: int = 8192,
-                 n_threads: int | None = None, seed: int = 0, gpu_layers: int | None = None) -> None:
+                 n_threads: int | None = None, seed: int = 0, gpu_layers: int | None = None,
+                 vocab_only: bool = False) -> None:
+        """``vocab_only``: the tokenizer and metadata without the weights (nothing can be decoded):
+        for checking what the runtime's own tokenization makes of a rendered prompt, cheaply."""
         self.files = files
         self.lora_scale = lora_scale
         self.gpu_layers = default_gpu_layers() if gpu_layers is None else gpu_layers  # -1: all
@@ -102,7 +105,7 @@ class Engine:
         self.llm = Llama(
             files.model_path, lora_path=files.lora_path, lora_scale=lora_scale, n_ctx=n_ctx,
             n_batch=min(512, n_ctx), n_threads=n_threads, n_threads_batch=n_threads, seed=seed,
-            n_gpu_layers=self.gpu_layers, verbose=False,
+            n_gpu_layers=self.gpu_layers, verbose=False, vocab_only=vocab_only,
         )
         self.n_ctx = self.llm.n_ctx()
         self.n_vocab = self.llm.n_vocab()
