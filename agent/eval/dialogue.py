@@ -33,6 +33,7 @@ from agent.approval import ApprovalRequest, Decision
 from agent.backends.base import Backend
 from agent.eval.suite import Environment, Scenario
 from agent.eval.trace import HANDED_BACK, EpisodeTrace, Exchange, asked_question
+from agent.formats.chat_format import format_of
 from agent.history import DEFAULT_HISTORY_TURNS, recent_turns
 from agent.loop import Agent, Budgets
 from agent.receipt import receipt_line
@@ -157,4 +158,6 @@ def run_episode(
     def run_turn(messages: list[dict[str, Any]], approver: ScenarioApprover) -> Turn:
         return agent.run_turn(messages, approver, session_id=session_id, cancel=cancel)
 
-    return play_dialogue(scenario, environment, run_turn, max_user_turns, history_turns, history_block)
+    trace = play_dialogue(scenario, environment, run_turn, max_user_turns, history_turns, history_block)
+    trace.chat_format = format_of(backend)  # the verifier reads the replies in the model's format
+    return trace
