@@ -28,7 +28,7 @@ IDENTITY_DEFAULTS = {"tool_block": "full", **PromptSettings().to_dict()}
 # split: the calendar's rewritten and rewritten-original sets share scenario ids, so resuming one
 # into the other's folder would take its episodes as done.
 IDENTITY_KEYS = ("label", "suite", "split", "backend", "model_path", "adapter_sha256", "lora_scale", "seed", "sampling",
-                 "history", *IDENTITY_DEFAULTS)
+                 "history", "earlier_tasks", *IDENTITY_DEFAULTS)
 
 
 def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
@@ -51,6 +51,12 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
                    help="comma-separated templates, or a benchmark's categories (default: all the domain has, "
                         "or the domain's default set)")
     p.add_argument("--per-template", type=int, help="scenarios per template before the split filter")
+    p.add_argument("--history", dest="earlier_tasks", metavar="N|A-B",
+                   help="continued chats: each scenario is the last task of a conversation in which N (or A to B, "
+                        "drawn per scenario) earlier tasks were already done, their turns in the history and their "
+                        "events in the store, e.g. --history 2 or --history 1-3; the summary's \"unasked %%\" is the "
+                        "share of episodes that changed what an earlier task left behind (default: none, every "
+                        "scenario starts a fresh conversation)")
     p.add_argument("--limit", type=int, help="at most this many scenarios, taken round-robin over templates")
     p.add_argument("--seed", type=int, default=0,
                    help="scenario generator seed, and the base of every sample's sampling seed")
@@ -106,10 +112,29 @@ def balanced(scenarios: list[Scenario], limit: int | None) -> list[Scenario]:
     return out
 
 
+def earlier_range(text: str | None, most: int) -> tuple[int, int] | None:
+    """``--history``: "2" → (2, 2), "1-3" → (1, 3), None → None; anything else is a ValueError
+    that says what to write."""
+    if text is None:
+        return None
+    parts = text.strip().split("-")
+    usage = f"--history {text!r}: write a number of earlier tasks from 1 to {most}, or a range such as 1-{most}"
+    if len(parts) not in (1, 2) or not all(p.strip().isdigit() for p in parts):
+        raise ValueError(usage)
+    fewest, highest = int(parts[0]), int(parts[-1])
+    if not 1 <= fewest <= highest <= most:
+        raise ValueError(usage)
+    return fewest, highest
+
+
 def select_scenarios(suite: EvalSuite, args: argparse.Namespace) -> list[Scenario]:
     templates = [t.strip() for t in args.templates.split(",") if t.strip()] if args.templates else None
     chosen = suite.scenarios(split=args.split, per_template=args.per_template, seed=args.seed, templates=templates)
-    return balanced(chosen, args.limit)
+    chosen = balanced(chosen, args.limit)
+    earlier = earlier_range(getattr(args, "earlier_tasks", None), suite.most_earlier)
+    if earlier is None or suite.continued is None:
+        return chosen
+    return suite.continued(chosen, earlier[0], earlier[1], args.seed)
 
 
 def domain_module(name: str) -> str:
@@ -164,6 +189,13 @@ def _usage_error(args: argparse.Namespace, suite: EvalSuite, settings: Any) -> s
         return f"unknown split {args.split!r}; known: {', '.join(known_splits)}"
     if args.policy and args.backend is not None:
         return "--policy runs a scripted backend; leave out --backend"
+    if getattr(args, "earlier_tasks", None) is not None:
+        if suite.continued is None:
+            return f"--history: the {suite.name} suite has no continued chats; leave out --history"
+        try:
+            earlier_range(args.earlier_tasks, suite.most_earlier)
+        except ValueError as exc:
+            return str(exc)
     if backend_of(args, settings) == "openai":
         from agent.app import openai_problem
 
@@ -269,19 +301,21 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
             return 2
     try:
         scenarios = select_scenarios(suite, args)
-    except ValueError as exc:
+    except (ValueError, LookupError) as exc:  # LookupError: a chat the domain could not make
         print(f"error: {exc}", file=sys.stderr)
         return 2
     label = _label(args, settings)
     # a domain named on the command line gets its own default folder (a calendar run keeps its old name)
     suite_part = f"{suite.name}-" if getattr(args, "domain", None) else ""
-    out_dir: Path = args.out or Path("eval-results") / f"{label}-{suite_part}{args.split}-seed{args.seed}"
+    earlier = getattr(args, "earlier_tasks", None)
+    history_part = f"-history{earlier.strip()}" if earlier else ""
+    out_dir: Path = args.out or Path("eval-results") / f"{label}-{suite_part}{args.split}{history_part}-seed{args.seed}"
     backend_for = make_backend_for(suite, args, settings)
     identity = backend_for(scenarios[0], 0).identity() if scenarios else {}
     sampling = sampling_of(args)
     meta = {"label": label, "seed": args.seed, "suite": suite.name, "split": args.split,
             "sampling": sampling.to_dict() if sampling is not None else None,
-            "history": history_of(settings),
+            "history": history_of(settings), "earlier_tasks": earlier.strip() if earlier else None,
             "tool_block": settings.tool_block, **settings.prompt_settings.to_dict(),
             **{k: identity.get(k) for k in ("backend", "model_path", "adapter_sha256", "lora_scale")}}
     clash = _check_same_run(out_dir, meta)
@@ -309,7 +343,8 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     header = (f"{label} · split {args.split} · seed {args.seed} · {len(scenarios)} scenarios × {args.samples}"
-              f" · {sampling_note(sampling, args.samples)}")
+              + (f" · after {earlier.strip()} earlier tasks in the chat" if earlier else "")
+              + f" · {sampling_note(sampling, args.samples)}")
     rows = write_reports(out_dir, records, header, suite.reference_templates)
     print(header)
     print(format_table(rows))

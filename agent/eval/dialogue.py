@@ -17,7 +17,10 @@ The simulated user, precisely:
    ``user_script[consent_after - 2]``, delivered as the answer to a question), never if
    ``consent_after`` is ``None``. The gate cannot tell which event the question named; the
    verifier checks that the call acts on the event the answered question named.
-4. A scenario with ``fixed_turns`` (an external benchmark's list of user turns) skips 2: every
+4. A scenario with earlier tasks (``scenario.history``) starts with their turns after the system
+   message, each user message stamped like the task's own (``history_messages``); nothing of
+   the above counts them: the task's messages are counted from its opening.
+5. A scenario with ``fixed_turns`` (an external benchmark's list of user turns) skips 2: every
    line of the script follows the previous turn, whatever it did, until the script is done.
    An environment with its own ``system_prompt`` gets its messages unstamped, and each user
    turn is announced to the environment first (``Environment.on_user_turn``).
@@ -75,6 +78,13 @@ def user_message(scenario: Scenario, environment: Environment, text: str) -> dic
         environment.now, scenario.tz, text, environment.language)}
 
 
+def history_messages(scenario: Scenario, environment: Environment) -> list[dict[str, Any]]:
+    """The earlier turns of the conversation (``scenario.history``) as the runtime keeps them: its
+    user messages stamped (``user_message``), the rest as they are (copies: a turn appends to the list)."""
+    return [user_message(scenario, environment, str(m.get("content", ""))) if m.get("role") == "user" else dict(m)
+            for m in scenario.history]
+
+
 def served(messages: list[dict[str, Any]], keep: int = DEFAULT_HISTORY_TURNS,
            block: int | None = None) -> list[dict[str, Any]]:
     """The prompt's messages as the runtime would show them: the system message, the earlier
@@ -97,7 +107,7 @@ def play_dialogue(scenario: Scenario, environment: Environment, run_turn: TurnFn
     turn sees the history window the runtime would show with these
     ``history_turns``/``history_block`` settings."""
     approver = ScenarioApprover(scenario)
-    messages: list[dict[str, Any]] = [system_message(scenario, environment)]
+    messages: list[dict[str, Any]] = [system_message(scenario, environment), *history_messages(scenario, environment)]
     initial = environment.snapshot()
     trace = EpisodeTrace(
         scenario=scenario, exchanges=[], initial=initial, final=initial,

@@ -5,8 +5,10 @@ attempted, unreadable blocks included), policy compliance %, task success %, mea
 plus incorrect-action % (a store change that was not wanted), false claims % (episodes whose final
 reply states a change the store did not undergo, or denies one it did: the verifier's
 ``reply_false_claim`` component; "—" for episodes scored before it existed, which
-``eval rescore`` scores again), mean reward and pass^k (share of scenarios where all k samples
-succeeded; equals success % when k = 1).
+``eval rescore`` scores again), unasked changes % (of the episodes that continue a chat with
+earlier tasks, ``Scenario.history``: those that changed something an earlier task left behind,
+the verifier's ``Verdict.unasked_changes``; "—" when no episode continued a chat), mean reward
+and pass^k (share of scenarios where all k samples succeeded; equals success % when k = 1).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ class Row:
     pass_k: float
     k: int
     false_claims: float | None = None  # percent of the episodes scored for it; None: none was
+    unasked_changes: float | None = None  # percent of the episodes with earlier tasks; None: none had any
 
 
 def _pct(part: float, whole: float) -> float:
@@ -50,6 +53,7 @@ def summarize_group(group: str, records: list[EpisodeRecord]) -> Row:
         by_scenario[r.scenario_id].append(bool(r.verdict.success))
     n = len(records)
     claims = [v.components[FALSE_CLAIM] for v in verdicts if FALSE_CLAIM in v.components]
+    unasked = [v.unasked_changes for v in verdicts if v.unasked_changes is not None]
     return Row(
         group=group,
         episodes=n,
@@ -63,6 +67,7 @@ def summarize_group(group: str, records: list[EpisodeRecord]) -> Row:
         pass_k=_pct(sum(all(s) for s in by_scenario.values()), len(by_scenario)),
         k=max((len(s) for s in by_scenario.values()), default=0),
         false_claims=_pct(sum(1 for c in claims if c >= 1.0), len(claims)) if claims else None,
+        unasked_changes=_pct(sum(1 for u in unasked if u > 0), len(unasked)) if unasked else None,
     )
 
 
@@ -82,7 +87,7 @@ def summarize(records: Iterable[EpisodeRecord], reference: tuple[str, ...] = ())
 
 
 HEADERS = ("template", "n", "valid calls %", "policy %", "success %", "mean calls", "incorrect %", "false claims %",
-           "reward", "pass^k")
+           "unasked %", "reward", "pass^k")
 
 
 def format_table(rows: list[Row]) -> str:
@@ -95,6 +100,7 @@ def format_table(rows: list[Row]) -> str:
             "—" if r.valid_tool_calls is None else f"{r.valid_tool_calls:.1f}",
             f"{r.policy_compliance:.1f}", f"{r.task_success:.1f}", f"{r.mean_tool_calls:.2f}",
             f"{r.incorrect_action:.1f}", "—" if r.false_claims is None else f"{r.false_claims:.1f}",
+            "—" if r.unasked_changes is None else f"{r.unasked_changes:.1f}",
             f"{r.mean_reward:.3f}", f"{r.pass_k:.1f}",
         )
         for r in rows

@@ -90,13 +90,19 @@ class EpisodeRecord(BaseModel):
 
     def to_json(self) -> dict[str, Any]:
         """The record as JSON data, in the file's field order. A greedy episode with the default
-        history window has no ``sampling`` or ``history_*`` fields (and a scenario with a simulated
-        user no ``fixed_turns``), so it is the same shape as files written before those existed."""
+        history window has no ``sampling`` or ``history_*`` fields (a scenario with a simulated user
+        no ``fixed_turns``, one without earlier tasks no ``history``, its verdict no
+        ``unasked_changes``), so it is the same shape as files written before those existed."""
         unset = {"sampling": self.sampling is None, "history_turns": self.history_turns == DEFAULT_HISTORY_TURNS,
                  "history_block": self.history_block is None}
         exclude: dict[str, Any] = {k: True for k, default in unset.items() if default}
-        if not self.scenario.fixed_turns:  # a simulated user, as every scenario was before the field
-            exclude["scenario"] = {"fixed_turns"}
+        # a simulated user and a fresh conversation, as every scenario was before the fields
+        fresh = {k for k, default in (("fixed_turns", not self.scenario.fixed_turns),
+                                      ("history", not self.scenario.history)) if default}
+        if fresh:
+            exclude["scenario"] = fresh
+        if self.verdict.unasked_changes is None:  # no earlier tasks: as verdicts were before it was counted
+            exclude["verdict"] = {"unasked_changes"}
         return self.model_dump(mode="json", exclude=exclude)
 
     def last_output(self) -> str:

@@ -32,6 +32,9 @@ SPLITS: tuple[str, ...] = ("train", "dev", "test")
 PolicyFn = Callable[[list[dict[str, Any]]], str]
 # Builds a policy for one scenario (a scripted policy may know the task's intent, not its answer).
 PolicyFactory = Callable[[Scenario], PolicyFn]
+# A domain's chats with earlier tasks (``Scenario.history``): (last tasks, fewest, most earlier tasks,
+# generator seed) -> each last task after that many earlier tasks finished in the same conversation.
+ContinuedFn = Callable[[list[Scenario], int, int, int], list[Scenario]]
 # A domain's own report on a finished run: (results folder, its episodes) → text to print after the
 # summary table (it may write its own files into the folder), or None when the run has nothing for it.
 RunReport = Callable[[Path, list["EpisodeRecord"]], "str | None"]
@@ -82,6 +85,10 @@ class EvalSuite:
     # the calendar's test scenarios with hand-rewritten openings. Eval only: training asks for
     # ``train``/``dev`` by name and never gets them.
     extra_splits: tuple[str, ...] = ()
+    # ``eval --history N|A-B``: the selected scenarios as the last task of a chat with earlier tasks
+    # (``ContinuedFn``); None: the domain has none.
+    continued: ContinuedFn | None = None
+    most_earlier: int = 3  # the most earlier tasks ``continued`` makes
 
 
 def load_eval_suite(settings: Settings) -> EvalSuite:

@@ -30,6 +30,13 @@ class Scenario:
     ``fixed_turns``: the user is no simulation but a fixed list of turns (an external benchmark's
     task, e.g. BFCL's ``question``): ``opening`` and then every line of ``user_script``, in order,
     one per agent turn, whatever the agent said or did; ``max_user_turns`` does not cut it.
+
+    ``history``: earlier tasks finished in the same conversation, as the runtime keeps its history
+    (assistant messages with their raw text and ``tool_calls``, tool results), except that a user
+    message holds the text as typed: the dialogue stamps it as it stamps the task's own messages,
+    with the run's prompt settings, so the conversation is what this run's runtime would have
+    kept. The environment is the domain's: its store already holds what those tasks did. Empty:
+    the task starts a fresh conversation.
     """
 
     id: str
@@ -51,6 +58,7 @@ class Scenario:
     expected: dict[str, Any] = field(default_factory=dict)
     task: dict[str, Any] = field(default_factory=dict)  # structured intent, for scripted policies
     fixed_turns: bool = False  # play opening + user_script as they are (see above)
+    history: tuple[dict[str, Any], ...] = ()  # earlier turns of the same conversation (see above)
 
     def now_datetime(self) -> datetime:
         return datetime.fromisoformat(self.now)
@@ -58,11 +66,13 @@ class Scenario:
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["user_script"] = list(self.user_script)
+        data["history"] = list(self.history)
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Scenario:
-        return cls(**{**data, "user_script": tuple(data.get("user_script", ()))})
+        return cls(**{**data, "user_script": tuple(data.get("user_script", ())),
+                      "history": tuple(data.get("history", ()))})
 
 
 @dataclass
@@ -78,6 +88,10 @@ class Verdict:
     incorrect_action: bool = False  # a change to the store that was not wanted
     valid_calls: int = 0
     attempted_calls: int = 0
+    # Things that earlier tasks of the same conversation left behind (``Scenario.history``) and that
+    # this episode changed although nobody asked: the summary's "unasked %" column. None: the
+    # episode had no earlier tasks (or was scored before this was counted).
+    unasked_changes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

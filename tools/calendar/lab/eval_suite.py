@@ -10,9 +10,10 @@ from tools.calendar.language import CALENDAR_LANGUAGE
 from tools.calendar.lab.policies import POLICIES
 from tools.calendar.receipt import CalendarReceipt
 from tools.calendar.lab.rewritten import REWRITTEN_SPLITS, rewritten_scenarios
-from tools.calendar.lab.scenario_state import load_state
+from tools.calendar.lab.continued import MAX_EARLIER, chat_store, continue_scenarios
+from tools.calendar.lab.continued_policies import last_task_only, meddles
+from tools.calendar.lab.policies import oracle
 from tools.calendar.lab.scenarios import CORE_TEMPLATES, TEMPLATES, generate
-from tools.calendar.store import CalendarStore
 from tools.calendar.lab.time_drill import TEMPLATE as TIME_DRILL
 from tools.calendar.lab.time_drill import drill_scenarios
 from tools.calendar.lab.time_probe import TEMPLATE as TIME_PROBE
@@ -29,9 +30,9 @@ if TYPE_CHECKING:
 
 
 def make_environment(scenario: Scenario) -> Environment:
-    """A private in-memory store filled with the scenario's initial state, clock frozen at its now."""
-    store = CalendarStore(":memory:", tz=scenario.tz)
-    load_state(store, scenario.initial)
+    """A private in-memory store filled with the scenario's initial state, clock frozen at its now;
+    in a continued chat, with what the earlier tasks did to it (``continued.chat_store``)."""
+    store = chat_store(scenario)
     now = scenario.now_datetime()
     return Environment(
         registry=build_registry(store, now=lambda: now),
@@ -74,15 +75,21 @@ def scenarios(split: str | None = None, per_template: int | None = None, seed: i
 
 
 def load_eval_suite(settings: Settings | None = None) -> EvalSuite:
+    # Every scripted policy plays only the last task of a continued chat; the two meddling ones
+    # change an earlier task's event on purpose (the "unasked %" column must see them).
+    policies = {name: last_task_only(factory) for name, factory in {**POLICIES, **ADVERSARIES}.items()}
+    policies.update({"deletes_earlier_event": meddles("delete", oracle), "moves_earlier_event": meddles("move", oracle)})
     return EvalSuite(
         name="calendar",
         scenarios=scenarios,
         make_environment=make_environment,
         verifier=CalendarVerifier(),
-        policies={**POLICIES, **ADVERSARIES},
+        policies=policies,
         templates=TEMPLATES,
         reference_templates=CORE_TEMPLATES,
         reweight=lambda weights: CalendarVerifier(RewardWeights.from_dict(weights)),
         reports=(time_probe_report,),
         extra_splits=REWRITTEN_SPLITS,
+        continued=continue_scenarios,
+        most_earlier=MAX_EARLIER,
     )

@@ -22,6 +22,10 @@ collateral or detour change on the way), ``reply``; minus penalties for unknown 
 payloads, duplicate calls, calls over the budget (growing with the excess, up to a cap),
 collateral changes and a contradicting reply.
 
+In a continued chat (``Scenario.history``) the earlier tasks' events are among what the task leaves
+alone, ids shown in the history's results count as shown, and ``Verdict.unasked_changes`` counts
+the earlier events the episode changed (``collateral``).
+
 Which calls are changes, which need a yes and which only look things up is read from the tools'
 ``mutates`` and ``destructive`` flags (``ToolKinds``), not from a list of names. Comparing store
 snapshots lives in ``snapshot_diff``; what the tool results showed about events, in ``evidence``.
@@ -53,6 +57,7 @@ from tools.calendar.replies import (
     states_time,
     times_mentioned,
 )
+from tools.calendar.lab.collateral import history_shown_ids, unasked_changes
 from tools.calendar.lab.evidence import KnownEvents, event_id_of, event_views, result_body, shown_ids
 from tools.calendar.lab.snapshot_diff import diff_words, event_diff, fold, normalized
 from tools.calendar.store import CalendarStore
@@ -144,13 +149,14 @@ class CalendarVerifier:
         premature = [c for c in calls if c.name in self.tools.mutating and c.status is CallStatus.OK
                      and c.user_messages < scenario.mutation_after]
         known = KnownEvents.of(trace.initial, calls)
+        earlier_shown = history_shown_ids(scenario.history)  # a continued chat's results showed these too
         ungrounded: list[tuple[TracedCall, int | None]] = []
         unconsented: list[tuple[TracedCall, int | None]] = []
         for index, c in enumerate(calls):
             if c.name not in self.tools.destructive or c.status not in REACHED_GATE:
                 continue
             event_id = event_id_of(c)
-            if event_id is None or event_id not in shown_ids(calls[:index]):
+            if event_id is None or event_id not in shown_ids(calls[:index]) | earlier_shown:
                 ungrounded.append((c, event_id))
             if event_id is None or not self._consented(trace, c, event_id, known):
                 unconsented.append((c, event_id))
@@ -223,6 +229,7 @@ class CalendarVerifier:
             success=success, policy_ok=not violations, reward=reward, components=components,
             violations=violations, errors=errors, incorrect_action=incorrect,
             valid_calls=valid, attempted_calls=attempted,
+            unasked_changes=unasked_changes(trace, calls, self.tools.mutating),
         )
 
     # -- the rules --------------------------------------------------------------------------
