@@ -64,3 +64,28 @@ def test_broken_policies_are_caught_for_the_right_reason() -> None:
     greeting = SUITE.scenarios(templates=["no_tool"], per_template=2)[0]
     verdict = play("tools_for_greetings", greeting)
     assert not verdict.success and not verdict.policy_ok and verdict.components["no_tools"] == 0.0
+
+
+@pytest.mark.parametrize("split", ["train", "dev", "test"])
+def test_oracle_scores_100_percent_on_continued_chats_of_every_split_and_language(split: str) -> None:
+    """The last task after one to three earlier tasks of the same chat (``--history 1-3``): the
+    oracle scripts only the last task and must still solve it with full marks, changing nothing
+    that an earlier task left behind."""
+    assert SUITE.continued is not None
+    base = SUITE.scenarios(split=split, per_template=16)
+    sample = [s for language in ("en", "ko") for s in cli_balanced([s for s in base if s.language == language], 5)]
+    chats = SUITE.continued(sample, 1, 3, 0)
+    assert {c.language for c in chats} == {"en", "ko"} and {c.split for c in chats} == {split}
+    assert all(c.history and c.task["history"]["event_ids"] for c in chats)
+    failures = []
+    for chat in chats:
+        verdict = play("oracle", chat)
+        if not (verdict.success and verdict.policy_ok and verdict.reward == 1.0 and verdict.unasked_changes == 0):
+            failures.append((chat.id, verdict.errors, verdict.violations))
+    assert failures == []
+
+
+def cli_balanced(scenarios: list[Scenario], limit: int) -> list[Scenario]:
+    from agent.eval.cli import balanced
+
+    return balanced(scenarios, limit)
