@@ -184,3 +184,19 @@ def test_cli_history_runs_continued_chats_and_refuses_a_bad_value(tmp_path: Path
     for bad in ("0", "4", "1-", "3-1", "two"):
         assert cli.main([*argv[:-2], "--out", str(tmp_path / "bad"), "--history", bad]) == 2
         assert "--history" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("keep", [2, 3, 4])  # 1 cuts into a task of its own (a fresh one too)
+def test_the_oracle_plays_its_task_when_the_window_cuts_the_history(chats: list[Scenario], keep: int) -> None:
+    """A short history window (``history_turns``) drops the oldest turns in blocks: the window then
+    starts inside the history, and a scripted policy must still see exactly its own task."""
+    long_chats = [c for c in chats if len(c.task["history"]["tasks"]) == 3][:4]
+    assert long_chats
+    for chat in long_chats:
+        environment = SUITE.make_environment(chat)
+        try:
+            trace = run_episode(chat, ScriptedBackend(SUITE.policies["oracle"](chat)), environment, history_turns=keep)
+        finally:
+            environment.close()
+        verdict = SUITE.verifier.verify(trace)
+        assert verdict.success and verdict.policy_ok and verdict.reward == 1.0, (chat.id, verdict.errors)
