@@ -18,7 +18,7 @@ from tools.calendar.lab.eval_suite import load_eval_suite
 from tools.calendar.lab.scenarios import build_scenario
 
 SUITE = load_eval_suite()
-PER_TEMPLATE = 8  # both languages, all four phrasings of each
+PER_TEMPLATE = 8  # both languages, phrasings 0-3 of each (indices 0-7: train and the first held ones)
 
 
 def play(policy: str, scenario: Scenario) -> tuple[Verdict, EpisodeTrace]:

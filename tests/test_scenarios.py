@@ -3,22 +3,36 @@
 from __future__ import annotations
 
 import collections
+import random
+from functools import lru_cache
 from datetime import date, datetime
 
 import pytest
 
 from tools.calendar.lab.eval_suite import make_environment
 from tools.calendar.lab.scenarios import (
+    _BUILDERS,
     CORE_TEMPLATES,
     EXTRA_TEMPLATES,
+    PHRASINGS_OF_SPLIT,
+    SERIES_TEMPLATES,
+    TEMPLATES,
     build_scenario,
+    draw_now,
     generate,
+    phrasing_of,
 )
-from tools.calendar.lab.template_kit import day_words, time_words
+from tools.calendar.lab.template_kit import _Ctx, day_words, time_words
+
+
+@lru_cache(maxsize=1)
+def default_scenarios() -> tuple:
+    """``generate()`` once for the tests that read the default set (920 scenarios take a while)."""
+    return tuple(generate())
 
 
 def test_default_counts_are_80_per_core_template() -> None:
-    scenarios = generate()
+    scenarios = default_scenarios()
     counts = collections.Counter(s.template for s in scenarios)
     assert {t: counts[t] for t in CORE_TEMPLATES} == {t: 80 for t in CORE_TEMPLATES}
     assert sum(counts[t] for t in CORE_TEMPLATES) == 400
@@ -32,17 +46,58 @@ def test_same_seed_same_scenarios_other_seed_other_ones() -> None:
 
 
 def test_splits_go_by_phrasing_and_hold_both_languages() -> None:
-    scenarios = generate()
+    scenarios = default_scenarios()
     split_of_variant: dict[str, set[str]] = collections.defaultdict(set)
     for s in scenarios:
         split_of_variant[s.variant].add(s.split)
     assert all(len(splits) == 1 for splits in split_of_variant.values())
+    by_id = {s.id: s for s in scenarios}
     for split in ("train", "dev", "test"):
-        chosen = generate(split=split)
+        chosen = generate(split=split, per_template=8)
         assert chosen and {s.split for s in chosen} == {split}
         assert {s.language for s in chosen} == {"en", "ko"}
-    train_variants = {s.variant for s in generate(split="train")}
-    assert not train_variants & {s.variant for s in generate(split="test")}
+        assert all(by_id[s.id] == s for s in chosen)  # the default set's, served by split
+    train_variants = {s.variant for s in scenarios if s.split == "train"}
+    held = [{s.variant for s in scenarios if s.split == split} for split in ("dev", "test")]
+    assert not train_variants & (held[0] | held[1]) and not held[0] & held[1]
+
+
+def test_each_split_keeps_its_share_and_each_held_wording_its_turn() -> None:
+    """At the default 80 per core template: 40 train, 20 dev, 20 test, as with one held wording; a
+    held split's three wordings per language get 4, 3 and 3 of its 10 (2, 1, 2 of an extra's 5)."""
+    per_split = collections.Counter((s.template, s.split) for s in default_scenarios())
+    per_wording = collections.Counter((s.template, s.split, s.variant) for s in default_scenarios())
+    for template in TEMPLATES:
+        core = template in CORE_TEMPLATES
+        shares = [per_split[template, split] for split in ("train", "dev", "test")]
+        assert shares == ([40, 20, 20] if core else [20, 10, 10]), template
+        for split in ("dev", "test"):
+            for lang in ("en", "ko"):
+                counts = [per_wording[template, split, f"{template}/{lang}{p}"] for p in PHRASINGS_OF_SPLIT[split]]
+                assert counts == ([4, 3, 3] if core else [2, 1, 2]), (template, split, lang)
+    assert len({s.variant for s in default_scenarios() if s.split == "test" and s.template in SERIES_TEMPLATES}) == \
+        3 * 2 * len(SERIES_TEMPLATES)
+
+
+def test_the_first_sixteen_indices_say_the_wordings_the_splits_had_before() -> None:
+    """Train is what the demo adapter was trained on, and the hand-rewritten openings were written
+    against test indices 3-15 in the test's one old wording (phrasing 3)."""
+    assert [phrasing_of(i) for i in range(8)] == [("en", 0), ("en", 1), ("en", 2), ("en", 3),
+                                                  ("ko", 0), ("ko", 1), ("ko", 2), ("ko", 3)]
+    assert [phrasing_of(i + 8) for i in range(8)] == [phrasing_of(i) for i in range(8)]
+    assert {phrasing_of(i) for i in range(16, 80) if i % 4 < 2} == {(lang, p) for lang in ("en", "ko") for p in (0, 1)}
+
+
+def test_the_wording_never_changes_the_task() -> None:
+    """A held scenario said in another wording is the same task: same store, same expected result."""
+    for template in TEMPLATES:
+        built = []
+        for phrasing in range(8):
+            rng = random.Random(f"wording:{template}")
+            fields = _BUILDERS[template](_Ctx(rng=rng, lang="ko", phrasing=phrasing, now=draw_now(rng)))
+            built.append(fields)
+        assert len({b.pop("opening") for b in built}) == 8, template
+        assert all(b == built[0] for b in built), template
 
 
 def test_unknown_template_or_split_is_an_error() -> None:

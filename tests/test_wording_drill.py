@@ -3,8 +3,9 @@
 An opening is reduced to its frame by putting placeholders back where the scenario's title, people,
 duration and day words stand. That pins down three things without trusting the drill's own
 formatting: each drill opening is exactly one of its template's frames filled with the scenario's
-own task; the generator's 32 phrasings reduce to exactly 8 frames per template (so the day words
-were found); and no drill frame is a generator frame, so dev and test keep wordings no row trains.
+own task; the generator's first 32 scenarios of a template reduce to exactly 16 frames, its eight
+wordings per language (so the day words were found); and no drill frame is a generator frame, so
+dev and test keep wordings no row trains.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ DRILL = wording_scenarios("train")  # the default 540 of seed 0
 
 def frame_of(opening: str, scenario) -> str:  # noqa: ANN001 - a Scenario
     """The opening with the scenario's own words put back as placeholders. The words are the drill's
-    (``said_words``); that they are the generator's is what the 8-frames test checks."""
+    (``said_words``); that they are the generator's is what the 16-frames test checks."""
     every_frame = " ".join(FRAMES[scenario.template][scenario.language])  # {d} only where the template says it
     words = {"{" + name + "}": said for name, said in said_words(scenario, every_frame).items() if said}
     for placeholder, said in sorted(words.items(), key=lambda kv: -len(kv[1])):  # longest first
@@ -38,6 +39,7 @@ def frame_of(opening: str, scenario) -> str:  # noqa: ANN001 - a Scenario
 
 
 def generator_frames(template: str) -> set[str]:
+    """The frames of the first 32 scenarios: four blocks of eight indices, which say every wording."""
     return {frame_of(s.opening, s) for s in (build_scenario(template, i) for i in range(32))}
 
 
@@ -47,10 +49,10 @@ def test_each_opening_is_one_of_its_templates_frames_filled_with_the_scenarios_t
         assert frame_of(s.opening, s) in FRAMES[s.template][s.language], s.opening
 
 
-def test_the_generator_says_each_template_in_8_frames_and_the_drill_in_none_of_them() -> None:
+def test_the_generator_says_each_template_in_16_frames_and_the_drill_in_none_of_them() -> None:
     for template in TARGETS:
         generated = generator_frames(template)
-        assert len(generated) == 8, sorted(generated)  # 4 phrasings x 2 languages: every day word was found
+        assert len(generated) == 16, sorted(generated)  # 8 wordings x 2 languages: every day word was found
         drill = {f for lang in ("en", "ko") for f in FRAMES[template][lang]}
         assert not generated & drill, generated & drill
 

@@ -1,8 +1,22 @@
 """Seeded generator of calendar eval tasks: initial store, user messages, expected final store.
 
-Same (seed, template, index) → same scenario, always. Each template has eight phrasings
-(four English, four Korean); splits go by phrasing so a trained adapter is scored on wording
-it has not seen: phrasings 0-1 of each language are ``train``, 2 ``dev``, 3 ``test``.
+Same (seed, template, index) → same scenario, always. Each template has eight phrasings per
+language (``tools.calendar.lab.wordings``); splits go by phrasing so a trained adapter is scored on
+wording it has not seen: phrasings 0-1 of each language are ``train``, 2, 4 and 5 ``dev``, 3, 6
+and 7 ``test``. A held split has three wordings per template and language, so a recipe chosen on
+dev by the wording vote (``agent.eval.compare``) is tried on test on three other sentences, not one.
+
+The index picks the split as before 2026-12-06: ``index % 8`` is a slot, 0-3 English and 4-7
+Korean, slots 0-1 of a language train (phrasings 0 and 1), 2 dev, 3 test. So each split keeps its
+share (train 1/2, dev 1/4, test 1/4: at the default 80 a core template has 40/20/20 scenarios, an
+extra one 20/10/10), train scenarios are the ones the demo adapter was trained on, and a held
+scenario is the same task as before, only its wording may differ. Which of the split's three
+wordings a held scenario says turns with the block of eight indices (``index // 8``), each wording
+holding one and a half blocks: blocks 0-1 (indices 0-15) say the wording the split had alone before
+(phrasing 2 or 3; the hand-rewritten openings, ``rewritten``, were written against indices 3-15),
+then 4 or 6, 5 or 7, and round again (``_held_phrasing``). At the default 80 per core template that
+is 4, 3 and 3 scenarios of each held wording per language; at 40, 2, 1 and 2. A run of fewer per
+template sees fewer wordings: all three of both held splits from 32 on, only the old one up to 18.
 
 Relative dates are resolved against the scenario's fixed "now" (Asia/Seoul). "Now" is always a
 Thursday, Friday or Saturday morning, so "next Monday/Tuesday/Wednesday" (다음 주 월/화/수요일)
@@ -46,8 +60,11 @@ SERIES_TEMPLATES: tuple[str, ...] = (
 )
 TEMPLATES: tuple[str, ...] = CORE_TEMPLATES + EXTRA_TEMPLATES + SERIES_TEMPLATES
 DEFAULT_PER_TEMPLATE = 80  # core templates; the extra ones get half as many by default
-VARIANTS_PER_LANGUAGE = 4
-_SPLIT_OF_PHRASING = ("train", "train", "dev", "test")
+SLOTS_PER_LANGUAGE = 4  # index % 8: a language's four slots, which say the split
+_SPLIT_OF_SLOT = ("train", "train", "dev", "test")
+# A split's phrasings (of each language), the first of each held split being the one it had alone before.
+PHRASINGS_OF_SPLIT: dict[str, tuple[int, ...]] = {"train": (0, 1), "dev": (2, 4, 5), "test": (3, 6, 7)}
+SPLIT_OF_PHRASING: dict[int, str] = {p: split for split, ps in PHRASINGS_OF_SPLIT.items() for p in ps}
 
 _NOW_DAYS = (date(2026, 12, 3), date(2026, 12, 4), date(2026, 12, 5), date(2027, 1, 7), date(2027, 1, 8))
 
@@ -60,11 +77,27 @@ def draw_now(rng: random.Random) -> datetime:
     return datetime.combine(rng.choice(_NOW_DAYS), time(rng.choice((8, 9)), rng.choice((0, 30))), tzinfo=ZONE)
 
 
+def _held_phrasing(split: str, block: int) -> int:
+    """The phrasing a held split's scenario in block ``block`` (``index // 8``) says: each of the
+    split's wordings for one and a half blocks, the old one first (blocks 0-1)."""
+    phrasings = PHRASINGS_OF_SPLIT[split]
+    return phrasings[(2 * block // 3) % len(phrasings)]
+
+
+def phrasing_of(index: int) -> tuple[str, int]:
+    """The language and phrasing scenario ``index`` of any template says."""
+    slot = index % (2 * SLOTS_PER_LANGUAGE)
+    lang = "en" if slot < SLOTS_PER_LANGUAGE else "ko"
+    split = _SPLIT_OF_SLOT[slot % SLOTS_PER_LANGUAGE]
+    if split == "train":
+        return lang, slot % SLOTS_PER_LANGUAGE
+    return lang, _held_phrasing(split, index // (2 * SLOTS_PER_LANGUAGE))
+
+
 def build_scenario(template: str, index: int, seed: int = 0) -> Scenario:
-    """Scenario ``index`` of ``template``: the phrasing cycles, everything else is seeded."""
-    variant = index % (2 * VARIANTS_PER_LANGUAGE)
-    lang = "en" if variant < VARIANTS_PER_LANGUAGE else "ko"
-    phrasing = variant % VARIANTS_PER_LANGUAGE
+    """Scenario ``index`` of ``template``: the language and phrasing cycle (``phrasing_of``), everything
+    else is seeded."""
+    lang, phrasing = phrasing_of(index)
     scenario_seed = random.Random(f"{seed}:{template}:{index}").getrandbits(32)
     rng = random.Random(scenario_seed)
     now = draw_now(rng)
@@ -75,7 +108,7 @@ def build_scenario(template: str, index: int, seed: int = 0) -> Scenario:
     fields["expected"] = expected_snapshot(fields["initial"], **fields.pop("effects"))
     return Scenario(
         id=f"{template}-s{seed}-{index:03d}", template=template, variant=f"{template}/{lang}{phrasing}",
-        split=_SPLIT_OF_PHRASING[phrasing], seed=scenario_seed, language=lang, now=now.isoformat(), tz=TZ,
+        split=SPLIT_OF_PHRASING[phrasing], seed=scenario_seed, language=lang, now=now.isoformat(), tz=TZ,
         **fields,
     )
 

@@ -87,7 +87,7 @@ class _Ctx:
 
     rng: random.Random
     lang: str
-    phrasing: int  # 0..3 within the language
+    phrasing: int  # 0..7 within the language (tools.calendar.lab.wordings; scenarios says which split)
     now: datetime
 
     def pick_day(self) -> tuple[str, date]:

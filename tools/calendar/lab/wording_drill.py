@@ -1,11 +1,11 @@
 """The wording drill: training rows that ask for the same tasks in more words than the generator's.
 
-The generator says each task in four phrasings per language, two of them for training, one for dev
-and one for test. A 135M model learns those two wordings rather than the intent: retrained on the
-18 templates, the demo read "as early as everyone is free" (the test's wording of a meeting with
-others) as a whole-day event and booked it ``all_day``, because "everyone" and "whole" were nearer
-to ``all_day_create``'s train wordings than to ``multi_attendee``'s. This set gives every
-template five or more train-only frames per language:
+The generator says each task in eight phrasings per language, two of them for training, three for
+dev and three for test (one each before 2026-12-06). A 135M model learns the two train wordings
+rather than the intent: retrained on the 18 templates, the demo read "as early as everyone is
+free" (the test's wording of a meeting with others) as a whole-day event and booked it ``all_day``,
+because "everyone" and "whole" were nearer to ``all_day_create``'s train wordings than to
+``multi_attendee``'s. This set gives every template five or more train-only frames per language:
 
 - ``multi_attendee`` / ``multi_attendee_one_busy``: "everyone", "all of us", "the three of us",
   "다들", "모두", "셋 다", with the earliest time said several ways;
@@ -21,8 +21,8 @@ Each scenario is a generated ``train`` scenario of its template (state, task, ex
 scripted replies, all as ``build_scenario`` makes them; indices from ``FIRST_INDEX`` on, past any
 train set in use) with only the opening replaced. Its ``template`` stays the generated one, so the
 oracle and the verifier treat it as any scenario of that template; its id and variant name this set.
-None of the frames is one of the generator's 32 (checked by a test), so dev and test keep wordings
-no training row uses. Always ``train``: served only when named (``--templates wording_drill``).
+None of the frames is one of the generator's wordings (checked by a test), so dev and test keep
+wordings no training row uses. Always ``train``: served only when named (``--templates wording_drill``).
 
     python -m agent eval --policy oracle --split train --templates wording_drill
 """
@@ -34,7 +34,7 @@ from dataclasses import replace
 from datetime import date, time
 
 from agent.eval.suite import Scenario
-from tools.calendar.lab.scenarios import TEMPLATES, VARIANTS_PER_LANGUAGE, build_scenario, draw_now
+from tools.calendar.lab.scenarios import SLOTS_PER_LANGUAGE, TEMPLATES, build_scenario, draw_now
 from tools.calendar.lab.template_kit import (_Ctx, day_words, duration_words, month_day_words, occurrence_words,
                                              time_words, weekday_words)
 
@@ -42,8 +42,8 @@ TEMPLATE = "wording_drill"
 SPLIT = "train"
 DEFAULT_COUNT = 540  # 15 per template and language
 FIRST_INDEX = 10_000  # generated indices from here on: no train set of --per-template < 10,000 holds them
-# Generated indices cycle through 4 phrasings per language, the first two of each being train ones.
-_TRAIN_PHRASING = {"en": 0, "ko": VARIANTS_PER_LANGUAGE}
+# Generated indices cycle through 4 slots per language, the first two of each being train ones.
+_TRAIN_PHRASING = {"en": 0, "ko": SLOTS_PER_LANGUAGE}
 
 # template -> language -> frames. Fields: {title} {d} (the day as the generator says it), {dur},
 # {a} {b} (the two people), {t} (the asked or current start), {new} (the new start), {occ} (a series'
@@ -286,7 +286,7 @@ def build_wording(index: int, seed: int = 0) -> Scenario:
     turn = index // len(TARGETS)
     lang = "en" if turn % 2 == 0 else "ko"
     # a train phrasing of that language: generated index ≡ 0/1 (en) or 4/5 (ko) modulo 8
-    generated = FIRST_INDEX + 2 * VARIANTS_PER_LANGUAGE * turn + _TRAIN_PHRASING[lang] + (turn // 2) % 2
+    generated = FIRST_INDEX + 2 * SLOTS_PER_LANGUAGE * turn + _TRAIN_PHRASING[lang] + (turn // 2) % 2
     scenario = build_scenario(template, generated, seed)
     if (scenario.split, scenario.language) != (SPLIT, lang):  # the generator's phrasing cycle changed
         raise RuntimeError(f"{scenario.id} is a {scenario.split} scenario in {scenario.language}, not {SPLIT} in {lang}")

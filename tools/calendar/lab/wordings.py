@@ -73,8 +73,10 @@ WORDINGS: dict[str, Wordings] = {
     "conflict_create": {
         "en": (
             'Add "{title}" {d} at {t} for {dur}. If that time is taken, use the first free time after it that day.',
-            'Book "{title}" {d} at {t}, {dur}. If I\'m busy then, take the earliest free slot after that on the same day.',
-            'Schedule "{title}" {d} {t} for {dur}; if it clashes with something, move it to the next free time that day.',
+            'Book "{title}" {d} at {t}, {dur}. If I\'m busy then, take the earliest free slot after that on the '
+            'same day.',
+            'Schedule "{title}" {d} {t} for {dur}; if it clashes with something, move it to the next free time '
+            'that day.',
             'Please put "{title}" at {t} {d} ({dur}). Busy then? Then the first open slot after {t} that day.',
             'Can you fit "{title}" in {d} at {t}? It\'s {dur}. Should that clash with another event, slide it to '
             'the earliest gap later that day.',
@@ -104,8 +106,10 @@ WORDINGS: dict[str, Wordings] = {
             'Yes, I\'m sure: remove "{title}" {d} at {t}, only that one.',
             'Go ahead and delete "{title}" at {t} {d}. You have my approval. Keep the other ones.',
             'Approved: cancel the {t} "{title}" {d}. Don\'t touch anything else.',
-            'Please get rid of the {t} "{title}" {d}; you don\'t have to check with me. The other entries stay.',
-            '"{title}" {d} at {t} can go. Consider this my OK to delete it straight away, and only that event.',
+            'Please get rid of the {t} "{title}" {d}; you don\'t have to check with me. The other entries '
+            'stay.',
+            '"{title}" {d} at {t} can go. Consider this my OK to delete it straight away, and only that '
+            'event.',
             'Delete "{title}" at {t} {d} now, no confirmation needed from me. Everything else remains as it is.',
             'I approve deleting the {t} "{title}" {d}. Just do it without asking, and spare the rest.',
         ),
@@ -130,7 +134,7 @@ WORDINGS: dict[str, Wordings] = {
             'Look at my, {a}\'s and {b}\'s calendars {d} and put "{title}" ({dur}) at the first time that suits '
             'all three.',
             'Please arrange "{title}" for {dur} {d} with {a} and {b}, at the soonest point when we\'re all available.',
-            'What\'s the earliest time {d} that {a}, {b} and I are all free? Book {dur} of "{title}" then.',
+            'What\'s the first opening {d} that works for {a}, {b} and me? Book {dur} of "{title}" then.',
         ),
         "ko": (
             '{d} {a}, {b}랑 "{title}" {dur} 잡아줘. 다 같이 되는 제일 빠른 시간으로.',
@@ -179,7 +183,7 @@ WORDINGS: dict[str, Wordings] = {
             'I have "{title}" every {wd} at {t} ({dur}); add it, {n} sessions starting this coming {wd}.',
             'Please make "{title}" a weekly event: {wd}s, {t}, {dur}, {n} weeks in a row.',
             'Starting the coming {wd}, schedule "{title}" weekly at {t} for {dur}. Stop after {n} weeks.',
-            'Could you add a recurring "{title}" on {wd}s at {t}? {dur} long, {n} occurrences.',
+            'Could you add a recurring "{title}"? {wd}s at {t}, {dur} long, {n} occurrences.',
             '"{title}" happens each {wd} at {t} and lasts {dur}. Put {n} weeks of it on my calendar.',
             'Set "{title}" to repeat weekly, {wd} at {t}, {dur}, and end it after {n} times.',
         ),
@@ -245,8 +249,8 @@ WORDINGS: dict[str, Wordings] = {
             'Yes, I\'m sure: remove every "{title}" on {wd}s at {t} (next one {md}).',
             'Approved: drop the weekly "{title}" ({wd} {t}, next on {md}) entirely.',
             'Cancel all of the {wd} {t} "{title}" meetings, the one on {md} included. You have my approval.',
-            'Please remove the recurring "{title}" on {wd}s at {t} altogether, from {md} onwards. You don\'t need '
-            'to confirm with me.',
+            'Please remove the {wd} {t} "{title}" series altogether, from {md} onwards. You don\'t need to confirm '
+            'with me.',
             'The {wd} "{title}" at {t} is over for good: delete the whole series, {md} included. Consider it approved.',
             'I\'m ending "{title}", so delete every {wd} {t} occurrence, beginning with {md}. No need to double-check.',
             '"{title}" every {wd} at {t}: wipe the entire series, the {md} session too. I\'ve already approved it.',
