@@ -11,7 +11,8 @@ wordings). Five or ten episodes of one wording are then closer to one observatio
 McNemar p on episodes overstates the evidence. So the comparison also pairs the runs wording by
 wording, each wording one vote (better, worse or the same success rate), with the same exact
 binomial test on the votes (a sign test). Neither test says whether a gain carries to wordings
-that neither run was scored on: a split holds one wording per template and language.
+that neither run was scored on, so a held split should hold several per template and language (the
+calendar's dev and test hold three each since 2026-12-06; one before).
 """
 
 from __future__ import annotations
