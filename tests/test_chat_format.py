@@ -195,3 +195,34 @@ def test_export_rows_are_written_in_the_format_the_episode_was_played_in() -> No
         build_rows([Episode(messages=messages, scenario_id="s", template="t", split="train", chat_format="x")],
                    Selection(), "exact", TOOLS)
     assert json.dumps(row, ensure_ascii=False)  # the row stays plain JSON
+
+
+# Google's published Gemma 3 chat template (what a Hugging Face Gemma 3 checkpoint carries):
+# system folded into the first user turn, content trimmed, roles made to alternate (its branches
+# for text content; the image branch left out).
+GOOGLE_GEMMA3 = (
+    "{{ bos_token }}\n{%- if messages[0]['role'] == 'system' -%}\n"
+    "    {%- set first_user_prefix = messages[0]['content'] + '\n\n' -%}\n"
+    "    {%- set loop_messages = messages[1:] -%}\n{%- else -%}\n"
+    "    {%- set first_user_prefix = \"\" -%}\n    {%- set loop_messages = messages -%}\n{%- endif -%}\n"
+    "{%- for message in loop_messages -%}\n"
+    "    {%- if (message['role'] == 'user') != (loop.index0 % 2 == 0) -%}\n"
+    "        {{ raise_exception(\"Conversation roles must alternate user/assistant/user/assistant/...\") }}\n"
+    "    {%- endif -%}\n"
+    "    {%- if (message['role'] == 'assistant') -%}\n        {%- set role = \"model\" -%}\n"
+    "    {%- else -%}\n        {%- set role = message['role'] -%}\n    {%- endif -%}\n"
+    "    {{ '<start_of_turn>' + role + '\n' + (first_user_prefix if loop.first else \"\") }}\n"
+    "    {%- if message['content'] is string -%}\n        {{ message['content'] | trim }}\n"
+    "    {%- else -%}\n        {{ raise_exception(\"Invalid content type\") }}\n    {%- endif -%}\n"
+    "    {{ '<end_of_turn>\n' }}\n{%- endfor -%}\n"
+    "{%- if add_generation_prompt -%}\n    {{'<start_of_turn>model\n'}}\n{%- endif -%}\n"
+)
+
+
+def test_googles_own_gemma3_template_is_the_gemma_family_and_renders_like_ours() -> None:
+    family = template_family(GOOGLE_GEMMA3)
+    assert (family.name, family.renders_tools) == ("gemma", False)
+    messages = conversation()[:3]
+    ours = gemma_renderer().render(messages, TOOLS)
+    google = PromptRenderer(GOOGLE_GEMMA3, bos_token="<bos>").render(messages, TOOLS)
+    assert google == ours and PromptRenderer(GOOGLE_GEMMA3).chat_format is GEMMA
