@@ -43,7 +43,7 @@ WORDINGS: dict[str, Wordings] = {
             '{d} "{title}" 넣어줘.',
             '{d} 일정에 "{title}" 등록해 줘.',
             '{d} "{title}" 일정 좀 만들어 주세요.',
-            '"{title}" 일정이 {d} 있어. 캘린더에 추가해 줄래?',
+            '{d} "{title}" 일정 있어. 캘린더에 추가해 줄래?',
             '{d} "{title}" 등록 부탁드려요.',
             '캘린더에 "{title}" 하나 넣어 둬, {d} 일정이야.',
         ),
@@ -110,7 +110,7 @@ WORDINGS: dict[str, Wordings] = {
             'stay.',
             '"{title}" {d} at {t} can go. Consider this my OK to delete it straight away, and only that '
             'event.',
-            'Delete "{title}" at {t} {d} now, no confirmation needed from me. Everything else remains as it is.',
+            'Delete "{title}" at {t} {d}, no confirmation needed from me. Everything else remains as it is.',
             'I approve deleting the {t} "{title}" {d}. Just do it without asking, and spare the rest.',
         ),
         "ko": (
@@ -131,7 +131,7 @@ WORDINGS: dict[str, Wordings] = {
             'I need {dur} with {a} and {b} {d} for "{title}". Put it at the first time we\'re all free.',
             'Schedule "{title}" {d} with {a} and {b}, {dur}, as early as everyone is free.',
             '{a}, {b} and I need {dur} together {d} for "{title}". Grab the earliest time none of us has anything on.',
-            'Look at my, {a}\'s and {b}\'s calendars {d} and put "{title}" ({dur}) at the first time that suits '
+            'Check {a}\'s, {b}\'s and my calendars {d} and put "{title}" ({dur}) at the first time that suits '
             'all three.',
             'Please arrange "{title}" for {dur} {d} with {a} and {b}, at the soonest point when we\'re all available.',
             'What\'s the first opening {d} that works for {a}, {b} and me? Book {dur} of "{title}" then.',
@@ -185,7 +185,7 @@ WORDINGS: dict[str, Wordings] = {
             'Starting the coming {wd}, schedule "{title}" weekly at {t} for {dur}. Stop after {n} weeks.',
             'Could you add a recurring "{title}"? {wd}s at {t}, {dur} long, {n} occurrences.',
             '"{title}" happens each {wd} at {t} and lasts {dur}. Put {n} weeks of it on my calendar.',
-            'Set "{title}" to repeat weekly, {wd} at {t}, {dur}, and end it after {n} times.',
+            'Set "{title}" to repeat weekly, {wd} at {t}, {dur}, ending after {n} sessions.',
         ),
         "ko": (
             '매주 {wd} {t}에 "{title}" {dur} 등록해줘. {n}번.',
@@ -264,7 +264,7 @@ WORDINGS: dict[str, Wordings] = {
             '진행하셔도 됩니다.',
             '{wd}마다 하던 "{title}" ({t}) 전부 없애. {md} 거부터 다. 승인했으니까 바로 해.',
             '"{title}" 시리즈 끝났어. 매주 {wd} {t} 일정 {md} 것까지 몽땅 지워 줘. 확인 안 받아도 돼.',
-            '매주 {wd} {t}에 잡힌 "{title}" 반복 일정, 전체 삭제에 동의할게요. 다음 {md} 것도 함께요.',
+            '매주 {wd} {t}에 잡힌 "{title}" 반복 일정, 전체 삭제에 동의할게요. 다음 회차인 {md} 것도 함께요.',
         ),
     },
     "all_day_create": {
