@@ -21,7 +21,7 @@ from gguf import LlamaFileType
 from models.gguf_header import HeaderReader, TensorInfo
 from models.templates import TemplateFamily, template_family
 
-KNOWN_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3"})
+KNOWN_ARCHITECTURES = frozenset({"llama", "qwen2", "qwen3", "gemma3"})
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_GGUF_VERSIONS = (2, 3)
 

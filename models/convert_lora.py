@@ -13,7 +13,14 @@ per-module alpha) are folded into lora_b.
 
 For the ``llama`` architecture llama.cpp stores the rows of Q and K permuted relative to
 Hugging Face (rope layout); lora_b of q/k gets the same permutation or the adapter silently
-does the wrong thing. qwen2/qwen3 use the other rope layout and need none.
+does the wrong thing. qwen2/qwen3 and gemma3 use the other rope layout and need none
+(llama.cpp's Gemma3Model converter only adds 1 to the norms and trims the embedding rows;
+neither is a LoRA target). gemma3's q_norm/k_norm and pre/post feed-forward norms are not
+targets either: only the seven linear projections convert.
+
+The embeddings and the output head never convert (llama.cpp's own converter stops on them,
+and Gemma ties the head to the embedding): an adapter that targets or holds ``embed_tokens``
+or ``lm_head`` weights, or trains token rows (``trainable_token_indices``), is refused.
 
 Needs ``safetensors`` and ``torch`` (the ``train`` extra); imported inside the functions.
 """
@@ -31,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-SUPPORTED_ARCHITECTURES = ("llama", "qwen2", "qwen3")
+SUPPORTED_ARCHITECTURES = ("llama", "qwen2", "qwen3", "gemma3")
 PERMUTED_ARCHITECTURES = frozenset({"llama"})
 
 # Hugging Face module name -> llama.cpp tensor name inside blk.N.
@@ -45,6 +52,8 @@ MODULE_TO_TENSOR: dict[str, str] = {
     "down_proj": "ffn_down",
 }
 EMBEDDING_OR_HEAD = ("embed_tokens", "lm_head", "wte", "output")
+HEAD_MODULES = ("embed_tokens", "lm_head")
+HEAD_REFUSAL = "only attention and MLP projections convert (llama.cpp takes no LoRA on the embeddings or the output head)"
 
 _KEY = re.compile(r"^(?:base_model\.model\.)?(?P<module>.*\.layers\.(?P<layer>\d+)\.(?:self_attn|mlp)\.(?P<proj>\w+))"
                   r"\.lora_(?P<half>[AB])\.weight$")
@@ -82,6 +91,14 @@ def permute_rows(weights: np.ndarray, n_head: int) -> np.ndarray:
             .reshape(weights.shape))
 
 
+def _head_targets(targets: Any) -> list[str]:
+    """The ``target_modules`` entries that reach the embeddings or the head: a name whose last
+    part is one (``lm_head``, ``model.embed_tokens``), or a regex string naming one."""
+    if isinstance(targets, str):
+        return [targets] if any(word in targets for word in HEAD_MODULES) else []
+    return [str(t) for t in targets or [] if str(t).rsplit(".", 1)[-1] in HEAD_MODULES]
+
+
 def _read_config(peft_dir: Path) -> dict[str, Any]:
     config_path = peft_dir / "adapter_config.json"
     if not peft_dir.is_dir():
@@ -98,11 +115,11 @@ def _read_config(peft_dir: Path) -> dict[str, Any]:
         raise ConversionError("is a DoRA adapter (use_dora); llama.cpp LoRA cannot express the magnitude vector")
     if config.get("modules_to_save"):
         raise ConversionError(f"trains full copies of {config['modules_to_save']} (modules_to_save); only LoRA pairs convert")
-    targets = config.get("target_modules") or []
-    targets = [targets] if isinstance(targets, str) else list(targets)
-    touched = [t for t in targets if t in ("embed_tokens", "lm_head")]
+    if config.get("trainable_token_indices"):
+        raise ConversionError(f"trains embedding rows (trainable_token_indices); {HEAD_REFUSAL}")
+    touched = _head_targets(config.get("target_modules"))
     if touched:
-        raise ConversionError(f"targets the embeddings/output head ({', '.join(touched)}); only attention and MLP projections convert")
+        raise ConversionError(f"targets the embeddings/output head ({', '.join(touched)}); {HEAD_REFUSAL}")
     if config.get("bias", "none") != "none" or config.get("lora_bias"):
         raise ConversionError("trains biases; only the LoRA A/B matrices convert")
     return config
@@ -187,8 +204,8 @@ def convert_lora(
     modules: dict[tuple[int, str], str] = {}
     for key, value in tensors.items():
         lowered = key.lower()
-        if any(f".{word}." in f".{lowered}." or f"{word}." in lowered for word in ("embed_tokens", "lm_head")):
-            raise ConversionError(f"tensor {key} touches the embeddings/output head; only attention and MLP projections convert")
+        if any(f".{word}." in f".{lowered}." or f"{word}." in lowered for word in HEAD_MODULES):
+            raise ConversionError(f"tensor {key} touches the embeddings/output head; {HEAD_REFUSAL}")
         match = _KEY.match(key)
         if match is None:
             raise ConversionError(f"tensor {key} is not a LoRA A/B weight of a decoder layer projection")

@@ -9,7 +9,9 @@ The mapping undone (see ``models.convert_lora``): ``blk.N.<tensor>.weight.lora_a
 ``model.layers.N.{self_attn,mlp}.<proj>``, ``.lora_b`` (ggml [r, n_out], numpy (n_out, r)) is
 ``lora_B.weight``; ``adapter.lora.alpha`` is ``lora_alpha``, and llama.cpp's scale alpha / r is
 PEFT's. For the ``llama`` architecture the rows of lora_b of q/k are put back from llama.cpp's
-rope layout into Hugging Face's (the inverse of ``permute_rows``); qwen2/qwen3 need nothing.
+rope layout into Hugging Face's (the inverse of ``permute_rows``); qwen2/qwen3 and gemma3 need
+nothing. Embedding or output-head tensors (``token_embd``, ``output``) are refused: PEFT's LoRA
+on the projections cannot hold them, and llama.cpp's own converter never writes them.
 Tensors of any type ``gguf`` can dequantize (f16, bf16, q8_0, ...) are written as float32.
 
 What cannot come back: whatever the forward converter folded into lora_b (rsLoRA, per-module

@@ -26,17 +26,20 @@ from agent.train.base import gguf_config
 from models.__main__ import main as models_main
 from models.check import check_adapter
 from models.gguf_header import HeaderReader
+from models.lora_to_peft import gguf_lora_to_peft
+from tests import model_fixtures as mf
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 PROMPT = "<|im_start|>user\nMove my dentist appointment to Friday at 3pm.<|im_end|>\n<|im_start|>assistant\n"
+GEMMA_PROMPT = "<start_of_turn>user\nMove my dentist appointment to Friday at 3pm.<end_of_turn>\n<start_of_turn>model\n"
 ALL_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
 class Engines:
     """One base model in both engines, plus the prompt tokens and the base logits of each."""
 
-    def __init__(self, gguf_path: Path) -> None:
+    def __init__(self, gguf_path: Path, prompt: str = PROMPT, add_bos: bool = False) -> None:
         from transformers import AutoModelForCausalLM
 
         self.gguf = gguf_path
@@ -45,7 +48,7 @@ class Engines:
         )
         self.model.eval()
         llm = Llama(model_path=str(gguf_path), n_ctx=256, n_threads=2, verbose=False, vocab_only=True)
-        self.tokens = llm.tokenize(PROMPT.encode(), add_bos=False, special=True)
+        self.tokens = llm.tokenize(prompt.encode(), add_bos=add_bos, special=True)
         llm.close()
         self.hf_base = self.hf_logits(self.model)
         self.cpp_base = self.cpp_logits(None)
@@ -91,6 +94,20 @@ def smol(smollm2: Path) -> Iterator[Engines]:
 @pytest.fixture(scope="module")
 def qwen(tiny_qwen3: Path) -> Iterator[Engines]:
     yield Engines(tiny_qwen3)
+
+
+@pytest.fixture(scope="module")
+def gemma_base() -> Path:
+    """Gemma 3 270M Q4_K_M from its packages (a missing package fails, it does not skip)."""
+    return mf.gemma_base_test_path()
+
+
+@pytest.fixture(scope="module")
+def gemma(gemma_base: Path) -> Iterator[Engines]:
+    """~1 GB in float32; transformers spends most of its ~70 s load parsing the 262,144-token vocabulary."""
+    engines = Engines(gemma_base, GEMMA_PROMPT, add_bos=True)  # Gemma's prompts start with <bos>
+    yield engines
+    del engines.model
 
 
 def _agreement(engines: Engines, hf_adapted: np.ndarray, converted: Path) -> dict[str, float]:
@@ -148,6 +165,42 @@ def test_tiny_qwen3_matches_transformers_peft(qwen: Engines, tmp_path: Path, ext
     assert m["top1"] == 1.0, m
 
 
+@pytest.mark.slow
+def test_gemma3_matches_transformers_peft_and_converts_back(gemma: Engines, tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    turn = gemma.tokens[1]
+    assert gemma.tokens[0] == 2 and gemma.tokens.count(turn) == 2  # <bos>, and <start_of_turn> as one token
+    hf_adapted = gemma.adapter(tmp_path / "peft", ALL_TARGETS, strength=0.5)
+    result = cl.convert_lora(tmp_path / "peft", gemma.gguf, tmp_path / "adapter.gguf", outtype="f32")
+    assert result.architecture == "gemma3" and not result.permuted
+    assert result.tensor_pairs == 18 * 7 and result.ranks == (8,)
+    m = _agreement(gemma, hf_adapted, result.path)
+    print(f"gemma3 {m}")
+    assert m["effect"] > 10 * m["noise"], m  # far beyond the Q4_K_M noise between the engines
+    # Measured 0.982, top1 0.60: the Q4_K_M noise, which a strong random adapter over 262,144 tokens
+    # turns into flipped near ties (llama.cpp's choice is in transformers' top 5 at 15 of 20
+    # positions), so no top1 bound here. With every weight dequantized to F32 in llama.cpp too, the
+    # same adapter gives 0.99999 and top1 0.95: the mapping itself is exact.
+    assert m["delta_corr"] > 0.97, m
+    # The llama rope permutation applied to gemma3's q/k loads just as well, and is wrong.
+    monkeypatch.setattr(cl, "PERMUTED_ARCHITECTURES", frozenset({"gemma3"}))
+    wrong = cl.convert_lora(tmp_path / "peft", gemma.gguf, tmp_path / "wrong.gguf", outtype="f32")
+    assert wrong.permuted
+    wrong_corr = _agreement(gemma, hf_adapted, wrong.path)["delta_corr"]
+    print(f"gemma3 with the llama permutation: delta_corr {wrong_corr:.3f}")
+    assert wrong_corr < m["delta_corr"] - 0.05
+    monkeypatch.undo()
+
+    back = gguf_lora_to_peft(result.path, gemma.gguf, tmp_path / "back")
+    assert back.architecture == "gemma3" and not back.unpermuted and back.tensor_pairs == 18 * 7
+    from safetensors.numpy import load_file
+
+    original = load_file(str(tmp_path / "peft" / "adapter_model.safetensors"))
+    returned = load_file(str(tmp_path / "back" / "adapter_model.safetensors"))
+    assert original.keys() == returned.keys()
+    assert all(np.array_equal(original[k], returned[k]) for k in original)
+
+
 def test_permute_rows_is_llama_cpp_layout() -> None:
     # Two heads of 4 rows: HF keeps each head's rope halves apart, GGUF interleaves them.
     rows = np.arange(8)[:, None].astype(np.float32)
@@ -193,6 +246,10 @@ def test_a_good_handmade_adapter_converts(tiny_qwen3: Path, tmp_path: Path) -> N
         ("embed_target", "embeddings/output head (embed_tokens)"),
         ("lm_head_target", "embeddings/output head (lm_head)"),
         ("embed_tensor", "touches the embeddings/output head"),
+        ("embed_full_name", "embeddings/output head (model.embed_tokens)"),
+        ("head_regex", r"embeddings/output head (.*\.(q_proj|lm_head))"),
+        ("trainable_tokens", "trains embedding rows (trainable_token_indices)"),
+        ("lm_head_tensor", "base_model.model.lm_head.lora_A.weight touches the embeddings/output head"),
         ("modules_to_save", "modules_to_save"),
         ("dora", "DoRA"),
         ("unknown_module", "module 'qkv_proj' is not supported"),
@@ -215,6 +272,15 @@ def test_refuses_with_one_line(case: str, reason: str, tiny_qwen3: Path, tmp_pat
     elif case == "embed_tensor":
         _handmade(folder, {**pair, "base_model.model.model.embed_tokens.lora_embedding_A": torch.randn(4, 10)},
                   target_modules="all-linear")
+    elif case == "embed_full_name":
+        _handmade(folder, pair, target_modules=["q_proj", "model.embed_tokens"])
+    elif case == "head_regex":
+        _handmade(folder, pair, target_modules=r".*\.(q_proj|lm_head)")
+    elif case == "trainable_tokens":
+        _handmade(folder, pair, trainable_token_indices=[151_643])
+    elif case == "lm_head_tensor":  # the config does not say so; the weights do
+        _handmade(folder, {**pair, "base_model.model.lm_head.lora_A.weight": torch.randn(4, 64),
+                           "base_model.model.lm_head.lora_B.weight": torch.randn(151_936, 4)})
     elif case == "modules_to_save":
         _handmade(folder, pair, modules_to_save=["lm_head"])
     elif case == "dora":
@@ -241,3 +307,31 @@ def test_refuses_a_bad_base(tmp_path: Path, capsys: pytest.CaptureFixture[str]) 
     folder = _handmade(tmp_path / "ok", _q_pair())
     (tmp_path / "base.gguf").write_text("not a model")
     assert "base " in _refusal(capsys, folder, tmp_path / "base.gguf", tmp_path / "out.gguf")
+
+
+@pytest.mark.parametrize("module", ["lm_head", "model.embed_tokens"])
+def test_gemma3_refuses_head_and_embedding_weights(module: str, gemma_base: Path, tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Gemma ties lm_head to embed_tokens (640 x 262,144): a LoRA on either is refused, as llama.cpp's
+    converter refuses it, even when the config lists only q_proj."""
+    stem = f"base_model.model.{module}"
+    folder = _handmade(tmp_path / "peft", {**_q_pair(n_in=640, n_out=1024),
+                                           f"{stem}.lora_A.weight": torch.randn(4, 640),
+                                           f"{stem}.lora_B.weight": torch.randn(262_144, 4)})
+    err = _refusal(capsys, folder, gemma_base, tmp_path / "out.gguf")
+    assert f"{stem}.lora_A.weight touches the embeddings/output head" in err
+    assert "llama.cpp takes no LoRA on the embeddings or the output head" in err
+    # the same q_proj pair without the head converts: the refusal is about the head alone
+    ok = _handmade(tmp_path / "ok", _q_pair(n_in=640, n_out=1024))
+    assert cl.convert_lora(ok, gemma_base, tmp_path / "ok.gguf").architecture == "gemma3"
+
+
+def test_lora_to_peft_refuses_a_gemma3_embedding_lora(gemma_base: Path, tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    adapter = mf._write_lora(tmp_path / "embd.gguf", "gemma3", 8.0, [
+        ("token_embd.weight.lora_a", rng.standard_normal((4, 640)).astype(np.float32)),
+        ("token_embd.weight.lora_b", rng.standard_normal((262_144, 4)).astype(np.float32)),
+    ])
+    with pytest.raises(cl.ConversionError, match="token_embd.weight.lora_a is not a LoRA half .* embeddings, the output head"):
+        gguf_lora_to_peft(adapter, gemma_base, tmp_path / "peft")
+    assert not (tmp_path / "peft").exists()
