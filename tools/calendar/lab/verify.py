@@ -57,7 +57,7 @@ from tools.calendar.replies import (
     states_time,
     times_mentioned,
 )
-from tools.calendar.lab.collateral import history_shown_ids, unasked_changes
+from tools.calendar.lab.collateral import history_shown_ids, unasked_attempts, unasked_changes
 from tools.calendar.lab.evidence import KnownEvents, event_id_of, event_views, result_body, shown_ids
 from tools.calendar.lab.snapshot_diff import diff_words, event_diff, fold, normalized
 from tools.calendar.store import CalendarStore
@@ -192,6 +192,8 @@ class CalendarVerifier:
         reply_parts, contradiction = self._reply_parts(trace, initial, final, reply)
         # Reported, not rewarded: the eval table's false-claim figure (agent.eval.metrics).
         reply_parts["reply_false_claim"] = 1.0 if false_claim(reply, calls, trace.initial, trace.final) else 0.0
+        if (attempts := unasked_attempts(trace, calls, self.tools.mutating)) is not None:
+            reply_parts["unasked_attempts"] = float(attempts)  # reported, not rewarded: denied tries count too
         penalties = {
             "penalty_hallucinated": hallucinated * w.hallucinated_tool,
             "penalty_invalid": invalid * w.invalid_payload,
