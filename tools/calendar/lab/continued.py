@@ -148,8 +148,9 @@ def environment_of(store: CalendarStore, scenario: Scenario, fast: bool = False)
     ``fast``: tool schemas made once, for scripted play only."""
     now = scenario.now_datetime()
     return Environment(
-        registry=_registry(store, now) if fast else build_registry(store, now=lambda: now), prompt=DOMAIN_PROMPT, short_prompt=DOMAIN_PROMPT_SHORT,
-        now=now, snapshot=lambda: store.snapshot(with_ids=True), close=store.close,
+        registry=_registry(store, now) if fast else build_registry(store, now=lambda: now),
+        prompt=DOMAIN_PROMPT, short_prompt=DOMAIN_PROMPT_SHORT, now=now,
+        snapshot=lambda: store.snapshot(with_ids=True), close=store.close,
         receipt=CalendarReceipt(store), language=CALENDAR_LANGUAGE,
     )
 
@@ -232,35 +233,30 @@ def _candidates(last: Scenario, template: str, seed: int, rng: random.Random) ->
 
 def draw_earlier(last: Scenario, count: int, seed: int, rng: random.Random,
                  templates: tuple[str, ...] = TEMPLATES) -> tuple[list[Scenario], str | None]:
-    """``count`` earlier tasks of other templates (no template twice) and the link wanted of one of them."""
+    """``count`` earlier tasks of other templates (no template twice, no opening twice) and how the
+    last request mentions one of their events ("title", "day" or None, ``link_of``). Half of the
+    chats want such a mention (the first earlier task gives it), the other half want none at all."""
     want_link = rng.random() < 0.5
     pool = [t for t in templates if t != last.template]
-    chosen = rng.sample(pool, count)
     out: list[Scenario] = []
-    link: str | None = None
     openings = {last.opening}
-    for position, template in enumerate(chosen):
-        linked_slot = position == 0
+    for position, template in enumerate(rng.sample(pool, count)):
         fallback: Scenario | None = None
         pick: Scenario | None = None
         for candidate in _candidates(last, template, seed, rng):
             if candidate.opening in openings:
                 continue
-            kind = link_of(candidate, last)
-            if not linked_slot or (kind is not None) == want_link:
+            linked = link_of(candidate, last) is not None
+            if (linked if want_link and position == 0 else not linked or want_link):
                 pick = candidate
-                link = kind if linked_slot else link
                 break
             fallback = fallback or candidate
+        pick = pick or fallback
         if pick is None:
-            pick = fallback
-            if pick is None:
-                raise LookupError(f"no {template} scenario shares the now of {last.id}")
-            if linked_slot:
-                link = link_of(pick, last)
+            raise LookupError(f"no {template} scenario shares the now of {last.id}")
         openings.add(pick.opening)
         out.append(pick)
-    return out, link
+    return out, next((kind for e in out if (kind := link_of(e, last)) is not None), None)
 
 
 # -- playing the chat -----------------------------------------------------------------------------
@@ -289,7 +285,10 @@ def _history_message(message: dict[str, Any]) -> dict[str, Any]:
     return message
 
 
-def play_history(earlier: list[Scenario], last: Scenario) -> tuple[list[dict[str, Any]], list[list[Any]], dict[str, Any]] | None:
+Played = tuple[list[dict[str, Any]], list[list[Any]], dict[str, Any]]  # history, approval answers, store after
+
+
+def play_history(earlier: list[Scenario], last: Scenario) -> Played | None:
     """The earlier tasks played by the oracle on one store holding every task's events: (history,
     approval answers, the store's snapshot after them); None when one of them came out otherwise
     than its own scenario says (another task's events were in the way)."""
