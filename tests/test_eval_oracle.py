@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from agent.backends.scripted import ScriptedBackend
+from agent.eval.cli import balanced
 from agent.eval.dialogue import run_episode
 from agent.eval.suite import Scenario, Verdict
 from tools.calendar.lab.eval_suite import load_eval_suite
@@ -73,7 +74,7 @@ def test_oracle_scores_100_percent_on_continued_chats_of_every_split_and_languag
     that an earlier task left behind."""
     assert SUITE.continued is not None
     base = SUITE.scenarios(split=split, per_template=16)
-    sample = [s for language in ("en", "ko") for s in cli_balanced([s for s in base if s.language == language], 5)]
+    sample = [s for language in ("en", "ko") for s in balanced([s for s in base if s.language == language], 5)]
     chats = SUITE.continued(sample, 1, 3, 0)
     assert {c.language for c in chats} == {"en", "ko"} and {c.split for c in chats} == {split}
     assert all(c.history and c.task["history"]["event_ids"] for c in chats)
@@ -83,9 +84,3 @@ def test_oracle_scores_100_percent_on_continued_chats_of_every_split_and_languag
         if not (verdict.success and verdict.policy_ok and verdict.reward == 1.0 and verdict.unasked_changes == 0):
             failures.append((chat.id, verdict.errors, verdict.violations))
     assert failures == []
-
-
-def cli_balanced(scenarios: list[Scenario], limit: int) -> list[Scenario]:
-    from agent.eval.cli import balanced
-
-    return balanced(scenarios, limit)
