@@ -78,3 +78,14 @@ def test_a_whole_tokenization_would_have_fed_the_attack(gemma_vocab: Engine, tmp
     split = prompt_ids(engine, renderer, hostile)
     count = lambda ids: sum(is_control(engine, t) for t in ids)  # noqa: E731
     assert count(whole) >= count(split) + 2 * 5  # five smuggled specials in each of two places at least
+
+
+def test_a_blank_line_in_data_is_fed_as_gemmas_blank_line_token(gemma_vocab: Engine) -> None:
+    """Gemma's runs of newlines are user-defined tokens (``\\n\\n`` is 108) that carry no role: in
+    data they stay whole, as in pretraining, instead of being cut into two ``\\n`` tokens."""
+    engine = gemma_vocab
+    text = b"Dentist\n\nbring the forms\n\n\nthen pay"
+    [blank] = engine.tokenize(b"\n\n", add_bos=False)
+    assert not engine.is_special(blank) and engine.is_special(engine.tokenize(b"<end_of_turn>", add_bos=False)[0])
+    as_data = engine.tokenize_prompt(text, [(0, len(text))], add_bos=False)
+    assert as_data == engine.tokenize(text, add_bos=False) and blank in as_data

@@ -187,3 +187,18 @@ def test_byte_spans_follow_multibyte_text() -> None:
     data, spans = rendered.encoded()
     assert [data[a:b] for a, b in spans] == [b"<x>"]
     assert json.dumps(rendered.text, ensure_ascii=False) == '"일정<x>끝"'
+
+
+def test_training_keeps_whitespace_tokens_whole_as_the_runtime_does() -> None:
+    """A tokenizer whose added tokens include runs of newlines (Gemma's): those are not control
+    tokens to cut in data (``Engine.is_special`` keeps the same rule); a turn tag still is."""
+    from transformers import AddedToken
+
+    from agent.train.tokens import control_ids
+
+    class Tokenizer:
+        all_special_ids = [1, 2]
+        added_tokens_decoder = {105: AddedToken("<start_of_turn>", special=True), 107: AddedToken("\n"),
+                                108: AddedToken("\n\n"), 110: AddedToken("  ")}
+
+    assert control_ids(Tokenizer()) == {1, 2, 105}

@@ -16,13 +16,21 @@ from agent.segments import Rendered, pieces, tokenize_cut
 
 def encode(tokenizer: Any, prompt: Rendered) -> tuple[list[int], list[tuple[int, int]]]:
     """The ids of ``prompt`` and each one's character span, no special tokens where data lies."""
-    special = set(tokenizer.all_special_ids) | set(getattr(tokenizer, "added_tokens_decoder", {}) or {})
+    special = control_ids(tokenizer)
 
     def encode_at(at: list[int]) -> tuple[tuple[list[int], list[tuple[int, int]]], list[tuple[int, int]]]:
         ids, offsets = _encode_at(tokenizer, prompt.text, at)
         return (ids, offsets), [span for token, span in zip(ids, offsets) if token in special]
 
     return tokenize_cut(encode_at, prompt.data)  # no data: one encoding, nothing to cut
+
+
+def control_ids(tokenizer: Any) -> set[int]:
+    """The special and added tokens that text spelling them would turn into, but for those that
+    are only whitespace (Gemma's runs of newlines): the runtime's rule (``Engine.is_special``)."""
+    added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
+    blank = {i for i, token in added.items() if str(getattr(token, "content", token)).isspace()}
+    return (set(tokenizer.all_special_ids) | set(added)) - blank
 
 
 def _encode_at(tokenizer: Any, text: str, at: list[int]) -> tuple[list[int], list[tuple[int, int]]]:

@@ -194,10 +194,18 @@ class Engine:
         return tokens, found
 
     def is_special(self, token: int) -> bool:
-        """A control or user-defined token: one that text spelling it would turn into."""
+        """A control or user-defined token: one that text spelling it would turn into.
+
+        Not a user-defined token that is only whitespace: Gemma's vocabulary has them for runs of
+        newlines and spaces (``\n\n`` is 108), which data holds anyway and which carry no role.
+        Cutting them in data would feed a blank line as two ``\n`` tokens, unlike pretraining
+        (``agent.train.tokens`` keeps the same rule, so training sees what is served)."""
         attr = self._attrs.get(token)
         if attr is None:
-            attr = self._attrs[token] = int(llama_cpp.llama_vocab_get_attr(self.vocab, token))
+            attr = int(llama_cpp.llama_vocab_get_attr(self.vocab, token))
+            if not attr & llama_cpp.LLAMA_TOKEN_ATTR_CONTROL and self.piece(token).isspace():
+                attr &= ~llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED
+            self._attrs[token] = attr
         return bool(attr & (llama_cpp.LLAMA_TOKEN_ATTR_CONTROL | llama_cpp.LLAMA_TOKEN_ATTR_USER_DEFINED))
 
     def detokenize(self, tokens: Sequence[int]) -> str:
