@@ -76,3 +76,26 @@ def test_drills_add_the_drills_oracle_rows_to_the_export_and_train_longer(tmp_pa
     assert (stopped.max_steps, stopped.stop_after) == (DRILLS["max_steps"], 120)
     plain = _steps(out)
     assert len(plain) == 3 and _parsed(plain[-1]).max_steps == RECIPE["max_steps"]
+
+
+def test_continued_chats_join_the_rows_and_the_base_can_be_gemma(tmp_path: Path) -> None:
+    """``--continued`` plays the oracle's continued chats on the train split and exports them with the
+    rest; ``--base gemma3-270m`` trains and exports on the Gemma GGUF (sha256-checked by
+    ``models.gemma_base``) instead of SmolLM2's, every other setting the same."""
+    from agent.train.demo import CONTINUED
+    from tests import model_fixtures as mf
+
+    out = tmp_path / "demo"
+    oracle, continued, export, train = map(_parsed, _steps(out, "--continued"))
+    assert (continued.policy, continued.split, continued.earlier_tasks, continued.per_template, continued.out) == (
+        "oracle", "train", CONTINUED["history"], CONTINUED["per_template"], out / "continued")
+    assert export.sources == [out / "oracle", out / "continued"]
+    gemma = mf.gemma_base_test_path()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "XDG_CACHE_HOME": str(tmp_path / "cache")}  # joined there
+    run = subprocess.run([sys.executable, "-m", "agent", "train", "demo", "--dry-run", "--out", str(out),
+                          "--base", "gemma3-270m"], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 0, run.stderr
+    steps = [_parsed(shlex.split(line[2:])) for line in run.stdout.splitlines() if line.startswith("$ ")]
+    assert [s.command for s in steps] == ["eval", "export", "train"]
+    assert Path(steps[1].model_path).name == gemma.name == steps[2].base.name
+    assert steps[2].base.parent == tmp_path / "cache" / "iljeong" / "gemma3-270m"

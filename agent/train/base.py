@@ -56,12 +56,29 @@ def gguf_config(gguf_path: Path) -> Any:
     return config
 
 
+def served_template(gguf_path: Path) -> str | None:
+    """The chat template the runtime serves a GGUF with when the file carries none (Google's Gemma
+    3 270M GGUF has none): its architecture's chat format's own. None when that format has none
+    (training then refuses the base, as the runtime does)."""
+    from agent.formats.chat_format import format_for
+    from models.gguf_header import HeaderReader
+
+    reader = HeaderReader(gguf_path)
+    try:
+        architecture = str(reader.value("general.architecture") or "")
+    finally:
+        reader.close()
+    return format_for("unknown", architecture).template
+
+
 def load_gguf_model(gguf_path: Path) -> tuple[Any, Any]:
     """(model, tokenizer) straight from the GGUF, dequantized to float32, for comparisons."""
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+    if not getattr(tokenizer, "chat_template", None):  # train on the turns the runtime will serve
+        tokenizer.chat_template = served_template(gguf_path)
     model = AutoModelForCausalLM.from_pretrained(
         str(gguf_path.parent), gguf_file=gguf_path.name, config=gguf_config(gguf_path), dtype=torch.float32
     )

