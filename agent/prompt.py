@@ -77,8 +77,15 @@ class PromptRenderer:
         # Which template this is (``models.templates``), and whether it renders ``tools``: the
         # same probe that ``models verify`` and ``agent doctor`` report.
         self.family = family_of(self._template)
-        self.native_tools = self.family.renders_tools
         self.chat_format: ChatFormat = chat_format or format_for(self.family.name, architecture)
+        own = self.chat_format.template
+        if own and template != own:
+            # A format that brings a template serves with it, whatever its family's GGUF carries:
+            # Google's Gemma 3 template raises when two user turns follow each other, which two
+            # tool results in one step (or a turn that ended without a reply) always make.
+            self._template, self.template_source = compile_template(own), own
+            self.family = family_of(self._template)
+        self.native_tools = self.family.renders_tools
 
     @classmethod
     def from_metadata(cls, metadata: dict[str, str], token_text: Any, *,
@@ -88,8 +95,9 @@ class PromptRenderer:
         A GGUF without ``tokenizer.chat_template`` is served with the template its architecture's
         chat format brings (Gemma 3's); for any other architecture it stays a ``PromptError``."""
         template = metadata.get("tokenizer.chat_template", "")
-        architecture = str(metadata.get("general.architecture") or "")
+        architecture = ""  # asked only for a GGUF without a template: a template names its own family
         if not template:
+            architecture = str(metadata.get("general.architecture") or "")
             template = format_for("unknown", architecture).template or ""
             if not template:
                 raise PromptError(f"the model has no chat template (tokenizer.chat_template is empty) and no "

@@ -219,10 +219,17 @@ GOOGLE_GEMMA3 = (
 )
 
 
-def test_googles_own_gemma3_template_is_the_gemma_family_and_renders_like_ours() -> None:
+def test_googles_own_gemma3_template_is_the_gemma_family_and_is_served_with_ours() -> None:
+    """A GGUF converted from a Hugging Face Gemma 3 carries Google's template, which raises on two
+    user turns in a row (two tool results of one step): the format's own template serves it."""
     family = template_family(GOOGLE_GEMMA3)
     assert (family.name, family.renders_tools) == ("gemma", False)
-    messages = conversation()[:3]
-    ours = gemma_renderer().render(messages, TOOLS)
-    google = PromptRenderer(GOOGLE_GEMMA3, bos_token="<bos>").render(messages, TOOLS)
-    assert google == ours and PromptRenderer(GOOGLE_GEMMA3).chat_format is GEMMA
+    first = conversation()[:3]
+    google = PromptRenderer(GOOGLE_GEMMA3, bos_token="<bos>", chat_format=HERMES)  # Google's, served as it is
+    assert google.render(first, TOOLS) == gemma_renderer().render(first, TOOLS)
+    whole = conversation()  # its first step has two results, so two user turns in a row
+    with pytest.raises(PromptError, match="alternate"):
+        google.render(whole, TOOLS)
+    served = PromptRenderer(GOOGLE_GEMMA3, bos_token="<bos>")
+    assert served.chat_format is GEMMA and served.template_source == GEMMA.template
+    assert served.render(whole, TOOLS) == gemma_renderer().render(whole, TOOLS)

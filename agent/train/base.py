@@ -57,18 +57,22 @@ def gguf_config(gguf_path: Path) -> Any:
 
 
 def served_template(gguf_path: Path) -> str | None:
-    """The chat template the runtime serves a GGUF with when the file carries none (Google's Gemma
-    3 270M GGUF has none): its architecture's chat format's own. None when that format has none
-    (training then refuses the base, as the runtime does)."""
+    """The template the runtime serves a GGUF with in place of the file's, as ``PromptRenderer``
+    chooses it: its chat format's own, for a GGUF without a template (Google's Gemma 3 270M has
+    none: by its architecture) or of a family whose format brings one (Gemma's). None: the file's
+    own template is served (or, without one, the base is refused, as the runtime refuses it)."""
     from agent.formats.chat_format import format_for
+    from models.check import chat_template_of
     from models.gguf_header import HeaderReader
+    from models.templates import template_family
 
     reader = HeaderReader(gguf_path)
     try:
-        architecture = str(reader.value("general.architecture") or "")
+        template = chat_template_of(reader)
+        architecture = "" if template else str(reader.value("general.architecture") or "")
     finally:
         reader.close()
-    return format_for("unknown", architecture).template
+    return format_for(template_family(template).name, architecture).template
 
 
 def load_gguf_model(gguf_path: Path) -> tuple[Any, Any]:
@@ -77,8 +81,9 @@ def load_gguf_model(gguf_path: Path) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
-    if not getattr(tokenizer, "chat_template", None):  # train on the turns the runtime will serve
-        tokenizer.chat_template = served_template(gguf_path)
+    served = served_template(gguf_path)
+    if served:  # train on the turns the runtime will serve
+        tokenizer.chat_template = served
     model = AutoModelForCausalLM.from_pretrained(
         str(gguf_path.parent), gguf_file=gguf_path.name, config=gguf_config(gguf_path), dtype=torch.float32
     )
