@@ -49,6 +49,7 @@ GEMMA_SIZE_TEXT = "253 MB"
 PIP_COMMAND: tuple[str, ...] = pip_install_command(*GEMMA_PACKAGES)
 REINSTALL_COMMAND: tuple[str, ...] = (*PIP_COMMAND[:5], "--force-reinstall", *GEMMA_PACKAGES)
 STAMP_SUFFIX = ".verified"
+CACHE_ENV = "ILJEONG_GEMMA_CACHE"  # the folder of the joined file, instead of the user cache
 _BLOCK = 4 * 1024 * 1024
 
 # (path, size, mtime_ns) of files whose sha256 matched in this process.
@@ -60,9 +61,12 @@ class GemmaBaseError(RuntimeError):
 
 
 def default_cache_dir() -> Path:
-    """Where the joined GGUF lives: the user cache (it can always be re-made from the packages)."""
+    """Where the joined GGUF lives: ``$ILJEONG_GEMMA_CACHE``, else the user cache (it can always
+    be re-made from the packages)."""
     import platformdirs
 
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
     return Path(platformdirs.user_cache_dir("iljeong", appauthor=False)) / "gemma3-270m"
 
 
@@ -118,8 +122,12 @@ def _stamp_says_verified(target: Path) -> bool:
 
 def _write_stamp(target: Path) -> None:
     """Record that ``target`` (as it is now: size, mtime) matched GEMMA_SHA256; best effort."""
-    _, size, mtime_ns = _key(target)
-    _verified.add(_key(target))
+    try:
+        key = _key(target)
+    except OSError:  # another process replaced it in between: it checks its own file
+        return
+    _, size, mtime_ns = key
+    _verified.add(key)
     stamp = _stamp_path(target)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{stamp.name}.", suffix=".tmp", dir=stamp.parent)
@@ -168,8 +176,10 @@ def join_chunks(chunks: Sequence[Path], target: Path, *, out: TextIO | None = No
     """Join ``chunks`` into ``target`` through a temporary file, hashing while writing.
 
     The temporary file becomes ``target`` only if the size and sha256 are GEMMA_SIZE and
-    GEMMA_SHA256; otherwise it is deleted and GemmaBaseError says how to reinstall. A stale
-    ``target`` and its stamp are removed first, so a failure leaves nothing behind."""
+    GEMMA_SHA256; otherwise it is deleted with any stale ``target`` and its stamp, and
+    GemmaBaseError says how to reinstall: a failure leaves nothing behind. A good file replaces
+    ``target`` in one step (``os.replace``), so a process reading it never sees a part, and two
+    processes joining at once each put a whole, checked file there."""
     stream = out if out is not None else sys.stderr
     total = sum(p.stat().st_size for p in chunks)
     if total != GEMMA_SIZE:
@@ -178,8 +188,6 @@ def join_chunks(chunks: Sequence[Path], target: Path, *, out: TextIO | None = No
             f"the installed packages are damaged or not the pinned {GEMMA_VERSION}; {_reinstall_hint()}"
         )
     target.parent.mkdir(parents=True, exist_ok=True)
-    _stamp_path(target).unlink(missing_ok=True)
-    target.unlink(missing_ok=True)
     print(f"Joining the Gemma 3 270M GGUF ({GEMMA_SIZE_TEXT}) into {target} and checking its sha256 ...",
           file=stream, flush=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
@@ -195,6 +203,8 @@ def join_chunks(chunks: Sequence[Path], target: Path, *, out: TextIO | None = No
                         bar.update(len(block))
         got = digest.hexdigest()
         if got != GEMMA_SHA256:
+            _stamp_path(target).unlink(missing_ok=True)
+            target.unlink(missing_ok=True)
             raise GemmaBaseError(
                 f"the joined Gemma 3 270M file has sha256 {got}, not the expected {GEMMA_SHA256}: "
                 f"the installed chunk packages are damaged or tampered with; nothing was kept; {_reinstall_hint()}"
@@ -219,6 +229,8 @@ def gemma_base_path(
     the chunks do not join into the file GEMMA_SHA256 names."""
     stream = out if out is not None else sys.stderr
     target = (cache_dir or default_cache_dir()) / GEMMA_FILE
+    if _trusted(target, stream):  # a checked file stays usable without the packages
+        return target
     chunks = gemma_chunk_paths()
     if chunks is None:
         if not install:
@@ -232,8 +244,6 @@ def gemma_base_path(
         if chunks is None:
             print(f"error: the Gemma packages are still missing after pip; {_reinstall_hint()}", file=stream)
             return None
-    if _trusted(target, stream):
-        return target
     return join_chunks(chunks, target, out=stream)
 
 

