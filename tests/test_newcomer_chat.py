@@ -1,20 +1,25 @@
 """A newcomer's first chat, as a test: three requests into ``python -m agent --demo`` on a real pty.
 
-The README's first command ends in this chat. A person books a dentist appointment, then asks for
-a weekly team meeting, then asks what is on tomorrow; every approval question is answered no.
+The README's first command ends in this chat. A person with one event already (a yoga class
+next week) books a dentist appointment, then asks for a weekly team meeting, then asks
+what is on tomorrow; every approval question is answered no.
 Whether the second and third requests reach for the first event (a call that would move or delete
 it) is what the demo model decides, so the test records it (``record_property`` and one printed
 line, shown with ``-s``) and asserts only what the runtime guarantees whatever the model writes:
 the chat ends cleanly, every turn is logged, and an event the person never approved a change to
-is exactly as it was after the first turn.
+is exactly as it was after the first turn (the yoga class always, the dentist if it was booked).
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
+from datetime import datetime, time, timedelta
 from pathlib import Path
 from typing import Any, Callable
+from zoneinfo import ZoneInfo
+
+from tools.calendar.store import CalendarStore
 
 from tests.test_repl import Terminal
 
@@ -58,8 +63,13 @@ def _play(term: Terminal, text: str, prompts: int, questions: int) -> tuple[int,
 
 def test_a_newcomers_three_requests_leave_the_first_event_as_it_was_unless_approved(
         tmp_path: Path, smollm2: Path, record_property: Callable[[str, object], None]) -> None:
-    term = Terminal(tmp_path)
     data = tmp_path / "data"
+    data.mkdir()
+    zone = ZoneInfo("Asia/Seoul")
+    evening = datetime.combine(datetime.now(zone).date() + timedelta(days=8), time(18), tzinfo=zone)
+    with CalendarStore(data / "calendar.sqlite3", tz="Asia/Seoul") as store:
+        store.add_event("Yoga class", evening, evening + timedelta(hours=1))
+    term = Terminal(tmp_path)
     try:
         term.wait_for(PROMPT)
         prompts, questions = _play(term, REQUESTS[0], 1, 0)
@@ -77,7 +87,8 @@ def test_a_newcomers_three_requests_leave_the_first_event_as_it_was_unless_appro
     after_all = _events(data)
     for event_id, row in after_first.items():  # no approval was given, so nothing earlier changed
         assert after_all.get(event_id) == row, f"event {event_id} changed without an approval"
-    first = min(after_first, default=None)
+    assert len(after_first) >= 1  # the yoga class, whatever the model did
+    first = max(after_first) if len(after_first) > 1 else None  # the dentist, if the first request booked it
     record = {"first_event_created": first is not None, "questions_denied": questions,
               **{f"request_{i + 1}_touched_first": first is not None and _touches(turns[i], first) for i in (1, 2)}}
     record_property("newcomer_chat", record)
