@@ -199,6 +199,7 @@ def test_training_keeps_whitespace_tokens_whole_as_the_runtime_does() -> None:
     class Tokenizer:
         all_special_ids = [1, 2]
         added_tokens_decoder = {105: AddedToken("<start_of_turn>", special=True), 107: AddedToken("\n"),
-                                108: AddedToken("\n\n"), 110: AddedToken("  ")}
+                                108: AddedToken("\n\n"), 110: AddedToken("  "), 111: AddedToken("\u3000"),
+                                2: AddedToken("\n", special=True)}
 
-    assert control_ids(Tokenizer()) == {1, 2, 105}
+    assert control_ids(Tokenizer()) == {1, 2, 105, 111}  # not ASCII whitespace, or a special token: kept

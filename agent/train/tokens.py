@@ -29,8 +29,11 @@ def control_ids(tokenizer: Any) -> set[int]:
     """The special and added tokens that text spelling them would turn into, but for those that
     are only whitespace (Gemma's runs of newlines): the runtime's rule (``Engine.is_special``)."""
     added = getattr(tokenizer, "added_tokens_decoder", {}) or {}
-    blank = {i for i, token in added.items() if str(getattr(token, "content", token)).isspace()}
-    return (set(tokenizer.all_special_ids) | set(added)) - blank
+    special = set(tokenizer.all_special_ids)
+    # ASCII whitespace only, as ``bytes.isspace`` in the engine; a special (control) token stays one
+    blank = {i for i, token in added.items()
+             if (text := str(getattr(token, "content", token))).isascii() and text.isspace() and i not in special}
+    return (special | set(added)) - blank
 
 
 def _encode_at(tokenizer: Any, text: str, at: list[int]) -> tuple[list[int], list[tuple[int, int]]]:
