@@ -26,23 +26,20 @@ from agent.bench.report import progress
 if TYPE_CHECKING:
     from agent.bench.context import Bench
 
-END = "<|im_end|>"  # the turn end both test vocabularies (ChatML) mark as end of generation
-
-
 class SteeredEngine:
     """An engine whose first choice is always the next token of ``target`` (then the turn end).
 
     Everything else is the wrapped engine's; ``eval`` keeps the text written since ``start``.
     """
 
-    def __init__(self, engine: Any, target: str) -> None:
+    def __init__(self, engine: Any, target: str, end: str) -> None:
         self._engine = engine
         self.target = target
         self.written = b""
         self.decodes = 0  # llama_decode calls for the written tokens (a batch is one)
         self.batches: list[list[int]] = []  # the tokens of each call, for the floor's replay
-        end = engine.tokenize(END.encode(), add_bos=False)
-        self._end = end[0] if len(end) == 1 and engine.is_eog(end[0]) else None
+        ends = engine.tokenize(end.encode(), add_bos=False)  # the format's turn end (``stop_markers``)
+        self._end = ends[0] if len(ends) == 1 and engine.is_eog(ends[0]) else None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._engine, name)
@@ -86,7 +83,7 @@ def write_call(backend: Any, messages: list[dict[str, Any]], tools: list[dict[st
     prompt = backend.prompt_tokens(messages, tools, fmt.call_open)
     engine.reset()
     engine.eval(prompt)
-    steered = SteeredEngine(engine, call)
+    steered = SteeredEngine(engine, call, fmt.stop_markers[0])
     decoder = Decoder(steered, candidates=backend.decoder.candidate_index(),  # built once per vocabulary
                       chat_format=fmt)
     decoder.jump_forward = jump_forward
