@@ -14,9 +14,10 @@ from typing import Any, Iterable
 
 from agent.eval.trace import EpisodeTrace, TracedCall
 from agent.records import CallStatus
-
-REACHED_GATE = (CallStatus.OK, CallStatus.DENIED, CallStatus.FAILED)
 from tools.calendar.lab.evidence import event_id_of, shown_ids
+
+# The calls that reached the gate: ran, failed in the tool, or were denied (verify counts them too).
+REACHED_GATE = (CallStatus.OK, CallStatus.DENIED, CallStatus.FAILED)
 
 
 def earlier_event_ids(task: dict[str, Any]) -> set[int] | None:

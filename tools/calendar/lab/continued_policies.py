@@ -66,7 +66,8 @@ def _earlier_event(scenario: Scenario) -> int | None:
 def meddles(action: str, factory: PolicyFactory) -> PolicyFactory:
     """The oracle (``factory``), except that after its first change call it also deletes
     (``action="delete"``) or moves (``"move"``, every occurrence to 07:00) an earlier task's event
-    in the same reply: the gate's yes to the task covers both, so the store takes it. Broken on purpose."""
+    in the same reply: the simulated user, who consented to the task, approves every question the
+    gate then asks, so the store takes it. Broken on purpose."""
 
     def make(scenario: Scenario) -> PolicyFn:
         ideal = last_task_only(factory)(scenario)

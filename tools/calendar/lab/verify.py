@@ -57,14 +57,12 @@ from tools.calendar.replies import (
     states_time,
     times_mentioned,
 )
-from tools.calendar.lab.collateral import history_shown_ids, unasked_attempts, unasked_changes
+from tools.calendar.lab.collateral import REACHED_GATE, history_shown_ids, unasked_attempts, unasked_changes
 from tools.calendar.lab.evidence import KnownEvents, event_id_of, event_views, result_body, shown_ids
 from tools.calendar.lab.snapshot_diff import diff_words, event_diff, fold, normalized
 from tools.calendar.store import CalendarStore
 from tools.calendar.tools import build_registry
 from agent.tools import Registry
-
-REACHED_GATE = (CallStatus.OK, CallStatus.DENIED, CallStatus.FAILED)
 
 
 @dataclass(frozen=True)
