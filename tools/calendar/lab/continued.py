@@ -47,7 +47,8 @@ from tools.calendar.language import CALENDAR_LANGUAGE
 from tools.calendar.lab.continued_policies import last_task_only
 from tools.calendar.lab.policies import oracle
 from tools.calendar.lab.scenario_state import load_state
-from tools.calendar.lab.scenarios import TEMPLATES, build_scenario, draw_now
+from tools.calendar.lab.scenarios import (SLOTS_PER_LANGUAGE, SPLIT_OF_PHRASING, TEMPLATES, build_scenario,
+                                          draw_now, phrasing_of, scenario_seed)
 from tools.calendar.lab.snapshot_diff import event_diff, fold, normalized
 from tools.calendar.prompt_text import DOMAIN_PROMPT, DOMAIN_PROMPT_SHORT
 from tools.calendar.receipt import CalendarReceipt
@@ -158,20 +159,18 @@ def environment_of(store: CalendarStore, scenario: Scenario, fast: bool = False)
 # -- choosing earlier tasks -------------------------------------------------------------------------
 
 
-@cache
-def _variants(template: str) -> tuple[tuple[int, str, str], ...]:
-    """(variant, language, split) of each of a template's phrasing slots (index modulo 8)."""
-    out = []
-    for variant in range(8):
-        built = build_scenario(template, variant)
-        out.append((variant, built.language, built.split))
-    return tuple(out)
+CYCLE = 2 * SLOTS_PER_LANGUAGE  # the index slots a scenario's language and split repeat with
+
+
+def _slots(language: str, split: str) -> list[int]:
+    """The slots (index modulo ``CYCLE``) whose scenarios, of any template, say ``language`` in ``split``."""
+    said = [phrasing_of(slot) for slot in range(CYCLE)]
+    return [slot for slot, (lang, phrasing) in enumerate(said) if lang == language and SPLIT_OF_PHRASING[phrasing] == split]
 
 
 def _now_of(template: str, index: int, seed: int) -> str:
     """The "now" ``build_scenario`` draws for this scenario, without building it (its first draws)."""
-    scenario_seed = random.Random(f"{seed}:{template}:{index}").getrandbits(32)
-    return draw_now(random.Random(scenario_seed)).isoformat()
+    return draw_now(random.Random(scenario_seed(template, index, seed))).isoformat()
 
 
 def snapshot_of(initial: dict[str, Any]) -> dict[str, Any]:
@@ -217,13 +216,13 @@ def link_of(earlier: Scenario, last: Scenario) -> str | None:
 
 def _candidates(last: Scenario, template: str, seed: int, rng: random.Random) -> Iterable[Scenario]:
     """Scenarios of ``template`` in ``last``'s language and split with ``last``'s "now"."""
-    slots = [v for v, lang, split in _variants(template) if lang == last.language and split == last.split]
+    slots = _slots(last.language, last.split)
     if not slots:
         return
-    start = rng.randrange(1000) * 8
-    for block in range(SCAN // 8):
+    start = rng.randrange(1000) * CYCLE
+    for block in range(SCAN // CYCLE):
         for variant in slots:
-            index = start + block * 8 + variant
+            index = start + block * CYCLE + variant
             if _now_of(template, index, seed) != last.now:
                 continue
             built = build_scenario(template, index, seed)

@@ -77,6 +77,11 @@ def draw_now(rng: random.Random) -> datetime:
     return datetime.combine(rng.choice(_NOW_DAYS), time(rng.choice((8, 9)), rng.choice((0, 30))), tzinfo=ZONE)
 
 
+def scenario_seed(template: str, index: int, seed: int = 0) -> int:
+    """The seed of scenario ``index`` of ``template``: every draw of the scenario, its "now" first."""
+    return random.Random(f"{seed}:{template}:{index}").getrandbits(32)
+
+
 def _held_phrasing(split: str, block: int) -> int:
     """The phrasing a held split's scenario in block ``block`` (``index // 8``) says: each of the
     split's wordings for one and a half blocks, the old one first (blocks 0-1)."""
@@ -98,8 +103,8 @@ def build_scenario(template: str, index: int, seed: int = 0) -> Scenario:
     """Scenario ``index`` of ``template``: the language and phrasing cycle (``phrasing_of``), everything
     else is seeded."""
     lang, phrasing = phrasing_of(index)
-    scenario_seed = random.Random(f"{seed}:{template}:{index}").getrandbits(32)
-    rng = random.Random(scenario_seed)
+    drawn_seed = scenario_seed(template, index, seed)
+    rng = random.Random(drawn_seed)
     now = draw_now(rng)
     fields = _BUILDERS[template](_Ctx(rng=rng, lang=lang, phrasing=phrasing, now=now))
     # Events go into the store in a seeded random order, so the target's id is not always 1.
@@ -108,7 +113,7 @@ def build_scenario(template: str, index: int, seed: int = 0) -> Scenario:
     fields["expected"] = expected_snapshot(fields["initial"], **fields.pop("effects"))
     return Scenario(
         id=f"{template}-s{seed}-{index:03d}", template=template, variant=f"{template}/{lang}{phrasing}",
-        split=SPLIT_OF_PHRASING[phrasing], seed=scenario_seed, language=lang, now=now.isoformat(), tz=TZ,
+        split=SPLIT_OF_PHRASING[phrasing], seed=drawn_seed, language=lang, now=now.isoformat(), tz=TZ,
         **fields,
     )
 

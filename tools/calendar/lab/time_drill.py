@@ -31,7 +31,7 @@ from typing import Any, Callable
 
 from agent.eval.suite import Scenario
 from tools.calendar.lab.scenario_state import TZ, event_state, expected_snapshot
-from tools.calendar.lab.scenarios import draw_now
+from tools.calendar.lab.scenarios import draw_now, scenario_seed
 from tools.calendar.lab.template_kit import _Ctx, day_words, duration_words
 
 TEMPLATE = "time_drill"
@@ -211,8 +211,8 @@ def build_drill(index: int, seed: int = 0) -> Scenario:
     lang = "en" if index % 2 == 0 else "ko"
     family = _BY_LANGUAGE[lang][(index // 2) % len(_BY_LANGUAGE[lang])]
     _, make = FAMILIES[family]
-    scenario_seed = random.Random(f"{seed}:{TEMPLATE}:{index}").getrandbits(32)
-    rng = random.Random(scenario_seed)
+    drawn_seed = scenario_seed(TEMPLATE, index, seed)
+    rng = random.Random(drawn_seed)
     now = draw_now(rng)
     c = _Ctx(rng=rng, lang=lang, phrasing=0, now=now)
     hour, minute, said = make(rng)
@@ -227,7 +227,7 @@ def build_drill(index: int, seed: int = 0) -> Scenario:
     new = event_state(title, day, start, minutes)
     return Scenario(
         id=f"{TEMPLATE}-s{seed}-{index:03d}", template=TEMPLATE, variant=f"{TEMPLATE}/{family}", split=SPLIT,
-        seed=scenario_seed, language=lang, now=now.isoformat(), tz=TZ, opening=opening, call_budget=3,
+        seed=drawn_seed, language=lang, now=now.isoformat(), tz=TZ, opening=opening, call_budget=3,
         initial=initial, expected=expected_snapshot(initial, add=[new]),
         task={"title": title, "date": day.isoformat(), "start_time": f"{hour:02d}:{minute:02d}",
               "duration": minutes, "said": said, "form": family},
