@@ -57,22 +57,25 @@ def gguf_config(gguf_path: Path) -> Any:
 
 
 def served_template(gguf_path: Path) -> str | None:
-    """The template the runtime serves a GGUF with in place of the file's, as ``PromptRenderer``
-    chooses it: its chat format's own, for a GGUF without a template (Google's Gemma 3 270M has
-    none: by its architecture) or of a family whose format brings one (Gemma's). None: the file's
-    own template is served (or, without one, the base is refused, as the runtime refuses it)."""
-    from agent.formats.chat_format import format_for
+    """The template the runtime serves a GGUF with in place of the file's (a GGUF without one, as
+    Google's Gemma 3 270M; a family whose format brings its own, as Gemma's): what the runtime's
+    renderer chooses from the same metadata. None: the file's own template is served (or, without
+    one, the base is refused, as the runtime refuses it)."""
+    from agent.prompt import PromptError, PromptRenderer
     from models.check import chat_template_of
     from models.gguf_header import HeaderReader
-    from models.templates import template_family
 
     reader = HeaderReader(gguf_path)
     try:
-        template = chat_template_of(reader)
-        architecture = "" if template else str(reader.value("general.architecture") or "")
+        metadata = {"tokenizer.chat_template": chat_template_of(reader),
+                    "general.architecture": str(reader.value("general.architecture") or "")}
     finally:
         reader.close()
-    return format_for(template_family(template).name, architecture).template
+    try:
+        served = PromptRenderer.from_metadata(metadata, str).template_source
+    except PromptError:
+        return None
+    return None if served == metadata["tokenizer.chat_template"] else served
 
 
 def load_gguf_model(gguf_path: Path) -> tuple[Any, Any]:
