@@ -51,7 +51,9 @@ def model_flags(for_subcommand: bool = False) -> argparse.ArgumentParser:
                    **({} if for_subcommand else {"default": None}))
     g.add_argument("--lora-scale", type=float, help="adapter strength (default 1.0)")
     g.add_argument("--lora", action=_NotAFlag, help=argparse.SUPPRESS)
-    g.add_argument("--demo", action="store_true", help="try it with the small SmolLM2-135M model (installed on demand)")
+    g.add_argument("--demo", action="store_true",
+                   help="try it with the small demo model, Gemma 3 270M + the shipped calendar adapter (installed on "
+                        "demand; env AGENT_DEMO=smollm2 for the SmolLM2-135M pair)")
     g.add_argument("--profile", help="which pulled model pair to use (env AGENT_PROFILE; python -m models pull --help lists them)")
     g.add_argument("--data-dir", help="where the calendar, sessions and trajectories live (env AGENT_DATA_DIR)")
     g.add_argument("--tz", help="your time zone, IANA name (env AGENT_TZ, default Asia/Seoul)")

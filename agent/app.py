@@ -23,7 +23,7 @@ from agent.trajectory import TrajectoryLog
 
 
 def demo_settings(settings: Settings) -> Settings:
-    """``settings`` as the demo serves SmolLM2: with the tool block and system prompt style its
+    """``settings`` as the demo serves its small model: with the tool block and system prompt style its
     recipe trains with (``models.demo``), whatever the configuration says for other models."""
     from models.demo import DEMO_DATE_GROUNDING, DEMO_DATE_NOTES, DEMO_PROMPT_STYLE, DEMO_TIME_NOTES, DEMO_TOOL_BLOCK
 

@@ -27,6 +27,7 @@ from pydantic.dataclasses import dataclass
 
 from agent.history import DEFAULT_HISTORY_TURNS
 from agent.receipt import DEFAULT_RECEIPT, RECEIPT_MODES
+from models.demo import DEFAULT_DEMO, DEMOS
 
 if TYPE_CHECKING:
     from agent.prompt import PromptSettings
@@ -51,6 +52,7 @@ ENV_NAMES: dict[str, str] = {
     "allow_plain_http_hosts": "AGENT_ALLOW_PLAIN_HTTP_HOSTS",  # the backend's and the domain's (agent.url_policy)
     "wire_format": "AGENT_WIRE_FORMAT",
     "profile": "AGENT_PROFILE",
+    "demo": "AGENT_DEMO",
     "tool_block": "AGENT_TOOL_BLOCK",
     "gpu_layers": "AGENT_GPU_LAYERS",
     "prompt_style": "AGENT_PROMPT_STYLE",
@@ -211,6 +213,7 @@ class Settings:
     profile: str = "reference"  # which pulled model pair to use (models.profiles; AGENT_PROFILE)
     adapter_repo: str | None = None  # hub repo of a LoRA that replaces the profile's (python -m models pull)
     adapter_file: str | None = None
+    demo: Annotated[str, one_of(*DEMOS)] = DEFAULT_DEMO  # which demo pair --demo starts (models.demo; AGENT_DEMO)
     data_dir: UserPath = field(default_factory=default_data_dir)
     tz: TimeZone = DEFAULT_TZ
     n_ctx: int = 8192
@@ -308,7 +311,7 @@ class Settings:
         return ModelChoice(
             data_dir=self.data_dir, model_path=self.model_path, lora_path=self.lora_path,
             no_adapter=self.no_adapter, profile=self.profile, adapter_repo=self.adapter_repo,
-            adapter_file=self.adapter_file,
+            adapter_file=self.adapter_file, demo=self.demo,
         )
 
 

@@ -26,7 +26,7 @@ log = logging.getLogger("bot")
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--api-base-url", help="Bot API server (default https://api.telegram.org; env TELEGRAM_API_BASE_URL)")
     parser.add_argument("--data-dir", help="where sessions, calendar and the update inbox live (env AGENT_DATA_DIR)")
-    parser.add_argument("--demo", action="store_true", help="use the small SmolLM2 demo model")
+    parser.add_argument("--demo", action="store_true", help="use the small demo pair (AGENT_DEMO chooses which)")
     parser.add_argument("--backend", choices=("llama", "openai"),
                         help="llama: a GGUF in-process (default); openai: an OpenAI-compatible API (env AGENT_BACKEND)")
     parser.add_argument("--base-url", help="the OpenAI-compatible server (env AGENT_BASE_URL)")

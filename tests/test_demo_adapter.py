@@ -22,23 +22,40 @@ import pytest
 from agent.app import demo_settings
 from agent.config import load_settings
 from models import demo
+from agent.train.demo import BASES as TRAIN_BASES
 from models.check import check_adapter
 
 PY = sys.executable
 
 
-def test_the_shipped_adapter_is_the_recorded_file_and_small() -> None:
-    record = demo.demo_record()
-    path = demo.demo_adapter_path()
+@pytest.mark.parametrize("name", list(demo.DEMOS))
+def test_each_shipped_adapter_is_the_recorded_file_and_small(name: str) -> None:
+    record = demo.demo_record(name)
+    path = demo.demo_adapter_path(name)
     assert path.is_file(), f"{path} is missing: the package ships it (pyproject package-data)"
     assert hashlib.sha256(path.read_bytes()).hexdigest() == record["sha256"]
     assert path.stat().st_size == record["bytes"] <= 10 * 1024 * 1024
     assert record["tool_block"] == demo.DEMO_TOOL_BLOCK
     assert str(record["command"]).startswith("python -m agent train demo")
+    assert ("--base gemma3-270m" in str(record["command"])) is (name == "gemma3-270m")
+    assert path.name == TRAIN_BASES[name]  # the file the recipe writes for that base
 
 
-def test_the_shipped_adapter_passes_models_verify(smollm2: Path, tmp_path: Path) -> None:
-    assert check_adapter(demo.demo_adapter_path(), smollm2).ok
+def test_each_shipped_adapter_fits_its_own_base_and_not_the_other(smollm2: Path, gemma3: Path) -> None:
+    bases = {"smollm2": smollm2, "gemma3-270m": gemma3}
+    for name, base in bases.items():
+        assert check_adapter(demo.demo_adapter_path(name), base).ok, name
+        other = bases["smollm2" if name == "gemma3-270m" else "gemma3-270m"]
+        assert not check_adapter(demo.demo_adapter_path(name), other).ok, name
+
+
+def test_the_default_demo_is_gemma_under_its_terms() -> None:
+    assert demo.DEFAULT_DEMO == "gemma3-270m" and demo.demo_adapter_path().name.startswith("gemma3-270m")
+    assert "Gemma Terms of Use" in str(demo.demo_record()["base"]) and demo.demo_pair().terms
+
+
+def test_the_shipped_adapter_passes_models_verify(gemma3: Path, tmp_path: Path) -> None:
+    assert check_adapter(demo.demo_adapter_path(), gemma3).ok
     env = {**os.environ, "AGENT_DATA_DIR": str(tmp_path)}
     run = subprocess.run([PY, "-m", "models", "verify", "--demo"], capture_output=True, text=True, env=env, timeout=120)
     assert run.returncode == 0, run.stderr

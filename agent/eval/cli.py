@@ -85,7 +85,7 @@ def _add_model_flags(p: argparse.ArgumentParser) -> None:
     for flags, kwargs in (
         (("--model",), {"dest": "model_path", "help": "GGUF model (llama) or served model name (openai)"}),
         (("--adapter",), {"dest": "lora_path", "help": "LoRA adapter GGUF"}),
-        (("--demo",), {"action": "store_true", "help": "the small SmolLM2 demo model"}),
+        (("--demo",), {"action": "store_true", "help": "the small demo pair (AGENT_DEMO chooses which)"}),
         (("--backend",), {"choices": ("llama", "openai"),
                           "help": "llama (local GGUF, default), openai (HTTP server; key from AGENT_API_KEY "
                                   "or <data dir>/api_key); --policy runs a scripted one instead"}),

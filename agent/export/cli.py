@@ -84,11 +84,11 @@ def _default_tools(settings: Settings) -> list[dict[str, Any]]:
 
 
 def _model_to_check(settings: Settings, demo: bool = False) -> Path | None:
-    """The model the export is for: --demo's SmolLM2 if installed, else the runtime's resolved model."""
+    """The model the export is for: --demo's base if installed, else the runtime's resolved model."""
     if demo:
-        from models.demo import locate_demo_model
+        from models.demo import demo_pair
 
-        return locate_demo_model()
+        return demo_pair(settings.demo).locate()
     from models.resolve import resolve
 
     return resolve(settings.model_choice()).model_path

