@@ -27,6 +27,32 @@ from llama_cpp import _internals
 from agent.segments import pieces, tokenize_cut
 
 
+# ggml's log levels as the llama.cpp that llama-cpp-python 0.3.36 builds numbers them (ggml.h). The
+# package's own filter still reads the older numbering (WARN 2, ERROR 3), so with verbose=False every
+# llama.cpp warning reaches stderr as an error: a LoRA on a repacked Q4_K_M (Gemma 3) prints one line
+# per adapted tensor before the chat starts. The runtime shows llama.cpp's errors and nothing else.
+GGML_LOG_LEVEL_ERROR = 4
+GGML_LOG_LEVEL_CONT = 5
+
+
+def errors_only(level: int, text: bytes, last_level: list[int]) -> bytes:
+    """What of one llama.cpp log call reaches stderr: an error and its continued lines, else nothing.
+    ``last_level`` carries the level a continued line belongs to."""
+    if level != GGML_LOG_LEVEL_CONT:
+        last_level[0] = level
+    return text if last_level[0] == GGML_LOG_LEVEL_ERROR else b""
+
+
+@llama_cpp.llama_log_callback
+def _llama_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    shown = errors_only(level, text, _LAST_LEVEL)
+    if shown:
+        os.write(2, shown)
+
+
+_LAST_LEVEL = [0]  # the level of llama.cpp's previous log call (for its continued lines)
+
+
 class ModelRefused(ValueError):
     """The model or adapter file failed the models check; llama.cpp never saw it."""
 
@@ -102,6 +128,7 @@ class Engine:
         self.gpu_layers = default_gpu_layers() if gpu_layers is None else gpu_layers  # -1: all
         # Public for instruments (the bench) that drive llama.cpp directly; the backend goes through
         # the methods below.
+        llama_cpp.llama_log_set(_llama_log, ctypes.c_void_p(0))  # after the package installed its own
         self.llm = Llama(
             files.model_path, lora_path=files.lora_path, lora_scale=lora_scale, n_ctx=n_ctx,
             n_batch=min(512, n_ctx), n_threads=n_threads, n_threads_batch=n_threads, seed=seed,
