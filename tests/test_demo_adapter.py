@@ -114,3 +114,18 @@ def test_the_demo_notes_relative_days_whatever_the_configuration_says(tmp_path: 
     """The demo's test figure (README, "Days as asked") was measured with date notes on."""
     settings = demo_settings(load_settings({}, {"AGENT_DATA_DIR": str(tmp_path), "AGENT_DATE_NOTES": "false"}))
     assert settings.date_notes is demo.DEMO_DATE_NOTES is True
+
+
+def test_the_gemma_adapter_ships_with_the_notice_and_a_copy_of_the_terms() -> None:
+    """The terms ask whoever distributes a model derivative to pass on a copy of them and a NOTICE
+    file with this sentence; both are package data beside the adapter."""
+    import tomllib
+
+    notice = (demo.DEMO_DIR / "NOTICE").read_text(encoding="utf-8")
+    assert notice.splitlines()[0] == ("Gemma is provided under and subject to the Gemma Terms of Use found at "
+                                      "ai.google.dev/gemma/terms")
+    assert demo.demo_adapter_path("gemma3-270m").name in notice
+    assert "Gemma Terms of Use" in (demo.DEMO_DIR / "GEMMA_TERMS.html").read_text(encoding="utf-8")
+    pyproject = tomllib.loads((Path(demo.__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    shipped = pyproject["tool"]["setuptools"]["package-data"]["models"]
+    assert {"demo/NOTICE", "demo/GEMMA_TERMS.html", "demo/*.gguf", "demo/*.json"} <= set(shipped)
