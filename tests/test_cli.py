@@ -71,7 +71,7 @@ def test_readme_first_command_with_nothing_configured_chats_on_the_demo_and_exit
                             timeout=900, cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     note = result.stderr.strip().splitlines()[0]
-    assert note.startswith("note:") and "SmolLM2" in note and "demo" in note and "python -m models pull" in note
+    assert note.startswith("note:") and "Gemma 3 270M" in note and "demo" in note and "python -m models pull" in note
     assert "time zone Asia/Seoul" in result.stdout and "a new conversation" in result.stdout
     with sqlite3.connect(tmp_path / "data" / "sessions.sqlite3") as db:
         roles = [json.loads(m)["role"] for (m,) in db.execute("SELECT message FROM messages ORDER BY idx")]
@@ -175,7 +175,7 @@ def test_adapter_from_the_environment_that_is_missing_is_an_error(tmp_path, smol
     assert str(missing) in result.stderr
 
 
-def test_piped_session_runs_commands_and_a_turn_with_the_demo_model(tmp_path, smollm2):
+def test_piped_session_runs_commands_and_a_turn_with_the_demo_model(tmp_path, gemma3):
     """The turn really ran: both files exist before any turn, so what is checked is their rows,
     the user's message and the model's reply after it in the session, and the turn with its steps
     in the trajectory log. What the model replied is its business and is not read."""

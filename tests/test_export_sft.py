@@ -285,7 +285,8 @@ def test_cli_auto_format_follows_the_models_template(tmp_path: Path) -> None:
     for variant in mf.QWEN3_VARIANTS:
         tiny = mf.tiny_qwen3_path(variant)
         assert cli._assistant_format("auto", Settings(model_path=str(tiny)))[0] == "structured"
-    assert cli._assistant_format("auto", Settings(), demo=True)[0] == "exact"  # --demo is SmolLM2
+    assert cli._assistant_format("auto", Settings(), demo=True)[0] == "exact"  # --demo is Gemma: no template in its file
+    assert cli._assistant_format("auto", Settings(demo="smollm2"), demo=True)[0] == "exact"
     nowhere = Settings(model_path=str(tmp_path / "missing.gguf"))
     assert cli._assistant_format("auto", nowhere)[0] == "structured"
     assert cli._assistant_format("exact", nowhere) == ("exact", "as asked")

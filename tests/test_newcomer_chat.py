@@ -62,7 +62,7 @@ def _play(term: Terminal, text: str, prompts: int, questions: int) -> tuple[int,
 
 
 def test_a_newcomers_three_requests_leave_the_first_event_as_it_was_unless_approved(
-        tmp_path: Path, smollm2: Path, record_property: Callable[[str, object], None]) -> None:
+        tmp_path: Path, gemma3: Path, record_property: Callable[[str, object], None]) -> None:
     data = tmp_path / "data"
     data.mkdir()
     zone = ZoneInfo("Asia/Seoul")
@@ -92,4 +92,4 @@ def test_a_newcomers_three_requests_leave_the_first_event_as_it_was_unless_appro
     record = {"first_event_created": first is not None, "questions_denied": questions,
               **{f"request_{i + 1}_touched_first": first is not None and _touches(turns[i], first) for i in (1, 2)}}
     record_property("newcomer_chat", record)
-    print(f"newcomer chat (SmolLM2 demo, greedy): {json.dumps(record)}")
+    print(f"newcomer chat (the Gemma 3 270M demo, greedy): {json.dumps(record)}")

@@ -1,6 +1,6 @@
 """The REPL as a person meets it: banner, streamed text, cut-off replies, Ctrl-C and Ctrl-D.
 
-The interactive cases run ``python -m agent --demo`` on a real pseudo-terminal (SmolLM2), so
+The interactive cases run ``python -m agent --demo`` on a real pseudo-terminal (the Gemma 3 270M pair), so
 readline, signals and the terminal's line discipline are the real ones; they assert only what
 the REPL does, never what the model writes.
 """
@@ -269,7 +269,7 @@ class Terminal:
 
 
 @pytest.fixture
-def terminal(tmp_path: Path, smollm2: Path) -> Iterator[Terminal]:
+def terminal(tmp_path: Path, gemma3: Path) -> Iterator[Terminal]:
     term = Terminal(tmp_path)
     yield term
     term.close()
