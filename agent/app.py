@@ -115,7 +115,7 @@ def build_openai_backend(settings: Settings) -> Backend:
 
 def build_backend(settings: Settings, demo: bool = False, fallback_demo: bool = False,
                   keep_states: bool = False) -> Backend:
-    """The backend ``settings.backend`` names (``--demo`` is the local SmolLM2, so it means llama).
+    """The backend ``settings.backend`` names (``--demo`` is a local small model, so it means llama).
 
     ``fallback_demo`` (the REPL): a llama backend with nothing configured runs the demo model.
     ``keep_states``: see ``build_llama_backend``."""

