@@ -121,7 +121,8 @@ def demo_note(name: str = DEFAULT_DEMO) -> str:
     """The line ``python -m agent`` prints before it falls back to the demo (nothing configured or pulled)."""
     pair = demo_pair(name)
     return (f"note: no model configured or pulled, so this is the small demo: {pair.title} with the calendar "
-            f"adapter shipped in this package ({pair.parameters} parameters: expect mistakes); `python -m models pull` "
+            f"adapter shipped in this package ({pair.parameters} parameters{', under ' + pair.terms if pair.terms else ''}: "
+            "expect mistakes); `python -m models pull` "
             "gets the real pair, Qwen3-4B + its LoRA (about 4.3 GB plus 66 MB)")
 
 

@@ -129,3 +129,8 @@ def test_the_gemma_adapter_ships_with_the_notice_and_a_copy_of_the_terms() -> No
     pyproject = tomllib.loads((Path(demo.__file__).parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
     shipped = pyproject["tool"]["setuptools"]["package-data"]["models"]
     assert {"demo/NOTICE", "demo/GEMMA_TERMS.html", "demo/*.gguf", "demo/*.json"} <= set(shipped)
+
+
+def test_the_readme_shows_the_line_the_chat_prints_before_the_demo() -> None:
+    readme = (Path(demo.__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    assert demo.demo_note() in readme
