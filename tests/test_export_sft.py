@@ -280,7 +280,7 @@ def test_cli_sft_reads_several_sources_as_one_set(results: Path, tmp_path: Path,
     assert cli.run(missing, Settings()) == 2 and not (tmp_path / "none").exists()
 
 
-def test_cli_auto_format_follows_the_models_template(tmp_path: Path) -> None:
+def test_cli_auto_format_follows_the_models_template(tmp_path: Path, gemma3: Path, smollm2: Path) -> None:
     assert cli._assistant_format("auto", Settings(model_path=str(mf.smollm2_path())))[0] == "exact"
     for variant in mf.QWEN3_VARIANTS:
         tiny = mf.tiny_qwen3_path(variant)

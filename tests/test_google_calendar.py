@@ -75,7 +75,7 @@ def browser_steps(log: Path, count: int, within_s: float = 30.0) -> list[str]:
 
 
 def test_login_in_a_browser_keeps_a_0600_grant_and_then_sync_status_and_doctor_work(
-        google_dav: GoogleDav, tmp_path: Path) -> None:
+        google_dav: GoogleDav, tmp_path: Path, gemma3: Path) -> None:
     env = user_env(google_dav, tmp_path)
     log = tmp_path / "browser.log"
     env.update(BROWSER=f"{sys.executable} {ROOT / 'tests' / 'fake_browser.py'} %s", FAKE_BROWSER_LOG=str(log))

@@ -20,8 +20,8 @@ WARN, INFO = 3, 2  # ggml.h of the llama.cpp this package builds: DEBUG 1, INFO 
 LOAD = """
 import sys
 from pathlib import Path
-from agent.backends.llama.engine import Engine, ModelFiles
-if sys.argv[3] == "engine":
+if sys.argv[3] == "engine":  # importing the engine is what replaces the package's log callback
+    from agent.backends.llama.engine import Engine, ModelFiles
     Engine(ModelFiles.check(Path(sys.argv[1]), Path(sys.argv[2])), n_ctx=512, n_threads=1)
 else:
     from llama_cpp import Llama
@@ -46,12 +46,15 @@ def _load(how: str, model: Path, adapter: Path) -> subprocess.CompletedProcess[s
 
 
 def test_the_gemma_demo_loads_without_a_line_of_llama_cpp_warnings(gemma3: Path) -> None:
-    """The same load through llama-cpp-python alone prints the warnings (so this test can fail);
-    through the runtime's engine stderr stays empty."""
+    """Through the runtime's engine stderr stays empty. The same load through llama-cpp-python
+    alone prints llama.cpp's warnings on this CPU (x86 repacks Q4_K weights, so every adapted
+    tensor gets one), which is what makes the first assertion mean something here; a CPU with
+    nothing to repack has fewer warnings to drop, and the engine's stderr is still empty."""
     adapter = demo.demo_adapter_path("gemma3-270m")
     bare = _load("bare", gemma3, adapter)
     assert bare.returncode == 0 and "loaded" in bare.stdout, bare.stderr[-2000:]
-    assert "cannot use buft" in bare.stderr
     ours = _load("engine", gemma3, adapter)
     assert ours.returncode == 0 and "loaded" in ours.stdout, ours.stderr[-2000:]
     assert ours.stderr == ""
+    print(f"llama-cpp-python alone printed {len(bare.stderr.splitlines())} lines")
+    assert bare.stderr.strip(), "llama-cpp-python printed nothing: the sliding-window warning at least is expected"

@@ -49,13 +49,14 @@ def test_python_m_models_reads_the_same_choice_as_the_agent(tmp_path: Path) -> N
     other.mkdir()
     config = other / "agent.toml"
     config.write_text(f'data_dir = "{data}"\nmodel_path = "/config/m.gguf"\nno_adapter = true\n'
-                      'profile = "calendar-rlvr"\nadapter_repo = "me/lora"\nadapter_file = "l.gguf"\n')
+                      'profile = "calendar-rlvr"\nadapter_repo = "me/lora"\nadapter_file = "l.gguf"\ndemo = "smollm2"\n')
     cases = [
         ({}, {"AGENT_CONFIG": str(config)}),
         ({}, {"AGENT_CONFIG": str(config), "AGENT_DATA_DIR": str(other), "AGENT_NO_ADAPTER": "0"}),
         ({"lora_path": "/flag/l.gguf", "profile": "reference"},
          {"AGENT_CONFIG": str(config), "AGENT_MODEL_PATH": "/env/m.gguf", "AGENT_LORA_PATH": "/env/l.gguf"}),
         ({"no_adapter": True}, {"AGENT_DATA_DIR": str(data)}),
+        ({}, {"AGENT_DATA_DIR": str(data), "AGENT_DEMO": "smollm2"}),
     ]
     for flags, env in cases:
         assert load_choice(flags, env) == load_settings(flags, env).model_choice(), (flags, env)

@@ -92,12 +92,13 @@ def add_parser(subparsers: Any, parents: list[argparse.ArgumentParser]) -> argpa
 
 
 def default_model(settings: Any) -> str:
-    """The configured model, else the SmolLM2 test model (installed on demand)."""
+    """The configured model, else SmolLM2 (installed on demand): the bench's figures (``_49k``) are
+    SmolLM2's, whichever demo pair the chat starts."""
     if settings.model_path:
         return str(Path(settings.model_path).expanduser())
     from models.resolve import resolve_demo
 
-    resolved = resolve_demo()
+    resolved = resolve_demo(name="smollm2")
     if resolved.model_path is None:
         raise SystemExit(f"error: {resolved.error}")
     return str(resolved.model_path)

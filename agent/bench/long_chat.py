@@ -80,7 +80,7 @@ if __name__ == "__main__":  # python -m agent.bench.long_chat [MODEL.gguf]: this
     from agent.config import load_settings
     from models.resolve import resolve_demo
 
-    path = sys.argv[1] if len(sys.argv) > 1 else str(resolve_demo().model_path)
+    path = sys.argv[1] if len(sys.argv) > 1 else str(resolve_demo(name="smollm2").model_path)
     model = LlamaBackend(path, n_ctx=8192, n_threads=1)
     config = load_settings({}, environ={})
     moment = datetime(2026, 12, 1, 5, 0, tzinfo=timezone.utc)

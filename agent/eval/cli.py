@@ -156,8 +156,8 @@ def _label(args: argparse.Namespace, settings: Any) -> str:
     if backend_of(args, settings) == "openai":
         return f"openai-{(settings.remote_model or 'model').replace('/', '_')}"
     if getattr(args, "demo", False) and not args.model_path:
-        # the demo's base weights get their own label, so the two arms never share a default folder
-        return "llama-demo-base" if getattr(args, "no_adapter", False) else "llama-demo"
+        # each pair, and its base weights, get their own label, so no two arms share a default folder
+        return f"llama-demo-{settings.demo}" + ("-base" if getattr(args, "no_adapter", False) else "")
     stem = Path(args.model_path).stem if args.model_path else "llama"
     return stem + (f"+{Path(args.lora_path).stem}" if getattr(args, "lora_path", None) else "")
 

