@@ -78,6 +78,22 @@ def test_drills_add_the_drills_oracle_rows_to_the_export_and_train_longer(tmp_pa
     assert len(plain) == 3 and _parsed(plain[-1]).max_steps == RECIPE["max_steps"]
 
 
+def test_more_continued_chats_the_time_drill_alone_and_a_longer_schedule_are_each_a_flag(tmp_path: Path) -> None:
+    """``--continued N`` plays N last tasks per template instead of the default, ``--time-drill`` adds
+    the time drill's oracle rows without the wording drill (and keeps the recipe's steps), and
+    ``--max-steps`` sets the schedule's length, with ``--stop-after`` following it by default."""
+    out = tmp_path / "demo"
+    oracle, drill, continued, export, train = map(_parsed, _steps(out, "--continued", "80", "--time-drill",
+                                                                  "--max-steps", "200"))
+    assert (drill.templates, drill.per_template) == ("time_drill", DRILLS["scenarios"]["time_drill"])
+    assert (continued.earlier_tasks, continued.per_template) == ("1-3", 80)
+    assert export.sources == [out / "oracle", out / "drills" / "time_drill", out / "continued"]
+    assert (train.max_steps, train.stop_after) == (200, 200)
+    alone = list(map(_parsed, _steps(out, "--time-drill")))
+    assert [s.command for s in alone] == ["eval", "eval", "export", "train"]
+    assert alone[-1].max_steps == RECIPE["max_steps"]
+
+
 def test_continued_chats_join_the_rows_and_the_base_can_be_gemma(tmp_path: Path) -> None:
     """``--continued`` plays the oracle's continued chats on the train split and exports them with the
     rest; ``--base gemma3-270m`` trains and exports on the Gemma GGUF (sha256-checked by

