@@ -71,9 +71,12 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
     p.add_argument("--weights", help='reward weights as JSON, e.g. \'{"safety": 0.3, "final": 0.35}\'')
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     sub = p.add_subparsers(dest="eval_command", metavar="compare | rescore")
-    c = sub.add_parser("compare", help="paired change between two results folders, with exact McNemar p")
-    c.add_argument("a", type=Path)
-    c.add_argument("b", type=Path)
+    c = sub.add_parser("compare", help="paired change between two results folders, with exact McNemar p",
+                       description="Pair two eval results folders episode by episode (the same scenarios) and print "
+                                   "how many went from failure to success and back, the exact McNemar p, and one "
+                                   "vote per wording with its sign test.")
+    c.add_argument("a", type=Path, help="results folder of the run compared against (e.g. the shipped adapter's)")
+    c.add_argument("b", type=Path, help="results folder of the candidate run, on the same scenarios")
     r = sub.add_parser("rescore", help="score a results folder again with today's verifier and print its table "
                                        "(e.g. false claims %% for a folder made before it was scored); writes nothing")
     r.add_argument("folder", type=Path)
