@@ -58,3 +58,15 @@ def test_the_gemma_demo_loads_without_a_line_of_llama_cpp_warnings(gemma3: Path)
     assert ours.stderr == ""
     print(f"llama-cpp-python alone printed {len(bare.stderr.splitlines())} lines")
     assert bare.stderr.strip(), "llama-cpp-python printed nothing: the sliding-window warning at least is expected"
+
+
+def test_token_counts_of_rows_read_the_gemma_vocabulary_without_a_line_of_warnings(gemma3: Path) -> None:
+    """``export stats`` loads only a GGUF's vocabulary, never through the engine; Gemma's still
+    makes llama.cpp warn (a vocabulary-only load has no training context to compare n_ctx with),
+    which must not reach the terminal either."""
+    count = ("import sys\nfrom agent.export.stats import compute_rows\n"
+             "rows = [{'messages': [{'role': 'user', 'content': 'hi'}, {'role': 'assistant', 'content': 'hello'}]}]\n"
+             "print(compute_rows(rows, sys.argv[1]).rows)")
+    run = subprocess.run([sys.executable, "-c", count, str(gemma3)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "1" and run.stderr == ""

@@ -148,6 +148,7 @@ def compute_rows(rows: list[dict[str, Any]], model_path: Any) -> RowStats:
     """Token counts of SFT rows with the tokenizer and chat template inside the GGUF (no weights loaded)."""
     from llama_cpp import Llama
 
+    import agent.backends.llama.engine  # noqa: F401  its log callback: llama.cpp's errors only
     from agent.prompt import PromptRenderer
 
     llm = Llama(model_path=str(model_path), vocab_only=True, verbose=False)
