@@ -61,9 +61,9 @@ def test_the_gemma_demo_loads_without_a_line_of_llama_cpp_warnings(gemma3: Path)
 
 
 def test_token_counts_of_rows_read_the_gemma_vocabulary_without_a_line_of_warnings(gemma3: Path) -> None:
-    """``export stats`` loads only a GGUF's vocabulary, never through the engine; Gemma's still
-    makes llama.cpp warn (a vocabulary-only load has no training context to compare n_ctx with),
-    which must not reach the terminal either."""
+    """``export stats`` loads only a GGUF's vocabulary (the engine's ``vocab_only`` load); Gemma's
+    still makes llama.cpp warn (a vocabulary-only load has no training context to compare n_ctx
+    with), which must not reach the terminal either."""
     count = ("import sys\nfrom agent.export.stats import compute_rows\n"
              "rows = [{'messages': [{'role': 'user', 'content': 'hi'}, {'role': 'assistant', 'content': 'hello'}]}]\n"
              "print(compute_rows(rows, sys.argv[1]).rows)")

@@ -55,8 +55,6 @@ def sizes(bench: Bench, backend: Any) -> None:
             return
     from llama_cpp import Llama
 
-    import agent.backends.llama.engine  # noqa: F401  its log callback: llama.cpp's errors only
-
     vocab = Llama(path, vocab_only=True, verbose=False)
     try:
         _count(bench, fmt, lambda text: vocab.tokenize(text.encode("utf-8"), add_bos=False, special=True), "151k",

@@ -146,12 +146,10 @@ def row_text(renderer: Any, row: dict[str, Any]) -> str:
 
 def compute_rows(rows: list[dict[str, Any]], model_path: Any) -> RowStats:
     """Token counts of SFT rows with the tokenizer and chat template inside the GGUF (no weights loaded)."""
-    from llama_cpp import Llama
-
-    import agent.backends.llama.engine  # noqa: F401  its log callback: llama.cpp's errors only
+    from agent.backends.llama.engine import Engine, ModelFiles  # its load prints only llama.cpp's errors
     from agent.prompt import PromptRenderer
 
-    llm = Llama(model_path=str(model_path), vocab_only=True, verbose=False)
+    llm = Engine(ModelFiles(str(model_path)), n_ctx=512, vocab_only=True).llm
     try:
         def token_text(i: int) -> str:
             return llm.detokenize([i], special=True).decode("utf-8", errors="replace")

@@ -162,14 +162,12 @@ def run(args: argparse.Namespace) -> int:
     sources = ["--from", str(out / "oracle")]
     _run([*py, "eval", "--policy", "oracle", "--split", "train", "--per-template", str(r["per_template"]),
           "--out", str(out / "oracle"), "--no-progress"], env, args.dry_run)
-    drills = DRILLS["scenarios"] if args.drills else {}
-    if args.time_drill and not args.drills:
-        drills = {"time_drill": DRILLS["scenarios"]["time_drill"]}
-    if drills:
-        for drill, count in drills.items():
-            _run([*py, "eval", "--policy", "oracle", "--split", "train", "--templates", drill,
-                  "--per-template", str(count), "--out", str(out / "drills" / drill), "--no-progress"], env, args.dry_run)
-            sources += ["--from", str(out / "drills" / drill)]
+    drills = DRILLS["scenarios"] if args.drills else (
+        {"time_drill": DRILLS["scenarios"]["time_drill"]} if args.time_drill else {})
+    for drill, count in drills.items():
+        _run([*py, "eval", "--policy", "oracle", "--split", "train", "--templates", drill,
+              "--per-template", str(count), "--out", str(out / "drills" / drill), "--no-progress"], env, args.dry_run)
+        sources += ["--from", str(out / "drills" / drill)]
     if args.continued:
         _run([*py, "eval", "--policy", "oracle", "--split", "train", "--history", CONTINUED["history"],
               "--per-template", str(args.continued), "--out", str(out / "continued"), "--no-progress"],
