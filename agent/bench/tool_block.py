@@ -53,11 +53,11 @@ def sizes(bench: Bench, backend: Any) -> None:
                 bench.report.add(key, f"vocab 151936: {key}", None,
                                  note=f"skipped: no --grammar-model and no tiny qwen3 fixture ({type(exc).__name__})")
             return
-    from llama_cpp import Llama
+    from agent.backends.llama.engine import Engine, ModelFiles
 
-    vocab = Llama(path, vocab_only=True, verbose=False)
+    vocab = Engine(ModelFiles(str(path)), n_ctx=512, vocab_only=True)
     try:
-        _count(bench, fmt, lambda text: vocab.tokenize(text.encode("utf-8"), add_bos=False, special=True), "151k",
-               f"vocab {vocab.n_vocab()}")
+        _count(bench, fmt, lambda text: vocab.tokenize(text.encode("utf-8"), add_bos=False), "151k",
+               f"vocab {vocab.n_vocab}")
     finally:
-        vocab.close()
+        vocab.llm.close()
