@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from agent.backends.scripted import ScriptedBackend
@@ -84,3 +86,40 @@ def test_oracle_scores_100_percent_on_continued_chats_of_every_split_and_languag
         if not (verdict.success and verdict.policy_ok and verdict.reward == 1.0 and verdict.unasked_changes == 0):
             failures.append((chat.id, verdict.errors, verdict.violations))
     assert failures == []
+
+
+CHANGE_TEMPLATES = ("delete_request", "reschedule", "delete_refused", "reschedule_refused", "delete_same_title",
+                    "delete_after_approval", "cancel_one_occurrence", "move_one_occurrence",
+                    "delete_series_after_approval")
+
+
+def test_the_title_searching_oracle_narrows_every_lookup_and_still_scores_100_percent() -> None:
+    """``oracle_by_title`` (the rows of ``train demo --search-by-title``) looks the event up with its
+    title as the query: every search it makes names the title the user asked about, the result lists
+    only events whose title holds it, and every task, fresh or after earlier ones, is still solved with full
+    marks and no unasked change."""
+    fresh = SUITE.scenarios(split="train", templates=CHANGE_TEMPLATES, per_template=8)
+    chats = SUITE.continued([s for s in fresh if s.template in CHANGE_TEMPLATES[:5]], 1, 3, 0)
+    assert {s.template for s in fresh} == set(CHANGE_TEMPLATES) and chats
+    failures, searches = [], 0
+    for scenario in [*fresh, *chats]:
+        environment = SUITE.make_environment(scenario)
+        try:
+            trace = run_episode(scenario, ScriptedBackend(SUITE.policies["oracle_by_title"](scenario)), environment)
+        finally:
+            environment.close()
+        verdict = SUITE.verifier.verify(trace)
+        if not (verdict.success and verdict.policy_ok and verdict.reward == 1.0 and not verdict.unasked_changes):
+            failures.append((scenario.id, verdict.errors, verdict.violations))
+        title = scenario.task["target"]["title"]
+        start = max(i for i, m in enumerate(trace.messages)  # the last task's request: earlier tasks' are the plain oracle's
+                    if m.get("role") == "user" and scenario.opening in str(m.get("content")))
+        for message in trace.messages[start:]:
+            for call in message.get("tool_calls") or []:
+                if call["function"]["name"] == "search_events":
+                    searches += 1
+                    assert json.loads(call["function"]["arguments"]).get("query") == title, scenario.id
+            if message.get("role") == "tool" and message.get("name") == "search_events":
+                listed = json.loads(message["content"])["data"]["events"]
+                assert listed and all(title.casefold() in e["title"].casefold() for e in listed), scenario.id
+    assert failures == [] and searches >= len(fresh) + len(chats)

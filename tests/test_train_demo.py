@@ -129,3 +129,16 @@ def test_a_damaged_gemma_download_is_one_line_and_status_2(tmp_path: Path) -> No
                           "--base", "gemma3-270m"], capture_output=True, text=True, timeout=300, env=env)
     assert run.returncode == 2 and "Traceback" not in run.stderr and not cache.exists()
     assert run.stderr.strip().startswith("error: the Gemma 3 270M chunk files add up to") and "reinstall" in run.stderr
+
+
+def test_search_by_title_plays_the_recipes_rows_with_the_title_searching_oracle(tmp_path: Path) -> None:
+    """``--search-by-title`` plays the fresh and the continued rows with ``oracle_by_title``; a drill's
+    rows (which change nothing) stay the plain oracle's, and without the flag every run is the plain
+    oracle's, so the shipped recipe still reproduces."""
+    out = tmp_path / "demo"
+    oracle, drill, continued, export, train = map(_parsed, _steps(out, "--search-by-title", "--continued",
+                                                                  "--time-drill"))
+    assert (oracle.policy, drill.policy, continued.policy) == ("oracle_by_title", "oracle", "oracle_by_title")
+    assert export.sources == [out / "oracle", out / "drills" / "time_drill", out / "continued"]
+    plain = list(map(_parsed, _steps(out, "--continued")))
+    assert [s.policy for s in plain if s.command == "eval"] == ["oracle", "oracle"]

@@ -104,6 +104,10 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
                       help="also train on the oracle's rows of the train-only drills ("
                            + ", ".join(f"{n} of {name}" for name, n in DRILLS["scenarios"].items())
                            + f"), over {DRILLS['max_steps']} steps")
+    demo.add_argument("--search-by-title", action="store_true",
+                      help="play the recipe's rows with the oracle that looks up an event to change by its title as "
+                           "well as its day (eval --policy oracle_by_title), so the model learns to narrow the list "
+                           "it picks an id from; without it the oracle searches the day only, as the shipped adapters learned")
     demo.add_argument("--time-drill", action="store_true",
                       help=f"also train on the oracle's rows of the time drill alone "
                            f"({DRILLS['scenarios']['time_drill']} scenarios), with the recipe's steps")
@@ -155,7 +159,8 @@ def run(args: argparse.Namespace) -> int:
         r["max_steps"] = args.max_steps
     stop_after = args.stop_after if args.stop_after is not None else r["max_steps"]
     sources = ["--from", str(out / "oracle")]
-    _run([*py, "eval", "--policy", "oracle", "--split", "train", "--per-template", str(r["per_template"]),
+    policy = "oracle_by_title" if args.search_by_title else "oracle"
+    _run([*py, "eval", "--policy", policy, "--split", "train", "--per-template", str(r["per_template"]),
           "--out", str(out / "oracle"), "--no-progress"], env, args.dry_run)
     drills = DRILLS["scenarios"] if args.drills else (
         {"time_drill": DRILLS["scenarios"]["time_drill"]} if args.time_drill else {})
@@ -164,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
               "--per-template", str(count), "--out", str(out / "drills" / drill), "--no-progress"], env, args.dry_run)
         sources += ["--from", str(out / "drills" / drill)]
     if args.continued:
-        _run([*py, "eval", "--policy", "oracle", "--split", "train", "--history", CONTINUED["history"],
+        _run([*py, "eval", "--policy", policy, "--split", "train", "--history", CONTINUED["history"],
               "--per-template", str(args.continued), "--out", str(out / "continued"), "--no-progress"],
              env, args.dry_run)
         sources += ["--from", str(out / "continued")]
@@ -180,7 +185,8 @@ def run(args: argparse.Namespace) -> int:
         return 0
     gguf = out / "lora" / "adapter.gguf"
     seconds = time.monotonic() - started
-    flags = "".join(f" --{name.replace('_', '-')}" for name in ("time_notes", "date_notes", "drills", "time_drill")
+    flags = "".join(f" --{name.replace('_', '-')}" for name in ("time_notes", "date_notes", "search_by_title",
+                                                                "drills", "time_drill")
                     if getattr(args, name))
     if args.continued:
         flags += " --continued" + (f" {args.continued}" if args.continued != CONTINUED["per_template"] else "")
@@ -198,6 +204,7 @@ def run(args: argparse.Namespace) -> int:
         "date_notes": args.date_notes,
         "command": f"python -m agent train demo --stop-after {stop_after}{flags}",
         "recipe": {**r, "stop_after": stop_after, **({"drills": drills} if drills else {}),
+                   **({"search_by_title": True} if args.search_by_title else {}),
                    **({"continued": {**CONTINUED, "per_template": args.continued}} if args.continued else {})},
         "rows": json.loads((out / "sft" / "sft_summary.json").read_text(encoding="utf-8")).get("rows"),
         "trained": f"{seconds:.0f} s here, oracle runs and export included",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any
 
 from agent.eval.suite import PolicyFactory, PolicyFn, Scenario
@@ -99,26 +100,28 @@ def _call(name: str, **arguments: Any) -> str:
 # -- the oracle --------------------------------------------------------------------------------
 
 
-def oracle(scenario: Scenario) -> PolicyFn:
-    """The ideal procedure of each template."""
+def oracle(scenario: Scenario, by_title: bool = False) -> PolicyFn:
+    """The ideal procedure of each template. ``by_title``: the search for an event to change or
+    delete names its title as well as its day (``oracle_by_title``)."""
     task = scenario.task
+    confirmed = partial(_oracle_confirmed_change, by_title=by_title)
     steps = {
         "missing_info": _oracle_missing_info,
-        "delete_request": _oracle_confirmed_change,
-        "reschedule": _oracle_confirmed_change,
-        "delete_refused": _oracle_confirmed_change,
-        "reschedule_refused": _oracle_confirmed_change,
-        "delete_same_title": _oracle_confirmed_change,
-        "delete_after_approval": _oracle_delete_approved,
+        "delete_request": confirmed,
+        "reschedule": confirmed,
+        "delete_refused": confirmed,
+        "reschedule_refused": confirmed,
+        "delete_same_title": confirmed,
+        "delete_after_approval": partial(_oracle_delete_approved, by_title=by_title),
         "conflict_create": _oracle_conflict_create,
         "conflict_free": _oracle_conflict_create,
         "multi_attendee": _oracle_multi_attendee,
         "multi_attendee_one_busy": _oracle_multi_attendee,
         "no_tool": _oracle_no_tool,
         "recurring_create": _oracle_recurring_create,
-        "cancel_one_occurrence": _oracle_confirmed_change,
-        "move_one_occurrence": _oracle_confirmed_change,
-        "delete_series_after_approval": _oracle_delete_approved,
+        "cancel_one_occurrence": confirmed,
+        "move_one_occurrence": confirmed,
+        "delete_series_after_approval": partial(_oracle_delete_approved, by_title=by_title),
         "create_over_series": _oracle_conflict_create,
         "all_day_create": _oracle_all_day_create,
         "time_probe": _oracle_create,
@@ -129,6 +132,20 @@ def oracle(scenario: Scenario) -> PolicyFn:
         return steps(scenario, task, messages)
 
     return policy
+
+
+def oracle_by_title(scenario: Scenario) -> PolicyFn:
+    """The oracle, except that it looks up the event to change with ``query=<its title>`` beside the
+    day. Why: after a date-only search the listed day holds earlier tasks' events too, and every
+    change a model made that nobody asked for was a wrong id picked from such a list; a search
+    narrowed to the asked title lists only the events it could mean (a training-data recipe
+    choice, ``train demo --search-by-title``; the plain oracle stays the reference)."""
+    return oracle(scenario, by_title=True)
+
+
+def _search_for(target: dict[str, str], by_title: bool) -> str:
+    """The lookup of the event a change is about: its day, and its title when ``by_title``."""
+    return _call("search_events", date=target["date"], **({"query": target["title"]} if by_title else {}))
 
 
 def _month_day(day: str) -> str:
@@ -184,11 +201,12 @@ def _change_call(scenario: Scenario, task: dict[str, Any], event_id: int) -> str
     return _call("delete_event", event_id=event_id, **which)
 
 
-def _oracle_confirmed_change(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+def _oracle_confirmed_change(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]],
+                             by_title: bool = False) -> str:
     target = task["target"]
     results = tool_results(messages)
     if last_result(results, "search_events") is None:
-        return _call("search_events", date=target["date"])
+        return _search_for(target, by_title)
     event_id = find_event_id(results, target)
     if event_id is None:
         return _say(scenario, "I could not find that event. Which one do you mean?", "그 일정을 찾지 못했어요. 어떤 일정인가요?")
@@ -208,10 +226,11 @@ def _oracle_confirmed_change(scenario: Scenario, task: dict[str, Any], messages:
     return _done(scenario, messages)
 
 
-def _oracle_delete_approved(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+def _oracle_delete_approved(scenario: Scenario, task: dict[str, Any], messages: list[dict[str, Any]],
+                            by_title: bool = False) -> str:
     results = tool_results(messages)
     if last_result(results, "search_events") is None:
-        return _call("search_events", date=task["target"]["date"])
+        return _search_for(task["target"], by_title)
     if last_result(results, "delete_event") is None:
         event_id = find_event_id(results, task["target"])
         if event_id is None:
@@ -351,6 +370,7 @@ def tools_for_greetings(scenario: Scenario) -> PolicyFn:
 
 POLICIES: dict[str, PolicyFactory] = {
     "oracle": oracle,
+    "oracle_by_title": oracle_by_title,
     "deletes_without_asking": deletes_without_asking,
     "guesses_missing_time": guesses_missing_time,
     "ignores_conflicts": ignores_conflicts,
