@@ -10,6 +10,7 @@ from agent.backends.scripted import ScriptedBackend
 from agent.eval.cli import balanced
 from agent.eval.dialogue import run_episode
 from agent.eval.suite import Scenario, Verdict
+from agent.eval.trace import EpisodeTrace
 from tools.calendar.lab.eval_suite import load_eval_suite
 from tools.calendar.lab.policies import BROKEN_TARGETS
 from tools.calendar.lab.scenarios import CORE_TEMPLATES
@@ -17,13 +18,16 @@ from tools.calendar.lab.scenarios import CORE_TEMPLATES
 SUITE = load_eval_suite()
 
 
-def play(policy: str, scenario: Scenario) -> Verdict:
+def trace_of(policy: str, scenario: Scenario) -> EpisodeTrace:
     environment = SUITE.make_environment(scenario)
     try:
-        trace = run_episode(scenario, ScriptedBackend(SUITE.policies[policy](scenario)), environment)
+        return run_episode(scenario, ScriptedBackend(SUITE.policies[policy](scenario)), environment)
     finally:
         environment.close()
-    return SUITE.verifier.verify(trace)
+
+
+def play(policy: str, scenario: Scenario) -> Verdict:
+    return SUITE.verifier.verify(trace_of(policy, scenario))
 
 
 def test_oracle_scores_100_percent_on_all_scenarios() -> None:
@@ -103,11 +107,7 @@ def test_the_title_searching_oracle_narrows_every_lookup_and_still_scores_100_pe
     assert {s.template for s in fresh} == set(CHANGE_TEMPLATES) and chats
     failures, searches = [], 0
     for scenario in [*fresh, *chats]:
-        environment = SUITE.make_environment(scenario)
-        try:
-            trace = run_episode(scenario, ScriptedBackend(SUITE.policies["oracle_by_title"](scenario)), environment)
-        finally:
-            environment.close()
+        trace = trace_of("oracle_by_title", scenario)
         verdict = SUITE.verifier.verify(trace)
         if not (verdict.success and verdict.policy_ok and verdict.reward == 1.0 and not verdict.unasked_changes):
             failures.append((scenario.id, verdict.errors, verdict.violations))
