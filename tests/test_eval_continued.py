@@ -228,3 +228,33 @@ def test_a_denied_try_on_an_earlier_event_changes_nothing_but_is_reported(chats:
     assert not verdict.policy_ok and any("before the user agreed" in v for v in verdict.violations)
     _, clean = play("oracle", chat)
     assert clean.components["unasked_attempts"] == 0.0
+
+
+def test_a_history_played_by_the_title_searching_oracle_has_the_same_tasks_in_its_style(
+        chats: list[Scenario], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--history-by oracle_by_title``: the same earlier tasks, drawn alike, played by the oracle
+    that looks events up by title, so every lookup before a change in the history names a title;
+    the chat's id says so (it never pairs with the oracle-history chat), the oracle still solves the
+    last task, and a policy that does not solve every task, or the flag without --history, is refused."""
+    base = SUITE.scenarios(split="test", per_template=8)[:12]
+    plain = {c.id: c for c in chats}
+    styled = continue_scenarios(base, 1, 3, history_by="oracle_by_title")
+    change_lookups = 0
+    for chat in styled:
+        twin = plain[chat.id.removesuffix("~oracle_by_title")]
+        assert chat.id != twin.id and chat.task["history"]["tasks"] == twin.task["history"]["tasks"]
+        calls = [c for m in chat.history if m["role"] == "assistant" for c in m.get("tool_calls") or []]
+        for before, after in zip(calls, calls[1:]):
+            if before["function"]["name"] == "search_events" and after["function"]["name"] in (
+                    "update_event", "delete_event"):
+                change_lookups += 1
+                assert json.loads(before["function"]["arguments"]).get("query"), chat.id
+        _, verdict = play("oracle", chat)
+        assert verdict.success and verdict.reward == 1.0 and verdict.unasked_changes == 0, chat.id
+    assert change_lookups > 0
+    argv = ["--policy", "oracle", "--split", "dev", "--templates", "delete_request", "--per-template", "4",
+            "--no-progress", "--out", str(tmp_path / "run")]
+    assert cli.main([*argv, "--history", "1", "--history-by", "deletes_without_asking"]) == 2
+    assert "oracle_by_title" in capsys.readouterr().err
+    assert cli.main([*argv, "--history-by", "oracle_by_title"]) == 2
+    assert "add --history" in capsys.readouterr().err

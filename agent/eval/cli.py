@@ -28,7 +28,7 @@ IDENTITY_DEFAULTS = {"tool_block": "full", **PromptSettings().to_dict()}
 # split: the calendar's rewritten and rewritten-original sets share scenario ids, so resuming one
 # into the other's folder would take its episodes as done.
 IDENTITY_KEYS = ("label", "suite", "split", "backend", "model_path", "adapter_sha256", "lora_scale", "seed", "sampling",
-                 "history", "earlier_tasks", *IDENTITY_DEFAULTS)
+                 "history", "earlier_tasks", "history_by", *IDENTITY_DEFAULTS)
 
 
 def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ()) -> argparse.ArgumentParser:
@@ -57,6 +57,10 @@ def add_parser(subparsers: Any, parents: Sequence[argparse.ArgumentParser] = ())
                         "events in the store, e.g. --history 2 or --history 1-3; the summary's \"unasked %%\" is the "
                         "share of episodes that changed what an earlier task left behind (default: none, every "
                         "scenario starts a fresh conversation)")
+    p.add_argument("--history-by", default="oracle", metavar="POLICY",
+                   help="with --history: the scripted policy that played the earlier tasks (default: the oracle; "
+                        "e.g. a variant a model was trained on, so the chat's history is in the style it writes); "
+                        "such chats carry the policy in their ids")
     p.add_argument("--limit", type=int, help="at most this many scenarios, taken round-robin over templates")
     p.add_argument("--seed", type=int, default=0,
                    help="scenario generator seed, and the base of every sample's sampling seed")
@@ -137,7 +141,7 @@ def select_scenarios(suite: EvalSuite, args: argparse.Namespace) -> list[Scenari
     earlier = earlier_range(getattr(args, "earlier_tasks", None), suite.most_earlier)
     if earlier is None or suite.continued is None:
         return chosen
-    return suite.continued(chosen, earlier[0], earlier[1], args.seed)
+    return suite.continued(chosen, earlier[0], earlier[1], args.seed, getattr(args, "history_by", "oracle"))
 
 
 def domain_module(name: str) -> str:
@@ -199,6 +203,8 @@ def _usage_error(args: argparse.Namespace, suite: EvalSuite, settings: Any) -> s
             earlier_range(args.earlier_tasks, suite.most_earlier)
         except ValueError as exc:
             return str(exc)
+    elif getattr(args, "history_by", "oracle") != "oracle":
+        return "--history-by names who played a continued chat's earlier tasks; add --history N|A-B"
     if backend_of(args, settings) == "openai":
         from agent.app import openai_problem
 
@@ -311,7 +317,8 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
     # a domain named on the command line gets its own default folder (a calendar run keeps its old name)
     suite_part = f"{suite.name}-" if getattr(args, "domain", None) else ""
     earlier = getattr(args, "earlier_tasks", None)
-    history_part = f"-history{earlier.strip()}" if earlier else ""
+    history_by = getattr(args, "history_by", "oracle") if earlier else "oracle"
+    history_part = (f"-history{earlier.strip()}" if earlier else "") + ("" if history_by == "oracle" else f"-{history_by}")
     out_dir: Path = args.out or Path("eval-results") / f"{label}-{suite_part}{args.split}{history_part}-seed{args.seed}"
     backend_for = make_backend_for(suite, args, settings)
     identity = backend_for(scenarios[0], 0).identity() if scenarios else {}
@@ -319,6 +326,7 @@ def run(args: argparse.Namespace, settings: Any = None) -> int:
     meta = {"label": label, "seed": args.seed, "suite": suite.name, "split": args.split,
             "sampling": sampling.to_dict() if sampling is not None else None,
             "history": history_of(settings), "earlier_tasks": earlier.strip() if earlier else None,
+            "history_by": None if history_by == "oracle" else history_by,  # None: the oracle, as older folders had
             "tool_block": settings.tool_block, **settings.prompt_settings.to_dict(),
             **{k: identity.get(k) for k in ("backend", "model_path", "adapter_sha256", "lora_scale")}}
     clash = _check_same_run(out_dir, meta)

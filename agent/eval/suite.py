@@ -34,7 +34,7 @@ PolicyFn = Callable[[list[dict[str, Any]]], str]
 PolicyFactory = Callable[[Scenario], PolicyFn]
 # A domain's chats with earlier tasks (``Scenario.history``): (last tasks, fewest, most earlier tasks,
 # generator seed) -> each last task after that many earlier tasks finished in the same conversation.
-ContinuedFn = Callable[[list[Scenario], int, int, int], list[Scenario]]
+ContinuedFn = Callable[[list[Scenario], int, int, int, str], list[Scenario]]  # base, fewest, most, seed, history_by
 # A domain's own report on a finished run: (results folder, its episodes) → text to print after the
 # summary table (it may write its own files into the folder), or None when the run has nothing for it.
 RunReport = Callable[[Path, list["EpisodeRecord"]], "str | None"]

@@ -38,14 +38,14 @@ from typing import Any, Iterable
 from agent.approval import ApprovalRequest, Approver, Decision
 from agent.backends.scripted import ScriptedBackend
 from agent.eval.dialogue import ScenarioApprover, play_dialogue
-from agent.eval.suite import Environment, Scenario
+from agent.eval.suite import Environment, PolicyFactory, Scenario
 from agent.loop import Agent
 from agent.prompt import unstamp_user_text
 from agent.records import StopReason, Turn
 from agent.tools import Registry
 from tools.calendar.language import CALENDAR_LANGUAGE
 from tools.calendar.lab.continued_policies import last_task_only
-from tools.calendar.lab.policies import oracle
+from tools.calendar.lab.policies import POLICIES, SOLVERS, oracle
 from tools.calendar.lab.scenario_state import load_state
 from tools.calendar.lab.scenarios import (SLOTS_PER_LANGUAGE, SPLIT_OF_PHRASING, TEMPLATES, build_scenario,
                                           draw_now, phrasing_of, scenario_seed)
@@ -287,10 +287,10 @@ def _history_message(message: dict[str, Any]) -> dict[str, Any]:
 Played = tuple[list[dict[str, Any]], list[list[Any]], dict[str, Any]]  # history, approval answers, store after
 
 
-def play_history(earlier: list[Scenario], last: Scenario) -> Played | None:
-    """The earlier tasks played by the oracle on one store holding every task's events: (history,
-    approval answers, the store's snapshot after them); None when one of them came out otherwise
-    than its own scenario says (another task's events were in the way)."""
+def play_history(earlier: list[Scenario], last: Scenario, policy: PolicyFactory = oracle) -> Played | None:
+    """The earlier tasks played by the oracle (or ``policy``, a variant of it) on one store holding
+    every task's events: (history, approval answers, the store's snapshot after them); None when one
+    of them came out otherwise than its own scenario says (another task's events were in the way)."""
     initial = merged_initial([last, *earlier])
     store = CalendarStore(":memory:", tz=last.tz)
     try:
@@ -300,7 +300,7 @@ def play_history(earlier: list[Scenario], last: Scenario) -> Played | None:
         answers: list[list[Any]] = []
         for task in earlier:
             scenario = replace(task, history=tuple(history))
-            agent = Agent(ScriptedBackend(last_task_only(oracle)(scenario)), environment.registry)
+            agent = Agent(ScriptedBackend(last_task_only(policy)(scenario)), environment.registry)
 
             def run_turn(messages: list[dict[str, Any]], approver: ScenarioApprover) -> Turn:
                 recorder = ApprovalTape(inner=approver)
@@ -320,9 +320,12 @@ def play_history(earlier: list[Scenario], last: Scenario) -> Played | None:
         store.close()
 
 
-def continued(last: Scenario, earlier: list[Scenario], link: str | None = None) -> Scenario | None:
-    """``last`` after ``earlier`` in one chat, or None when the tasks get in each other's way."""
-    played = play_history(earlier, last)
+def continued(last: Scenario, earlier: list[Scenario], link: str | None = None,
+              history_by: str = "oracle") -> Scenario | None:
+    """``last`` after ``earlier`` in one chat, or None when the tasks get in each other's way.
+    ``history_by`` names the scripted policy that plays the earlier tasks; a chat whose history is
+    not the oracle's carries that name in its id, so it never pairs with the oracle-history chat."""
+    played = play_history(earlier, last, POLICIES[history_by])
     if played is None:
         return None
     history, answers, after = played
@@ -332,7 +335,8 @@ def continued(last: Scenario, earlier: list[Scenario], link: str | None = None) 
     if _effect(snapshot_of(last.initial), last.expected)[2] != (False, False, False):
         return None  # no template changes these; a chat would have to merge them otherwise
     return replace(
-        last, id=f"{last.id}~h{len(earlier)}", history=tuple(history),
+        last, id=f"{last.id}~h{len(earlier)}" + ("" if history_by == "oracle" else f"~{history_by}"),
+        history=tuple(history),
         initial={**merged_initial([last, *earlier]), REPLAY_KEY: answers}, expected=expected,
         task={**last.task, "history": {"tasks": [e.id for e in earlier], "templates": [e.template for e in earlier],
                                         "link": link, "event_ids": sorted(e["id"] for e in earlier_events)}},
@@ -362,21 +366,29 @@ def oracle_solves(scenario: Scenario) -> bool:
     return verdict.success and verdict.policy_ok and verdict.reward == 1.0 and not verdict.unasked_changes
 
 
-def continue_scenario(last: Scenario, fewest: int, most: int, seed: int = 0) -> Scenario:
-    """``last`` after ``fewest``..``most`` earlier tasks (how many: drawn from its id and ``seed``)."""
+def continue_scenario(last: Scenario, fewest: int, most: int, seed: int = 0, history_by: str = "oracle") -> Scenario:
+    """``last`` after ``fewest``..``most`` earlier tasks (how many and which: drawn from its id and
+    ``seed`` alone, so a chat whose history another policy played has the same earlier tasks)."""
     rng = random.Random(f"{seed}:history:{last.id}:{fewest}-{most}")
     count = rng.randint(fewest, most)
     for _ in range(ATTEMPTS):
         earlier, link = draw_earlier(last, count, seed, rng)
-        made = continued(last, earlier, link)
+        made = continued(last, earlier, link, history_by)
         if made is not None and oracle_solves(made):
             return made
     raise LookupError(f"{last.id}: no {count} earlier tasks found that leave it as it is ({ATTEMPTS} tries)")
 
 
-def continue_scenarios(base: Iterable[Scenario], fewest: int, most: int, seed: int = 0) -> list[Scenario]:
+def continue_scenarios(base: Iterable[Scenario], fewest: int, most: int, seed: int = 0,
+                       history_by: str = "oracle") -> list[Scenario]:
     """Each scenario of ``base`` as the last task of a chat with ``fewest``..``most`` earlier ones
-    (``EvalSuite.continued``); its split is the last task's, its earlier tasks are of that split."""
+    (``EvalSuite.continued``); its split is the last task's, its earlier tasks are of that split.
+    ``history_by``: the oracle variant that plays the earlier tasks (``eval --history-by``). Why:
+    in use a chat's history is the model's own turns, and a model trained to look events up another
+    way copies the style of the history in front of it."""
     if not 1 <= fewest <= most <= MAX_EARLIER:
         raise ValueError(f"earlier tasks: between 1 and {MAX_EARLIER} (got {fewest}-{most})")
-    return [continue_scenario(s, fewest, most, seed) for s in base]
+    if history_by not in SOLVERS:
+        raise ValueError(f"--history-by: the earlier tasks are played by one of {', '.join(SOLVERS)} "
+                         f"(got {history_by!r})")
+    return [continue_scenario(s, fewest, most, seed, history_by) for s in base]

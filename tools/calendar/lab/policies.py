@@ -376,6 +376,9 @@ POLICIES: dict[str, PolicyFactory] = {
     "ignores_conflicts": ignores_conflicts,
     "tools_for_greetings": tools_for_greetings,
 }
+# The policies that solve every task (the oracle and its variants): what may play a continued chat's
+# earlier tasks (``eval --history-by``).
+SOLVERS: tuple[str, ...] = ("oracle", "oracle_by_title")
 # Which template each broken policy targets: the verifier must catch it on every one of those.
 BROKEN_TARGETS: dict[str, tuple[str, ...]] = {
     "deletes_without_asking": ("delete_request", "reschedule"),
