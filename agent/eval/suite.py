@@ -33,8 +33,9 @@ PolicyFn = Callable[[list[dict[str, Any]]], str]
 # Builds a policy for one scenario (a scripted policy may know the task's intent, not its answer).
 PolicyFactory = Callable[[Scenario], PolicyFn]
 # A domain's chats with earlier tasks (``Scenario.history``): (last tasks, fewest, most earlier tasks,
-# generator seed) -> each last task after that many earlier tasks finished in the same conversation.
-ContinuedFn = Callable[[list[Scenario], int, int, int, str], list[Scenario]]  # base, fewest, most, seed, history_by
+# generator seed, the scripted policy that plays the earlier tasks) -> each last task after that many
+# earlier tasks finished in the same conversation.
+ContinuedFn = Callable[[list[Scenario], int, int, int, str], list[Scenario]]
 # A domain's own report on a finished run: (results folder, its episodes) → text to print after the
 # summary table (it may write its own files into the folder), or None when the run has nothing for it.
 RunReport = Callable[[Path, list["EpisodeRecord"]], "str | None"]

@@ -105,6 +105,7 @@ def oracle(scenario: Scenario, by_title: bool = False) -> PolicyFn:
     delete names its title as well as its day (``oracle_by_title``)."""
     task = scenario.task
     confirmed = partial(_oracle_confirmed_change, by_title=by_title)
+    approved = partial(_oracle_delete_approved, by_title=by_title)
     steps = {
         "missing_info": _oracle_missing_info,
         "delete_request": confirmed,
@@ -112,7 +113,7 @@ def oracle(scenario: Scenario, by_title: bool = False) -> PolicyFn:
         "delete_refused": confirmed,
         "reschedule_refused": confirmed,
         "delete_same_title": confirmed,
-        "delete_after_approval": partial(_oracle_delete_approved, by_title=by_title),
+        "delete_after_approval": approved,
         "conflict_create": _oracle_conflict_create,
         "conflict_free": _oracle_conflict_create,
         "multi_attendee": _oracle_multi_attendee,
@@ -121,7 +122,7 @@ def oracle(scenario: Scenario, by_title: bool = False) -> PolicyFn:
         "recurring_create": _oracle_recurring_create,
         "cancel_one_occurrence": confirmed,
         "move_one_occurrence": confirmed,
-        "delete_series_after_approval": partial(_oracle_delete_approved, by_title=by_title),
+        "delete_series_after_approval": approved,
         "create_over_series": _oracle_conflict_create,
         "all_day_create": _oracle_all_day_create,
         "time_probe": _oracle_create,
