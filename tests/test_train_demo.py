@@ -142,3 +142,21 @@ def test_search_by_title_plays_the_recipes_rows_with_the_title_searching_oracle(
     assert export.sources == [out / "oracle", out / "drills" / "time_drill", out / "continued"]
     plain = list(map(_parsed, _steps(out, "--continued")))
     assert [s.policy for s in plain if s.command == "eval"] == ["oracle", "oracle"]
+
+
+def test_title_history_plays_the_continued_rows_earlier_tasks_with_the_title_searching_oracle(tmp_path: Path) -> None:
+    """``--title-history`` asks the continued run for ``--history-by oracle_by_title``, so a continued
+    row's history looks events up as the trained last task does; ``--search-by-title`` alone keeps the
+    plain oracle's history (the fourth recipe still reproduces), and the flag without ``--continued``
+    is refused in one line."""
+    out = tmp_path / "demo"
+    oracle, continued, export, train = map(_parsed, _steps(out, "--search-by-title", "--continued", "--title-history"))
+    assert (oracle.policy, continued.policy, continued.history_by) == ("oracle_by_title", "oracle_by_title",
+                                                                      "oracle_by_title")
+    assert _parsed(_steps(out, "--search-by-title", "--continued")[1]).history_by == "oracle"  # eval's default
+    refused = subprocess.run([sys.executable, "-m", "agent", "train", "demo", "--dry-run", "--out", str(out),
+                              "--title-history"], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert refused.returncode == 2 and refused.stderr.strip() == (
+        "error: --title-history plays the continued rows' history; add --continued")
+    assert not out.exists()

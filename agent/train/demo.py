@@ -108,6 +108,10 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
                       help="play the recipe's rows with the oracle that looks up an event to change by its title as "
                            "well as its day (eval --policy oracle_by_title), so the model learns to narrow the list "
                            "it picks an id from; without it the oracle searches the day only, as the shipped adapters learned")
+    demo.add_argument("--title-history", action="store_true",
+                      help="with --continued: play the continued rows' earlier tasks with oracle_by_title as well "
+                           "(eval --history-by oracle_by_title), so the history a model learns from looks events up "
+                           "as its own turns would; without it the earlier tasks are the plain oracle's")
     demo.add_argument("--time-drill", action="store_true",
                       help=f"also train on the oracle's rows of the time drill alone "
                            f"({DRILLS['scenarios']['time_drill']} scenarios), with the recipe's steps")
@@ -150,6 +154,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: the base model {args.base} could not be installed (pip's message is above); "
               "check the network to PyPI and run the command again", file=sys.stderr)
         return 2
+    if args.title_history and not args.continued:
+        print("error: --title-history plays the continued rows' history; add --continued", file=sys.stderr)
+        return 2
     out: Path = args.out
     env = demo_env(args.time_notes, args.date_notes)
     py = [sys.executable, "-m", "agent"]
@@ -170,7 +177,8 @@ def run(args: argparse.Namespace) -> int:
         sources += ["--from", str(out / "drills" / drill)]
     if args.continued:
         _run([*py, "eval", "--policy", policy, "--split", "train", "--history", CONTINUED["history"],
-              "--per-template", str(args.continued), "--out", str(out / "continued"), "--no-progress"],
+              "--per-template", str(args.continued), *(["--history-by", "oracle_by_title"] if args.title_history else []),
+              "--out", str(out / "continued"), "--no-progress"],
              env, args.dry_run)
         sources += ["--from", str(out / "continued")]
     _run([*py, "export", "sft", *sources, "--out", str(out / "sft"), "--success-only",
@@ -186,7 +194,7 @@ def run(args: argparse.Namespace) -> int:
     gguf = out / "lora" / "adapter.gguf"
     seconds = time.monotonic() - started
     flags = "".join(f" --{name.replace('_', '-')}" for name in ("time_notes", "date_notes", "search_by_title",
-                                                                "drills", "time_drill")
+                                                                "title_history", "drills", "time_drill")
                     if getattr(args, name))
     if args.continued:
         flags += " --continued" + (f" {args.continued}" if args.continued != CONTINUED["per_template"] else "")
@@ -205,6 +213,7 @@ def run(args: argparse.Namespace) -> int:
         "command": f"python -m agent train demo --stop-after {stop_after}{flags}",
         "recipe": {**r, "stop_after": stop_after, **({"drills": drills} if drills else {}),
                    **({"search_by_title": True} if args.search_by_title else {}),
+                   **({"history_by": "oracle_by_title"} if args.title_history else {}),
                    **({"continued": {**CONTINUED, "per_template": args.continued}} if args.continued else {})},
         "rows": json.loads((out / "sft" / "sft_summary.json").read_text(encoding="utf-8")).get("rows"),
         "trained": f"{seconds:.0f} s here, oracle runs and export included",
