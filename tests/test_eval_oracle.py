@@ -123,3 +123,26 @@ def test_the_title_searching_oracle_narrows_every_lookup_and_still_scores_100_pe
                 listed = json.loads(message["content"])["data"]["events"]
                 assert listed and all(title.casefold() in e["title"].casefold() for e in listed), scenario.id
     assert failures == [] and searches >= len(fresh) + len(chats)
+
+
+def test_the_day_checking_oracle_looks_at_a_complete_bookings_day_first_and_still_scores_100_percent() -> None:
+    """``oracle_checks_day`` (the drill rows of ``train demo --drill-checks-day``): a complete booking
+    first searches its day with no title, then creates it as asked, and every drill and probe
+    scenario is still solved with full marks; other templates are the plain oracle's."""
+    drill = SUITE.scenarios(split="train", templates=["time_drill"], per_template=12)
+    probe = SUITE.scenarios(templates=["time_probe"], per_template=6, split="test")
+    assert {s.language for s in drill} == {s.language for s in probe} == {"en", "ko"}
+    failures = []
+    for scenario in [*drill, *probe]:
+        trace = trace_of("oracle_checks_day", scenario)
+        verdict = SUITE.verifier.verify(trace)
+        if not (verdict.success and verdict.policy_ok and verdict.reward == 1.0):
+            failures.append((scenario.id, verdict.errors, verdict.violations))
+        calls = [(c["function"]["name"], json.loads(c["function"]["arguments"]))
+                 for m in trace.messages for c in m.get("tool_calls") or []]
+        assert calls[0] == ("search_events", {"date": scenario.task["date"]}), scenario.id
+        assert [name for name, _ in calls[1:]] == ["create_event"]
+        assert calls[1][1]["start_time"] == scenario.task["start_time"]
+    assert failures == []
+    [other] = SUITE.scenarios(split="train", templates=["multi_attendee"], per_template=1)
+    assert trace_of("oracle_checks_day", other).messages == trace_of("oracle", other).messages

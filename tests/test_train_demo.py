@@ -160,3 +160,21 @@ def test_title_history_plays_the_continued_rows_earlier_tasks_with_the_title_sea
     assert refused.returncode == 2 and refused.stderr.strip() == (
         "error: --title-history plays the continued rows' history; add --continued")
     assert not out.exists()
+
+
+def test_drill_checks_day_plays_the_drills_rows_with_the_day_checking_oracle(tmp_path: Path) -> None:
+    """``--drill-checks-day`` has the drills played by ``oracle_checks_day`` (a complete booking looks
+    at its day before creating) and leaves the other runs as they were; without a drill to play it
+    is refused in one line."""
+    out = tmp_path / "demo"
+    oracle, drill, continued, export, train = map(_parsed, _steps(out, "--search-by-title", "--continued",
+                                                                  "--time-drill", "--drill-checks-day"))
+    assert (oracle.policy, drill.policy, continued.policy) == ("oracle_by_title", "oracle_checks_day",
+                                                               "oracle_by_title")
+    assert (drill.templates, export.sources[1]) == ("time_drill", out / "drills" / "time_drill")
+    refused = subprocess.run([sys.executable, "-m", "agent", "train", "demo", "--dry-run", "--out", str(out),
+                              "--drill-checks-day"], capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert refused.returncode == 2 and refused.stderr.strip() == (
+        "error: --drill-checks-day plays the drills' rows; add --time-drill or --drills")
+    assert not out.exists()

@@ -115,6 +115,10 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--time-drill", action="store_true",
                       help=f"also train on the oracle's rows of the time drill alone "
                            f"({DRILLS['scenarios']['time_drill']} scenarios), with the recipe's steps")
+    demo.add_argument("--drill-checks-day", action="store_true",
+                      help="with --time-drill or --drills: play the drills with the oracle that searches a complete "
+                           "booking's day before creating it (eval --policy oracle_checks_day), as a conflict check "
+                           "does; without it the drill's events are created at once")
 
 
 # The serving settings a demo recipe's steps run with, printed in front of each command.
@@ -148,6 +152,9 @@ def run(args: argparse.Namespace) -> int:
     if args.title_history and not args.continued:
         print("error: --title-history plays the continued rows' history; add --continued", file=sys.stderr)
         return 2
+    if args.drill_checks_day and not (args.time_drill or args.drills):
+        print("error: --drill-checks-day plays the drills' rows; add --time-drill or --drills", file=sys.stderr)
+        return 2
     try:
         smol = base_model_path(args.base)
     except GemmaBaseError as exc:  # damaged or tampered packages: the message says how to reinstall
@@ -171,8 +178,9 @@ def run(args: argparse.Namespace) -> int:
           "--out", str(out / "oracle"), "--no-progress"], env, args.dry_run)
     drills = DRILLS["scenarios"] if args.drills else (
         {"time_drill": DRILLS["scenarios"]["time_drill"]} if args.time_drill else {})
+    drill_policy = "oracle_checks_day" if args.drill_checks_day else "oracle"
     for drill, count in drills.items():
-        _run([*py, "eval", "--policy", "oracle", "--split", "train", "--templates", drill,
+        _run([*py, "eval", "--policy", drill_policy, "--split", "train", "--templates", drill,
               "--per-template", str(count), "--out", str(out / "drills" / drill), "--no-progress"], env, args.dry_run)
         sources += ["--from", str(out / "drills" / drill)]
     if args.continued:
@@ -194,7 +202,8 @@ def run(args: argparse.Namespace) -> int:
     gguf = out / "lora" / "adapter.gguf"
     seconds = time.monotonic() - started
     flags = "".join(f" --{name.replace('_', '-')}" for name in ("time_notes", "date_notes", "search_by_title",
-                                                                "title_history", "drills", "time_drill")
+                                                                "title_history", "drills", "time_drill",
+                                                                "drill_checks_day")
                     if getattr(args, name))
     if args.continued:
         flags += " --continued" + (f" {args.continued}" if args.continued != CONTINUED["per_template"] else "")
@@ -214,6 +223,7 @@ def run(args: argparse.Namespace) -> int:
         "recipe": {**r, "stop_after": stop_after, **({"drills": drills} if drills else {}),
                    **({"search_by_title": True} if args.search_by_title else {}),
                    **({"history_by": "oracle_by_title"} if args.title_history else {}),
+                   **({"drill_policy": "oracle_checks_day"} if args.drill_checks_day else {}),
                    **({"continued": {**CONTINUED, "per_template": args.continued}} if args.continued else {})},
         "rows": json.loads((out / "sft" / "sft_summary.json").read_text(encoding="utf-8")).get("rows"),
         "trained": f"{seconds:.0f} s here, oracle runs and export included",

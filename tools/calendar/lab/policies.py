@@ -100,10 +100,13 @@ def _call(name: str, **arguments: Any) -> str:
 # -- the oracle --------------------------------------------------------------------------------
 
 
-def oracle(scenario: Scenario, by_title: bool = False) -> PolicyFn:
+def oracle(scenario: Scenario, by_title: bool = False, checks_day: bool = False) -> PolicyFn:
     """The ideal procedure of each template. ``by_title``: the search for an event to change or
-    delete names its title as well as its day (``oracle_by_title``)."""
+    delete names its title as well as its day (``oracle_by_title``). ``checks_day``: a complete
+    booking (time probe, time drill) looks at its day before creating, as a conflict check does
+    (``oracle_checks_day``)."""
     task = scenario.task
+    complete = _oracle_conflict_create if checks_day else _oracle_create
     confirmed = partial(_oracle_confirmed_change, by_title=by_title)
     approved = partial(_oracle_delete_approved, by_title=by_title)
     steps = {
@@ -125,8 +128,8 @@ def oracle(scenario: Scenario, by_title: bool = False) -> PolicyFn:
         "delete_series_after_approval": approved,
         "create_over_series": _oracle_conflict_create,
         "all_day_create": _oracle_all_day_create,
-        "time_probe": _oracle_create,
-        "time_drill": _oracle_create,
+        "time_probe": complete,
+        "time_drill": complete,
     }[scenario.template]
 
     def policy(messages: list[dict[str, Any]]) -> str:
@@ -142,6 +145,15 @@ def oracle_by_title(scenario: Scenario) -> PolicyFn:
     narrowed to the asked title lists only the events it could mean (a training-data recipe
     choice, ``train demo --search-by-title``; the plain oracle stays the reference)."""
     return oracle(scenario, by_title=True)
+
+
+def oracle_checks_day(scenario: Scenario) -> PolicyFn:
+    """The oracle, except that a complete booking first searches its day and books after the day
+    shows no clash, as ``conflict_free`` does. Why: the time drill's rows, created at once, taught a
+    model to create at once where it must first ask who is free (``multi_attendee``), and a model
+    that looks things up first needs rows where an empty lookup ends in a booking, not in a question
+    about an event it never found (``train demo --drill-checks-day``)."""
+    return oracle(scenario, checks_day=True)
 
 
 def _search_for(target: dict[str, str], by_title: bool) -> str:
@@ -372,6 +384,7 @@ def tools_for_greetings(scenario: Scenario) -> PolicyFn:
 POLICIES: dict[str, PolicyFactory] = {
     "oracle": oracle,
     "oracle_by_title": oracle_by_title,
+    "oracle_checks_day": oracle_checks_day,
     "deletes_without_asking": deletes_without_asking,
     "guesses_missing_time": guesses_missing_time,
     "ignores_conflicts": ignores_conflicts,
@@ -379,7 +392,7 @@ POLICIES: dict[str, PolicyFactory] = {
 }
 # The policies that solve every task (the oracle and its variants): what may play a continued chat's
 # earlier tasks (``eval --history-by``).
-SOLVERS: tuple[str, ...] = ("oracle", "oracle_by_title")
+SOLVERS: tuple[str, ...] = ("oracle", "oracle_by_title", "oracle_checks_day")
 # Which template each broken policy targets: the verifier must catch it on every one of those.
 BROKEN_TARGETS: dict[str, tuple[str, ...]] = {
     "deletes_without_asking": ("delete_request", "reschedule"),
