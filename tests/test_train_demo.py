@@ -22,6 +22,14 @@ def _steps(out: Path, *extra: str) -> list[list[str]]:
     return [shlex.split(line[2:]) for line in run.stdout.splitlines() if line.startswith("$ ")]
 
 
+def _refused(out: Path, *flags: str) -> str:
+    """The one line a refused recipe prints; it must exit with status 2 and write nothing."""
+    run = subprocess.run([sys.executable, "-m", "agent", "train", "demo", "--dry-run", "--out", str(out), *flags],
+                         capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert run.returncode == 2 and not out.exists(), run.stderr
+    return run.stderr.strip()
+
+
 def _parsed(step: list[str]) -> argparse.Namespace:
     """A printed step's arguments as the CLI parses them (what follows ``python -m agent``)."""
     return build_parser().parse_args(step[step.index("python") + 3:])
@@ -154,12 +162,7 @@ def test_title_history_plays_the_continued_rows_earlier_tasks_with_the_title_sea
     assert (oracle.policy, continued.policy, continued.history_by) == ("oracle_by_title", "oracle_by_title",
                                                                       "oracle_by_title")
     assert _parsed(_steps(out, "--search-by-title", "--continued")[1]).history_by == "oracle"  # eval's default
-    refused = subprocess.run([sys.executable, "-m", "agent", "train", "demo", "--dry-run", "--out", str(out),
-                              "--title-history"], capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert refused.returncode == 2 and refused.stderr.strip() == (
-        "error: --title-history plays the continued rows' history; add --continued")
-    assert not out.exists()
+    assert _refused(out, "--title-history") == "error: --title-history plays the continued rows' history; add --continued"
 
 
 def test_drill_checks_day_plays_the_drills_rows_with_the_day_checking_oracle(tmp_path: Path) -> None:
@@ -172,9 +175,5 @@ def test_drill_checks_day_plays_the_drills_rows_with_the_day_checking_oracle(tmp
     assert (oracle.policy, drill.policy, continued.policy) == ("oracle_by_title", "oracle_checks_day",
                                                                "oracle_by_title")
     assert (drill.templates, export.sources[1]) == ("time_drill", out / "drills" / "time_drill")
-    refused = subprocess.run([sys.executable, "-m", "agent", "train", "demo", "--dry-run", "--out", str(out),
-                              "--drill-checks-day"], capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert refused.returncode == 2 and refused.stderr.strip() == (
+    assert _refused(out, "--drill-checks-day") == (
         "error: --drill-checks-day plays the drills' rows; add --time-drill or --drills")
-    assert not out.exists()
