@@ -183,8 +183,11 @@ def wait_reply(fake: FakeTelegram, chat_id: int, needle: str, timeout: float = 3
 
 
 def approval_message(fake: FakeTelegram, chat_id: int, count: int = 1) -> Call:
-    """The ``count``-th sendMessage with an inline keyboard in the chat."""
-    asks = lambda: [c for c in fake.requests("sendMessage", chat_id) if "reply_markup" in c.params]  # noqa: E731
+    """The ``count``-th approval question in the chat: a sendMessage whose keyboard has "Approve".
+    Why the button and not any keyboard: a reminder has one too ("Open", "Snooze"), and a test that
+    books 15:00 today and runs ten minutes before it gets the event's reminder first."""
+    asks = lambda: [c for c in fake.requests("sendMessage", chat_id)  # noqa: E731
+                    if "reply_markup" in c.params and "Approve" in buttons(c)]
     return fake.wait_for(lambda: len(asks()) >= count and asks()[count - 1], 30, "an approval question")
 
 
