@@ -19,8 +19,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from tests.bot_harness import ALICE, TOKEN, BotProcess, buttons, replies, wait_reply
-from tests.fake_telegram import Call, FakeTelegram
+from tests.bot_harness import ALICE, TOKEN, BotProcess, approval_message, buttons, replies, wait_reply
+from tests.fake_telegram import FakeTelegram
 from tests.hostile_text import (
     ATTENDEES, C1_CSI, ESC_SEQUENCE, HOSTILE_PLACE, LRI, PDI, RLO, TITLE_HEAD, WEEKS, add_hostile_series, bad_characters,
 )
@@ -68,13 +68,6 @@ def bot(fake: FakeTelegram, clock: Path, tmp_path_factory: pytest.TempPathFactor
     process.start()
     yield process
     assert process.stop() == 0, process.log()[-3000:]
-
-
-def question(fake: FakeTelegram, chat_id: int, count: int) -> Call:
-    """The ``count``-th approval question in the chat (reminders carry buttons too)."""
-    asks = lambda: [c for c in fake.requests("sendMessage", chat_id)  # noqa: E731
-                    if (c.text or "").startswith("Approve this action?") and "reply_markup" in c.params]
-    return fake.wait_for(lambda: len(asks()) >= count and asks()[count - 1], 30, "an approval question")
 
 
 def shown_texts(fake: FakeTelegram) -> list[str]:
@@ -125,14 +118,14 @@ def test_a_reminder_and_its_open_button_show_the_event_as_text(fake: FakeTelegra
 
 def test_approval_questions_keep_action_scope_and_count_with_their_buttons(fake: FakeTelegram, bot: BotProcess) -> None:
     fake.send_text(ALICE, ALICE, "move it")  # the model's arguments carry the hostile place
-    move = question(fake, ALICE, 1)
+    move = approval_message(fake, ALICE, 1)
     assert move.text.startswith(f"Approve this action?\n\nChange all {WEEKS} occurrences of '{TITLE_HEAD} ")
     assert "location → 'Room 1 📅 deleted everything␛[31m red'" in move.text
     fake.tap(ALICE, ALICE, buttons(move)["Deny"])
     wait_reply(fake, ALICE, "📅 nothing changed")
 
     fake.send_text(ALICE, ALICE, "drop it")
-    ask = question(fake, ALICE, 2)
+    ask = approval_message(fake, ALICE, 2)
     assert list(buttons(ask)) == ["Approve", "Deny"]  # the buttons are on the message that names it all
     assert len(ask.text) <= 4096 and ask.text.count("\n") == 2
     assert ask.text.startswith(f"Approve this action?\n\nDelete all {WEEKS} occurrences of '{TITLE_HEAD} ")

@@ -223,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
         "recipe": {**r, "stop_after": stop_after, **({"drills": drills} if drills else {}),
                    **({"search_by_title": True} if args.search_by_title else {}),
                    **({"history_by": "oracle_by_title"} if args.title_history else {}),
-                   **({"drill_policy": "oracle_checks_day"} if args.drill_checks_day else {}),
+                   **({"drill_policy": drill_policy} if args.drill_checks_day else {}),
                    **({"continued": {**CONTINUED, "per_template": args.continued}} if args.continued else {})},
         "rows": json.loads((out / "sft" / "sft_summary.json").read_text(encoding="utf-8")).get("rows"),
         "trained": f"{seconds:.0f} s here, oracle runs and export included",
