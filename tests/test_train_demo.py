@@ -87,7 +87,7 @@ def test_drills_add_the_drills_oracle_rows_to_the_export_and_train_longer(tmp_pa
 
 
 def test_more_continued_chats_the_time_drill_alone_and_a_longer_schedule_are_each_a_flag(tmp_path: Path) -> None:
-    """``--continued N`` plays N last tasks per template instead of the default, ``--time-drill`` adds
+    """``--continued N`` plays N last tasks per template instead of the default, ``--time-drill [N]`` adds
     the time drill's oracle rows without the wording drill (and keeps the recipe's steps), and
     ``--max-steps`` sets the schedule's length, with ``--stop-after`` following it by default."""
     out = tmp_path / "demo"
@@ -100,6 +100,8 @@ def test_more_continued_chats_the_time_drill_alone_and_a_longer_schedule_are_eac
     alone = list(map(_parsed, _steps(out, "--time-drill")))
     assert [s.command for s in alone] == ["eval", "eval", "export", "train"]
     assert alone[-1].max_steps == RECIPE["max_steps"]
+    dose = list(map(_parsed, _steps(out, "--time-drill", "30")))
+    assert (dose[1].templates, dose[1].per_template, dose[-1].max_steps) == ("time_drill", 30, RECIPE["max_steps"])
 
 
 def test_continued_chats_join_the_rows_and_the_base_can_be_gemma(tmp_path: Path) -> None:

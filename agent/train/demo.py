@@ -112,9 +112,9 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
                       help="with --continued: play the continued rows' earlier tasks with oracle_by_title as well "
                            "(eval --history-by oracle_by_title), so the history a model learns from looks events up "
                            "as its own turns would; without it the earlier tasks are the plain oracle's")
-    demo.add_argument("--time-drill", action="store_true",
-                      help=f"also train on the oracle's rows of the time drill alone "
-                           f"({DRILLS['scenarios']['time_drill']} scenarios), with the recipe's steps")
+    demo.add_argument("--time-drill", type=int, nargs="?", const=DRILLS["scenarios"]["time_drill"], metavar="N",
+                      help=f"also train on the oracle's rows of the time drill alone (N scenarios, "
+                           f"{DRILLS['scenarios']['time_drill']} when not given), with the recipe's steps")
     demo.add_argument("--drill-checks-day", action="store_true",
                       help="with --time-drill or --drills: play the drills with the oracle that searches a complete "
                            "booking's day before creating it (eval --policy oracle_checks_day), as a conflict check "
@@ -177,7 +177,7 @@ def run(args: argparse.Namespace) -> int:
     _run([*py, "eval", "--policy", policy, "--split", "train", "--per-template", str(r["per_template"]),
           "--out", str(out / "oracle"), "--no-progress"], env, args.dry_run)
     drills = DRILLS["scenarios"] if args.drills else (
-        {"time_drill": DRILLS["scenarios"]["time_drill"]} if args.time_drill else {})
+        {"time_drill": args.time_drill} if args.time_drill else {})
     drill_policy = "oracle_checks_day" if args.drill_checks_day else "oracle"
     for drill, count in drills.items():
         _run([*py, "eval", "--policy", drill_policy, "--split", "train", "--templates", drill,
@@ -202,11 +202,12 @@ def run(args: argparse.Namespace) -> int:
     gguf = out / "lora" / "adapter.gguf"
     seconds = time.monotonic() - started
     flags = "".join(f" --{name.replace('_', '-')}" for name in ("time_notes", "date_notes", "search_by_title",
-                                                                "title_history", "drills", "time_drill",
-                                                                "drill_checks_day")
+                                                                "title_history", "drills", "drill_checks_day")
                     if getattr(args, name))
-    if args.continued:
-        flags += " --continued" + (f" {args.continued}" if args.continued != CONTINUED["per_template"] else "")
+    for name, given, default in (("time-drill", args.time_drill, DRILLS["scenarios"]["time_drill"]),
+                                 ("continued", args.continued, CONTINUED["per_template"])):
+        if given:
+            flags += f" --{name}" + (f" {given}" if given != default else "")
     flags += (f" --max-steps {args.max_steps}" if args.max_steps is not None else "") + (
         f" --base {args.base}" if args.base != "smollm2" else "")
     record = {
