@@ -88,8 +88,9 @@ def test_drills_add_the_drills_oracle_rows_to_the_export_and_train_longer(tmp_pa
 
 def test_more_continued_chats_the_time_drill_alone_and_a_longer_schedule_are_each_a_flag(tmp_path: Path) -> None:
     """``--continued N`` plays N last tasks per template instead of the default, ``--time-drill [N]`` adds
-    the time drill's oracle rows without the wording drill (and keeps the recipe's steps), and
-    ``--max-steps`` sets the schedule's length, with ``--stop-after`` following it by default."""
+    the time drill's oracle rows without the wording drill (and keeps the recipe's steps), a count
+    below 1 is refused rather than read as none, and ``--max-steps`` sets the schedule's length, with
+    ``--stop-after`` following it by default."""
     out = tmp_path / "demo"
     oracle, drill, continued, export, train = map(_parsed, _steps(out, "--continued", "80", "--time-drill",
                                                                   "--max-steps", "200"))
@@ -102,6 +103,9 @@ def test_more_continued_chats_the_time_drill_alone_and_a_longer_schedule_are_eac
     assert alone[-1].max_steps == RECIPE["max_steps"]
     dose = list(map(_parsed, _steps(out, "--time-drill", "30")))
     assert (dose[1].templates, dose[1].per_template, dose[-1].max_steps) == ("time_drill", 30, RECIPE["max_steps"])
+    for flag, bad in (("--time-drill", "0"), ("--continued", "-3"), ("--continued", "x")):  # not a silent "none"
+        assert _refused(tmp_path / "refused", flag, bad).endswith(
+            f"argument {flag}: '{bad}': give a number of scenarios, 1 or more (leave the flag out for none)")
 
 
 def test_continued_chats_join_the_rows_and_the_base_can_be_gemma(tmp_path: Path) -> None:

