@@ -78,7 +78,10 @@ def base_model_path(base: str) -> Path | None:
 
 def _count(text: str) -> int:
     """A number of scenarios: 0 or less would drop the rows the flag asks for without a word."""
-    n = int(text) if text.strip().lstrip("+-").isdigit() else 0
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
     if n < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: give a number of scenarios, 1 or more (leave the flag out for none)")
     return n
