@@ -88,7 +88,8 @@ def test_drills_add_the_drills_oracle_rows_to_the_export_and_train_longer(tmp_pa
 
 def test_more_continued_chats_the_time_drill_alone_and_a_longer_schedule_are_each_a_flag(tmp_path: Path) -> None:
     """``--continued N`` plays N last tasks per template instead of the default, ``--time-drill [N]`` adds
-    the time drill's oracle rows without the wording drill (and keeps the recipe's steps), a count
+    the time drill's oracle rows without the wording drill (and keeps the recipe's steps),
+    ``--boundary-drill [N]`` the boundary drill's beside them, a count
     below 1 is refused rather than read as none, and ``--max-steps`` sets the schedule's length, with
     ``--stop-after`` following it by default."""
     out = tmp_path / "demo"
@@ -103,7 +104,14 @@ def test_more_continued_chats_the_time_drill_alone_and_a_longer_schedule_are_eac
     assert alone[-1].max_steps == RECIPE["max_steps"]
     dose = list(map(_parsed, _steps(out, "--time-drill", "30")))
     assert (dose[1].templates, dose[1].per_template, dose[-1].max_steps) == ("time_drill", 30, RECIPE["max_steps"])
-    for flag, bad in (("--time-drill", "0"), ("--continued", "-3"), ("--continued", "x")):  # not a silent "none"
+    # the boundary drill beside the time drill: a third oracle run, exported after it, the same steps
+    *_, time_drill, boundary, export, train = map(_parsed, _steps(out, "--time-drill", "--boundary-drill", "40"))
+    assert (boundary.policy, boundary.templates, boundary.per_template, boundary.out) == (
+        "oracle", "boundary_drill", 40, out / "drills" / "boundary_drill")
+    assert export.sources == [out / "oracle", out / "drills" / "time_drill", out / "drills" / "boundary_drill"]
+    assert train.max_steps == RECIPE["max_steps"]
+    for flag, bad in (("--time-drill", "0"), ("--continued", "-3"), ("--continued", "x"),
+                      ("--boundary-drill", "0")):  # not a silent "none"
         assert _refused(tmp_path / "refused", flag, bad).endswith(
             f"argument {flag}: '{bad}': give a number of scenarios, 1 or more (leave the flag out for none)")
 

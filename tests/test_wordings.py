@@ -1,5 +1,5 @@
 """The calendar templates' wordings per split: dev and test each hold three per template and
-language, none a train wording or a drill's, and every generated opening is the wording its
+language, none a train wording or a drill's (the wording, time and boundary drills), and every generated opening is the wording its
 variant names.
 
 Openings are reduced to their wording by putting placeholders back where the scenario's own words
@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 
+from tools.calendar.lab.boundary_drill import FRAMES as BOUNDARY_DRILL_FRAMES
 from tools.calendar.lab.rewritten import load_rewrites
 from tools.calendar.lab.scenarios import PHRASINGS_OF_SPLIT, SPLIT_OF_PHRASING, TEMPLATES, generate
 from tools.calendar.lab.time_drill import _FRAMES as TIME_DRILL_FRAMES
@@ -48,7 +49,7 @@ def five_word_runs(wording: str) -> set[tuple[str, ...]]:
 
 
 def drill_wordings(template: str, lang: str) -> tuple[str, ...]:
-    return (*WORDING_DRILL_FRAMES[template][lang], *TIME_DRILL_FRAMES[lang])
+    return (*WORDING_DRILL_FRAMES[template][lang], *TIME_DRILL_FRAMES[lang], *BOUNDARY_DRILL_FRAMES[lang])
 
 
 def test_every_generated_opening_is_the_wording_its_variant_names_and_its_split_holds() -> None:

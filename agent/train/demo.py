@@ -64,6 +64,9 @@ DRILLS: dict[str, Any] = {
     "scenarios": {"wording_drill": 360, "time_drill": 100},
     "max_steps": 210,
 }
+# ``--boundary-drill``: the time drill's counterweight, bookings that are not one call (a meeting
+# found with others from a time on, a clash moved, a person's name in a complete booking's title).
+BOUNDARY_DRILL = 100
 
 
 # ``--continued``: the oracle's continued chats (``eval --history``) beside the recipe's rows, so the
@@ -126,6 +129,11 @@ def add_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--time-drill", type=_count, nargs="?", const=DRILLS["scenarios"]["time_drill"], metavar="N",
                       help=f"also train on the oracle's rows of the time drill alone (N scenarios, "
                            f"{DRILLS['scenarios']['time_drill']} when not given), with the recipe's steps")
+    demo.add_argument("--boundary-drill", type=_count, nargs="?", const=BOUNDARY_DRILL, metavar="N",
+                      help=f"also train on the oracle's rows of the boundary drill (N scenarios, {BOUNDARY_DRILL} when "
+                           "not given): the time drill's ways of saying a time where a booking is not one call, a "
+                           "meeting with others from that time on, a clash moved to the next free time, and a "
+                           "complete booking whose title names a person")
     demo.add_argument("--drill-checks-day", action="store_true",
                       help="with --time-drill or --drills: play the drills with the oracle that searches a complete "
                            "booking's day before creating it (eval --policy oracle_checks_day), as a conflict check "
@@ -187,8 +195,10 @@ def run(args: argparse.Namespace) -> int:
     policy = "oracle_by_title" if args.search_by_title else "oracle"
     _run([*py, "eval", "--policy", policy, "--split", "train", "--per-template", str(r["per_template"]),
           "--out", str(out / "oracle"), "--no-progress"], env, args.dry_run)
-    drills = DRILLS["scenarios"] if args.drills else (
+    drills = dict(DRILLS["scenarios"]) if args.drills else (
         {"time_drill": args.time_drill} if args.time_drill else {})
+    if args.boundary_drill:
+        drills["boundary_drill"] = args.boundary_drill
     drill_policy = "oracle_checks_day" if args.drill_checks_day else "oracle"
     for drill, count in drills.items():
         _run([*py, "eval", "--policy", drill_policy, "--split", "train", "--templates", drill,
@@ -216,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
                                                                 "title_history", "drills", "drill_checks_day")
                     if getattr(args, name))
     for name, given, default in (("time-drill", args.time_drill, DRILLS["scenarios"]["time_drill"]),
+                                 ("boundary-drill", args.boundary_drill, BOUNDARY_DRILL),
                                  ("continued", args.continued, CONTINUED["per_template"])):
         if given:
             flags += f" --{name}" + (f" {given}" if given != default else "")

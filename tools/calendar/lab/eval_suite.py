@@ -10,6 +10,8 @@ from tools.calendar.language import CALENDAR_LANGUAGE
 from tools.calendar.lab.policies import POLICIES
 from tools.calendar.receipt import CalendarReceipt
 from tools.calendar.lab.rewritten import REWRITTEN_SPLITS, rewritten_scenarios
+from tools.calendar.lab.boundary_drill import TEMPLATE as BOUNDARY_DRILL
+from tools.calendar.lab.boundary_drill import drill_scenarios as boundary_scenarios
 from tools.calendar.lab.continued import MAX_EARLIER, chat_store, continue_scenarios
 from tools.calendar.lab.continued_policies import last_task_only, meddles
 from tools.calendar.lab.policies import oracle
@@ -49,13 +51,13 @@ def make_environment(scenario: Scenario) -> Environment:
 def scenarios(split: str | None = None, per_template: int | None = None, seed: int = 0,
               templates: Iterable[str] | None = None) -> list[Scenario]:
     """The generator's scenarios of a phrasing split, or a rewritten set (``tools.calendar.lab.rewritten``);
-    and, only when ``templates`` names them, the fixed time probe (test only) and the time
-    drill and the wording drill (the training rows; train only, ``per_template`` of them,
-    default 200): none is ever part of the default set."""
+    and, only when ``templates`` names them, the fixed time probe (test only) and the time,
+    wording and boundary drills (the training rows; train only, ``per_template`` of them,
+    default 200, the boundary drill 100): none is ever part of the default set."""
     if split in REWRITTEN_SPLITS:
         return rewritten_scenarios(split, per_template=per_template, seed=seed, templates=templates)
     chosen = list(templates) if templates else []
-    named = (TIME_PROBE, TIME_DRILL, WORDING_DRILL)
+    named = (TIME_PROBE, TIME_DRILL, WORDING_DRILL, BOUNDARY_DRILL)
     if not any(t in named for t in chosen):
         return generate(split, per_template, seed, chosen or None)
     unknown = [t for t in chosen if t not in TEMPLATES and t not in named]
@@ -69,6 +71,8 @@ def scenarios(split: str | None = None, per_template: int | None = None, seed: i
             out += drill_scenarios(split, per_template, seed)
         elif template == WORDING_DRILL:
             out += wording_scenarios(split, per_template, seed)
+        elif template == BOUNDARY_DRILL:
+            out += boundary_scenarios(split, per_template, seed)
         else:
             out += generate(split, per_template, seed, [template])
     return out

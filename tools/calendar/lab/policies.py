@@ -130,6 +130,8 @@ def oracle(scenario: Scenario, by_title: bool = False, checks_day: bool = False)
         "all_day_create": _oracle_all_day_create,
         "time_probe": complete,
         "time_drill": complete,
+        "boundary_drill": {"meeting": _oracle_multi_attendee, "clash": _oracle_conflict_create,
+                           "person": complete}.get(task.get("kind", ""), complete),
     }[scenario.template]
 
     def policy(messages: list[dict[str, Any]]) -> str:
@@ -279,7 +281,9 @@ def _oracle_multi_attendee(scenario: Scenario, task: dict[str, Any], messages: l
                      duration_minutes=task["duration"])
     if last_result(results, "create_event") is not None:
         return _done(scenario, messages)
-    start = first_fit((common.get("data") or {}).get("slots", []), task["date"], "00:00", task["duration"])
+    # "from T on" (the boundary drill's meetings) or the earliest of the day
+    start = first_fit((common.get("data") or {}).get("slots", []), task["date"], task.get("after", "00:00"),
+                      task["duration"])
     if start is None:
         return _say(scenario, "There is no common free time that day. Another day?", "그날은 다 같이 되는 시간이 없어요. 다른 날은요?")
     return _call("create_event", title=task["title"], date=task["date"], start_time=start,
