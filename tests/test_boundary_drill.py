@@ -16,6 +16,7 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from agent.eval import cli
+from agent.eval.suite import Scenario
 from tests.test_time_drill import read_time, said_date
 from tools.calendar.lab.boundary_drill import KINDS, TEMPLATE, build_drill, drill_scenarios, person_title
 from tools.calendar.lab.eval_suite import load_eval_suite
@@ -30,7 +31,7 @@ def _span(row: dict[str, str]) -> tuple[datetime, datetime]:
     return datetime.fromisoformat(row["start"]), datetime.fromisoformat(row["end"])
 
 
-def _new_event(s) -> dict:
+def _new_event(s: Scenario) -> dict:
     (new,) = [e for e in s.expected["events"] if e["id"] is None]
     return new
 
@@ -39,13 +40,13 @@ def _overlaps(a: tuple[datetime, datetime], b: tuple[datetime, datetime]) -> boo
     return a[0] < b[1] and b[0] < a[1]
 
 
-def _taken(s, start: datetime, minutes: int) -> bool:
+def _taken(s: Scenario, start: datetime, minutes: int) -> bool:
     """Whether anything of the user's or the attendees' that day overlaps ``start`` for ``minutes``."""
     slot = (start, start + timedelta(minutes=minutes))
     return any(_overlaps(slot, _span(row)) for row in [*s.initial["events"], *s.initial["busy"]])
 
 
-def _asked(s) -> datetime:
+def _asked(s: Scenario) -> datetime:
     hhmm = s.task["after"] if s.task["kind"] == "meeting" else s.task["start_time"]
     return datetime.fromisoformat(f"{s.task['date']}T{hhmm}").replace(tzinfo=ZoneInfo(s.tz))
 

@@ -73,6 +73,9 @@ _WITH = {"en": ("Lunch", "Coffee", "Dinner", "Call", "Tennis", "Drinks"),
          "ko": ("점심", "커피", "저녁", "통화", "테니스", "영화")}
 FRAMES = {lang: (*_MEETING_FRAMES[lang], *_CLASH_FRAMES[lang]) for lang in ("en", "ko")}  # besides the time drill's
 
+# What a kind's builder gives: the opening, the initial state, the events it adds, the task, the call budget.
+Kind = tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any], int]
+
 
 def person_title(rng: random.Random, lang: str) -> str:
     """A title naming a person: "Lunch with Tom", "민수랑 점심" / "지영이랑 커피" (이랑 after a final consonant)."""
@@ -94,6 +97,10 @@ def _said_time(rng: random.Random, family: str, first: time, last: time) -> tupl
     raise AssertionError(f"{family} said no time in {first}-{last}")
 
 
+def _plus(day: date, moment: time, minutes: int) -> time:
+    return (at(day, moment) + timedelta(minutes=minutes)).time()
+
+
 def _first_free(day: date, busy: list[tuple[time, int]], earliest: time, minutes: int) -> time:
     """The first start from ``earliest`` that overlaps nothing in ``busy`` (the generator's own arithmetic)."""
     start = at(day, earliest)
@@ -103,7 +110,7 @@ def _first_free(day: date, busy: list[tuple[time, int]], earliest: time, minutes
     return start.time()
 
 
-def _meeting(c: _Ctx, family: str) -> tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any], int]:
+def _meeting(c: _Ctx, family: str) -> Kind:
     kind, day = c.pick_day()
     title = c.other_title(*(t for t in TITLES[c.lang] if "Mina" in t or "민아" in t))
     a, b = c.rng.sample(PEOPLE[c.lang], 2)
@@ -127,7 +134,7 @@ def _meeting(c: _Ctx, family: str) -> tuple[str, dict[str, Any], list[dict[str, 
     return opening, initial, [new], task, 4
 
 
-def _clash(c: _Ctx, family: str) -> tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any], int]:
+def _clash(c: _Ctx, family: str) -> Kind:
     kind, day = c.pick_day()
     title = c.title()
     minutes = c.rng.choice((30, 60))
@@ -150,7 +157,7 @@ def _clash(c: _Ctx, family: str) -> tuple[str, dict[str, Any], list[dict[str, An
     return opening, initial, [event_state(title, day, start, minutes)], task, 5
 
 
-def _person(c: _Ctx, family: str) -> tuple[str, dict[str, Any], list[dict[str, Any]], dict[str, Any], int]:
+def _person(c: _Ctx, family: str) -> Kind:
     kind, day = c.pick_day()
     title = person_title(c.rng, c.lang)
     asked, said = _said_time(c.rng, family, time(7), time(21))
@@ -161,10 +168,6 @@ def _person(c: _Ctx, family: str) -> tuple[str, dict[str, Any], list[dict[str, A
     task = {"title": title, "date": day.isoformat(), "start_time": hhmm(asked), "duration": minutes,
             "said": said, "form": family}
     return opening, initial, [event_state(title, day, asked, minutes)], task, 3
-
-
-def _plus(day: date, moment: time, minutes: int) -> time:
-    return (at(day, moment) + timedelta(minutes=minutes)).time()
 
 
 _BUILDERS = {"meeting": _meeting, "clash": _clash, "person": _person}
