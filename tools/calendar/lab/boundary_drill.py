@@ -32,14 +32,13 @@ from typing import Any
 from agent.eval.suite import Scenario
 from tools.calendar.lab.scenario_state import TZ, at, busy_state, event_state, expected_snapshot
 from tools.calendar.lab.scenarios import draw_now, scenario_seed
-from tools.calendar.lab.template_kit import PEOPLE, TITLES, _Ctx, day_words, duration_words, hhmm
+from tools.calendar.lab.template_kit import PEOPLE, TITLES, _Ctx, day_words, duration_words, first_free, hhmm
 from tools.calendar.lab.time_drill import _BY_LANGUAGE, _FRAMES, FAMILIES
 
 TEMPLATE = "boundary_drill"
 SPLIT = "train"
 DEFAULT_COUNT = 100
 KINDS = ("meeting", "clash", "person")
-DAY_END = time(18)  # the slot finders' default working hours end
 
 _MEETING_FRAMES = {
     "en": (
@@ -101,15 +100,6 @@ def _plus(day: date, moment: time, minutes: int) -> time:
     return (at(day, moment) + timedelta(minutes=minutes)).time()
 
 
-def _first_free(day: date, busy: list[tuple[time, int]], earliest: time, minutes: int) -> time:
-    """The first start from ``earliest`` that overlaps nothing in ``busy`` (the generator's own arithmetic)."""
-    start = at(day, earliest)
-    for s, m in sorted(busy):
-        if at(day, s) < start + timedelta(minutes=minutes) and start < at(day, s) + timedelta(minutes=m):
-            start = max(start, at(day, s) + timedelta(minutes=m))
-    return start.time()
-
-
 def _meeting(c: _Ctx, family: str) -> Kind:
     kind, day = c.pick_day()
     title = c.other_title(*(t for t in TITLES[c.lang] if "Mina" in t or "민아" in t))
@@ -119,8 +109,7 @@ def _meeting(c: _Ctx, family: str) -> Kind:
     a_busy = [(asked, c.rng.choice((60, 90)))]
     b_busy = [] if c.rng.random() < 0.3 else [(_plus(day, asked, a_busy[0][1] - 30), c.rng.choice((60, 90)))]
     own = [(time(9), 60)] if c.rng.random() < 0.5 else []  # before the asked time: not in the way
-    start = _first_free(day, own + a_busy + b_busy, asked, minutes)
-    assert at(day, start) + timedelta(minutes=minutes) <= at(day, DAY_END), "layout leaves no slot"
+    start = first_free(day, own + a_busy + b_busy, minutes, earliest=asked)
     opening = c.rng.choice(_MEETING_FRAMES[c.lang]).format(
         title=title, a=a, b=b, d=day_words(kind, day, c.lang), t=said, dur=duration_words(minutes, c.lang))
     initial: dict[str, Any] = {
@@ -148,7 +137,7 @@ def _clash(c: _Ctx, family: str) -> Kind:
     else:  # begins when the asked slot ends
         blocker_start = _plus(day, asked, minutes)
     blocker = event_state(c.other_title(title), day, blocker_start, blocker_minutes)
-    start = _first_free(day, [(blocker_start, blocker_minutes)], asked, minutes)
+    start = first_free(day, [(blocker_start, blocker_minutes)], minutes, earliest=asked)
     opening = c.rng.choice(_CLASH_FRAMES[c.lang]).format(
         title=title, d=day_words(kind, day, c.lang), t=said, dur=duration_words(minutes, c.lang))
     initial = {"events": [blocker, *c.noise(day, title, count=1)], "busy": []}

@@ -6,12 +6,12 @@ context (``template_kit._Ctx``) returning the template-specific fields of a Scen
 
 from __future__ import annotations
 
-from datetime import date, time, timedelta
+from datetime import time, timedelta
 from typing import Callable
 
 from tools.calendar.lab.scenario_state import at, busy_state, event_state
-from tools.calendar.lab.template_kit import (PEOPLE, TITLES, Built, _Ctx, day_words, duration_words, hhmm,
-                                             time_words)
+from tools.calendar.lab.template_kit import (PEOPLE, TITLES, Built, _Ctx, day_words, duration_words, first_free,
+                                             hhmm, time_words)
 from tools.calendar.lab.wordings import say
 
 
@@ -100,18 +100,6 @@ def _delete_after_approval(c: _Ctx) -> Built:
                 task={"target": {"title": title, "date": day.isoformat(), "start": hhmm(start)}})
 
 
-def _first_common_free(day: date, busy: list[tuple[time, int]], minutes: int) -> time:
-    """Earliest start in 09:00-18:00 where nothing in ``busy`` overlaps ``minutes`` (generator's own arithmetic)."""
-    spans = sorted((at(day, s), at(day, s) + timedelta(minutes=m)) for s, m in busy)
-    start = at(day, time(9))
-    for s, e in spans:
-        if s - start >= timedelta(minutes=minutes):
-            break
-        start = max(start, e)
-    assert start + timedelta(minutes=minutes) <= at(day, time(18)), "layout leaves no slot"
-    return start.time()
-
-
 def _multi_attendee(c: _Ctx, one_busy: bool = False) -> Built:
     """Earliest time the user and two people are all free. ``one_busy``: the second person has no
     busy time that day, so only the user's and the first person's times matter."""
@@ -124,7 +112,7 @@ def _multi_attendee(c: _Ctx, one_busy: bool = False) -> Built:
     a_busy = [(first_a, c.rng.choice((60, 120)))]
     b_start = (at(day, first_a) + timedelta(minutes=a_busy[0][1] - 30)).time()
     b_busy = [] if one_busy else [(b_start, c.rng.choice((60, 90)))]
-    start = _first_common_free(day, user + a_busy + b_busy, minutes)
+    start = first_free(day, user + a_busy + b_busy, minutes)
     d, dur = day_words(kind, day, c.lang), duration_words(minutes, c.lang)
     opening = say("multi_attendee", c.lang, c.phrasing, title=title, a=a, b=b, d=d, dur=dur)
     initial = {

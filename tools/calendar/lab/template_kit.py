@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from typing import Any
 
-from tools.calendar.lab.scenario_state import event_state
+from tools.calendar.lab.scenario_state import at, event_state
 
 WEEKDAYS_EN = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 WEEKDAYS_KO = ("월요일", "화요일", "수요일", "목요일", "금요일", "토요일", "일요일")
@@ -76,6 +76,19 @@ def duration_words(minutes: int, lang: str) -> str:
 
 def hhmm(moment: time) -> str:
     return f"{moment.hour:02d}:{moment.minute:02d}"
+
+
+def first_free(day: date, busy: list[tuple[time, int]], minutes: int, earliest: time = time(9)) -> time:
+    """Earliest start from ``earliest`` (09:00 unless given) to 18:00, the slot finders' default
+    working hours, where nothing in ``busy`` overlaps ``minutes`` (the generator's own arithmetic)."""
+    spans = sorted((at(day, s), at(day, s) + timedelta(minutes=m)) for s, m in busy)
+    start = at(day, earliest)
+    for s, e in spans:
+        if s - start >= timedelta(minutes=minutes):
+            break
+        start = max(start, e)
+    assert start + timedelta(minutes=minutes) <= at(day, time(18)), "layout leaves no slot"
+    return start.time()
 
 
 # -- one template = one function ----------------------------------------------------------------
